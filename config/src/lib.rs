@@ -1,0 +1,58 @@
+//! Ankusa's gateway configuration: the schema, `${...}` interpolation, validation,
+//! redaction and the config hash. One definition, used by the gateway (which parses it) and
+//! the operator (which renders it from custom resources).
+
+mod error;
+pub mod interpolate;
+mod load;
+mod model;
+mod redact;
+mod secrets;
+mod validate;
+
+pub use error::ConfigError;
+pub use load::{Loaded, apply_env_overrides, from_yaml_str, from_yaml_value, load_file};
+pub use model::*;
+pub use redact::{redact_url, redacted_json};
+pub use secrets::{MAX_SECRETS, Secrets};
+pub use validate::{
+    ADMIN_SCOPES, parse_cidr, signed_tokens, valid_header_name, valid_id, validate,
+};
+
+/// Exit code of a process refused for its configuration (`EX_CONFIG` of sysexits.h).
+pub const EXIT_CONFIG: i32 = 78;
+
+impl Config {
+    /// SHA-256 (lowercase hex) of the canonical JSON form. The gateway reports the hash of the
+    /// file it loaded (after interpolation, before environment overrides); the operator
+    /// computes the same function over the config it rendered, so equal hashes mean a pod runs
+    /// exactly the rendered config.
+    pub fn hash(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let bytes = serde_json::to_vec(self).expect("config serialises to JSON");
+        hex::encode(Sha256::digest(bytes))
+    }
+
+    /// The YAML text the gateway parses back into an equal `Config`. Literal `${` in values
+    /// (a secret may contain one) is escaped as `$${` so that loading does not interpolate it.
+    pub fn to_yaml(&self) -> String {
+        let mut tree = serde_yaml_ng::to_value(self).expect("config serialises to YAML");
+        escape_references(&mut tree);
+        serde_yaml_ng::to_string(&tree).expect("config serialises to YAML")
+    }
+
+    pub fn has_role(&self, role: Role) -> bool {
+        self.node.roles.contains(&role)
+    }
+}
+
+fn escape_references(v: &mut serde_yaml_ng::Value) {
+    use serde_yaml_ng::Value;
+    match v {
+        Value::String(s) if s.contains("${") => *s = s.replace("${", "$${"),
+        Value::Sequence(items) => items.iter_mut().for_each(escape_references),
+        Value::Mapping(m) => m.iter_mut().for_each(|(_, v)| escape_references(v)),
+        Value::Tagged(t) => escape_references(&mut t.value),
+        _ => {}
+    }
+}

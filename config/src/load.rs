@@ -1,0 +1,231 @@
+//! Text → validated `Config`: YAML parse, interpolation, typed load (unknown keys refused),
+//! environment overrides, validation.
+
+use std::path::Path;
+
+use serde_yaml_ng::Value;
+
+use crate::error::ConfigError;
+use crate::interpolate::{Lookup, SystemLookup, interpolate_tree};
+use crate::model::{AdminToken, Config, Role};
+use crate::validate::validate;
+
+/// A validated configuration.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    /// What the process runs: the file with environment overrides applied.
+    pub config: Config,
+    /// `Config::hash` of the file as written (after interpolation, before overrides).
+    pub file_hash: String,
+}
+
+/// Reads, interpolates, overrides from the process environment and validates a config file.
+pub fn load_file(path: &Path) -> Result<Loaded, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        ConfigError::general(format!("cannot read config file {}: {e}", path.display()))
+    })?;
+    load_text(&text, &SystemLookup)
+}
+
+fn load_text(text: &str, lookup: &dyn Lookup) -> Result<Loaded, ConfigError> {
+    let file = from_yaml_str(text, lookup)?;
+    let file_hash = file.hash();
+    let mut config = file;
+    apply_env_overrides(&mut config, lookup)?;
+    validate(&config)?;
+    Ok(Loaded { config, file_hash })
+}
+
+/// Parses and interpolates YAML into a `Config` (not yet validated).
+pub fn from_yaml_str(text: &str, lookup: &dyn Lookup) -> Result<Config, ConfigError> {
+    let mut tree: Value = serde_yaml_ng::from_str(text)
+        .map_err(|e| ConfigError::general(format!("config is not valid YAML: {e}")))?;
+    if tree.is_null() {
+        tree = Value::Mapping(Default::default());
+    }
+    interpolate_tree(&mut tree, lookup)?;
+    from_yaml_value(tree)
+}
+
+/// Typed load of an already interpolated tree; unknown keys and bad values name their field.
+pub fn from_yaml_value(tree: Value) -> Result<Config, ConfigError> {
+    serde_path_to_error::deserialize::<_, Config>(tree).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner().to_string();
+        if path == "." || path.is_empty() {
+            ConfigError::general(inner)
+        } else {
+            ConfigError::field(path, inner)
+        }
+    })
+}
+
+/// Environment overrides for what differs per process: addresses, ports, paths, roles and an
+/// admin token. The environment wins over the file.
+pub fn apply_env_overrides(c: &mut Config, env: &dyn Lookup) -> Result<(), ConfigError> {
+    fn parsed<T: std::str::FromStr>(env: &dyn Lookup, var: &str) -> Result<Option<T>, ConfigError>
+    where
+        T::Err: std::fmt::Display,
+    {
+        match env.env(var) {
+            None => Ok(None),
+            Some(v) if v.is_empty() => Ok(None),
+            Some(v) => v
+                .parse::<T>()
+                .map(Some)
+                .map_err(|e| ConfigError::field(var, format!("cannot parse {v:?}: {e}"))),
+        }
+    }
+    if let Some(v) = parsed::<String>(env, "ANKUSA_DATA_DIR")? {
+        c.node.data_dir = v.into();
+    }
+    if let Some(v) = parsed::<String>(env, "ANKUSA_INSTANCE")? {
+        c.node.instance = v;
+    }
+    if let Some(v) = parsed::<String>(env, "ANKUSA_ROLES")? {
+        let mut roles = Vec::new();
+        for r in v.split(',').map(str::trim).filter(|r| !r.is_empty()) {
+            roles.push(match r {
+                "edge" => Role::Edge,
+                "dispatch" => Role::Dispatch,
+                other => {
+                    return Err(ConfigError::field(
+                        "ANKUSA_ROLES",
+                        format!("unknown role {other:?} (expected edge, dispatch)"),
+                    ));
+                }
+            });
+        }
+        c.node.roles = roles;
+    }
+    if let Some(v) = parsed::<String>(env, "ANKUSA_LOG_LEVEL")? {
+        c.log.level = v;
+    }
+    if let Some(v) = parsed(env, "ANKUSA_HTTP_IP")? {
+        c.http.ip = v;
+    }
+    if let Some(v) = parsed(env, "PORT")? {
+        c.http.port = v;
+    }
+    if let Some(v) = parsed(env, "ANKUSA_HTTP_PORT")? {
+        c.http.port = v;
+    }
+    if let Some(v) = parsed(env, "ANKUSA_ADMIN_IP")? {
+        c.admin.ip = v;
+    }
+    if let Some(v) = parsed(env, "ANKUSA_ADMIN_PORT")? {
+        c.admin.port = v;
+    }
+    if let Some(v) = parsed(env, "ANKUSA_CLAIM_CHECK_IP")? {
+        c.claim_check.ip = v;
+    }
+    if let Some(v) = parsed(env, "ANKUSA_CLAIM_CHECK_PORT")? {
+        c.claim_check.port = v;
+    }
+    if let Some(token) = parsed::<String>(env, "ANKUSA_ADMIN_TOKEN")? {
+        if !c.admin.tokens.iter().any(|t| t.token == token) {
+            c.admin.tokens.push(AdminToken {
+                token,
+                scopes: vec!["*".into()],
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    struct Env(HashMap<String, String>);
+    impl Lookup for Env {
+        fn env(&self, name: &str) -> Option<String> {
+            self.0.get(name).cloned()
+        }
+        fn file(&self, _: &str) -> std::io::Result<String> {
+            Err(std::io::Error::other("no files in this test"))
+        }
+    }
+    fn env(pairs: &[(&str, &str)]) -> Env {
+        Env(pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect())
+    }
+
+    const GOOD: &str = r#"
+sources:
+  gh:
+    verify: {type: github, secret: "${GH_SECRET}"}
+    dedupe: github
+    sinks:
+      - type: log
+"#;
+
+    #[test]
+    fn loads_a_good_file() {
+        let l = load_text(GOOD, &env(&[("GH_SECRET", "It's a Secret to Everybody")])).unwrap();
+        assert!(l.config.sources.contains_key("gh"));
+        assert_eq!(l.file_hash.len(), 64);
+    }
+
+    #[test]
+    fn unknown_key_is_refused_with_its_path() {
+        let text = "http:\n  port: 4000\n  prot: 1\n";
+        let e = load_text(text, &env(&[])).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("http.prot"), "{e}");
+        assert!(e.to_string().contains("unknown field"), "{e}");
+        let text = "sources:\n  s:\n    sinks:\n      - type: http\n        urll: x\n";
+        let e = load_text(text, &env(&[])).unwrap_err();
+        assert!(e.to_string().contains("sources.s.sinks"), "{e}");
+        assert!(e.to_string().contains("urll"), "{e}");
+    }
+
+    #[test]
+    fn missing_variable_is_refused_with_its_path() {
+        let e = load_text(GOOD, &env(&[])).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("sources.gh.verify.secret"), "{e}");
+        assert!(e.message.contains("GH_SECRET"));
+    }
+
+    #[test]
+    fn bad_value_is_refused_with_its_path() {
+        let e = load_text("http:\n  port: seventy\n", &env(&[])).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("http.port"), "{e}");
+        let e = load_text("dispatch:\n  concurrency: 0\n", &env(&[])).unwrap_err();
+        assert_eq!(e.to_string(), "dispatch.concurrency must be >= 1, got 0");
+    }
+
+    #[test]
+    fn env_overrides_win_and_do_not_change_the_file_hash() {
+        let plain = load_text(GOOD, &env(&[("GH_SECRET", "x")])).unwrap();
+        let over = load_text(
+            GOOD,
+            &env(&[
+                ("GH_SECRET", "x"),
+                ("ANKUSA_HTTP_PORT", "4100"),
+                ("ANKUSA_DATA_DIR", "/d"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(over.config.http.port, 4100);
+        assert_eq!(over.config.node.data_dir, std::path::PathBuf::from("/d"));
+        assert_eq!(plain.file_hash, over.file_hash);
+        let e = load_text(
+            GOOD,
+            &env(&[("GH_SECRET", "x"), ("ANKUSA_ADMIN_PORT", "x")]),
+        )
+        .unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("ANKUSA_ADMIN_PORT"));
+    }
+
+    #[test]
+    fn rendered_config_round_trips_to_the_same_hash() {
+        let l = load_text(GOOD, &env(&[("GH_SECRET", "x")])).unwrap();
+        let yaml = l.config.to_yaml();
+        let again = load_text(&yaml, &env(&[])).unwrap();
+        assert_eq!(again.config, l.config);
+        assert_eq!(again.file_hash, l.file_hash);
+    }
+}

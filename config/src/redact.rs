@@ -1,0 +1,242 @@
+//! Redaction for `print-config` and `GET /v1/config`: an allowlist. Only keys known to hold
+//! no secret are shown; everything else (secrets, tokens, sink header values, keys added
+//! later and not yet reviewed) reads `[redacted]`. URLs lose userinfo and query values.
+
+use serde_json::{Map, Value};
+
+use crate::model::Config;
+
+const REDACTED: &str = "[redacted]";
+
+/// Keys whose values are shown (scalars as they are, structures walked with the same rule).
+const SHOWN: &[&str] = &[
+    // sections
+    "node",
+    "log",
+    "http",
+    "admin",
+    "batcher",
+    "rate_limits",
+    "dispatch",
+    "egress",
+    "claim_check",
+    "retry",
+    "pools",
+    "verify",
+    "dedupe",
+    "default",
+    "ordering_key",
+    // node / log / http / admin
+    "instance",
+    "data_dir",
+    "region",
+    "roles",
+    "level",
+    "format",
+    "ip",
+    "port",
+    "max_body_bytes",
+    "routing",
+    "prefix",
+    "body_timeout_ms",
+    "enabled",
+    "scopes",
+    // batcher / limits / dispatch
+    "partitions",
+    "max_batch",
+    "max_delay_ms",
+    "max_queue",
+    "max_queue_bytes",
+    "max_wait_ms",
+    "rate",
+    "burst",
+    "concurrency",
+    "max_inflight",
+    "max_inflight_bytes",
+    "batch",
+    "attempt_timeout_ms",
+    "max_retry_after_ms",
+    "base_ms",
+    "max_ms",
+    "max_attempts",
+    "jitter",
+    "max_elapsed_ms",
+    "sink_concurrency",
+    "breaker_failures",
+    "breaker_open_ms",
+    "breaker_max_open_ms",
+    // egress / claim check
+    "allow_http",
+    "allow_loopback",
+    "allow_private",
+    "allow_link_local",
+    "allow_cidrs",
+    "pool_size",
+    "max_pools",
+    "max_pools_per_tenant",
+    "pool_max_idle_ms",
+    "retention_days",
+    // sources
+    "tenant",
+    "trust_url_tenant",
+    "type",
+    "tolerance_seconds",
+    "signature_header",
+    "signed",
+    "hash",
+    "encoding",
+    "sig_prefix",
+    "parse",
+    "sig_key",
+    "version",
+    "timestamp_header",
+    "secret_decode",
+    "on_verify_failure",
+    "preset",
+    "header",
+    "json",
+    "ttl_seconds",
+    "forward_headers",
+    "max_headers",
+    "forward_headers_max_bytes",
+    "sinks",
+    // sinks
+    "method",
+    "timeout_ms",
+    "allow_unsigned",
+    "max_response_bytes",
+    "cacertfile",
+    "allow_insecure_tls",
+    "ordered",
+];
+
+/// Keys whose children are keyed by an id (shown) and hold structures walked by the rule.
+const ID_MAPS: &[&str] = &["sources", "tenants", "overrides"];
+
+/// The config as JSON with every non-allowlisted value redacted.
+pub fn redacted_json(c: &Config) -> Value {
+    let v = serde_json::to_value(c).expect("config serialises to JSON");
+    walk_object_value(v)
+}
+
+fn walk_object_value(v: Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(walk_map(m)),
+        other => other,
+    }
+}
+
+fn walk_map(m: Map<String, Value>) -> Map<String, Value> {
+    let mut out = Map::new();
+    for (k, v) in m {
+        let shown = if ID_MAPS.contains(&k.as_str()) {
+            match v {
+                Value::Object(children) => Value::Object(
+                    children
+                        .into_iter()
+                        .map(|(id, c)| (id, walk_object_value(c)))
+                        .collect(),
+                ),
+                other => other,
+            }
+        } else if k == "headers" {
+            match v {
+                Value::Object(h) => Value::Object(
+                    h.into_iter()
+                        .map(|(name, _)| (name, REDACTED.into()))
+                        .collect(),
+                ),
+                _ => REDACTED.into(),
+            }
+        } else if k == "url" {
+            match v {
+                Value::String(u) => Value::String(redact_url(&u)),
+                _ => REDACTED.into(),
+            }
+        } else if k == "tokens" {
+            match v {
+                Value::Array(items) => {
+                    Value::Array(items.into_iter().map(walk_object_value).collect())
+                }
+                _ => REDACTED.into(),
+            }
+        } else if SHOWN.contains(&k.as_str()) {
+            walk_shown(v)
+        } else {
+            REDACTED.into()
+        };
+        out.insert(k, shown);
+    }
+    out
+}
+
+fn walk_shown(v: Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(walk_map(m)),
+        Value::Array(items) => Value::Array(items.into_iter().map(walk_shown).collect()),
+        scalar => scalar,
+    }
+}
+
+/// A URL without userinfo and with every query value replaced.
+pub fn redact_url(raw: &str) -> String {
+    match url::Url::parse(raw) {
+        Ok(mut u) => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            if u.query().is_some() {
+                let pairs: Vec<String> = u
+                    .query_pairs()
+                    .map(|(k, _)| format!("{k}={REDACTED}"))
+                    .collect();
+                u.set_query(Some(&pairs.join("&")));
+            }
+            u.to_string()
+        }
+        Err(_) => REDACTED.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::*;
+    use crate::secrets::Secrets;
+
+    #[test]
+    fn secrets_tokens_and_header_values_are_redacted() {
+        let mut c = Config::default();
+        c.admin.tokens.push(AdminToken {
+            token: "tok-very-secret-123".into(),
+            scopes: vec!["*".into()],
+        });
+        let mut h = HttpSinkConfig::new("https://user:pw@example.com/in?key=abc&x=1");
+        h.secret = Some(Secrets::one("whsec_c2VjcmV0"));
+        h.headers
+            .insert("Authorization".into(), "Bearer zzz".into());
+        let mut s = SourceConfig::with_sinks(vec![SinkConfig::Http(h)]);
+        s.verify = VerifyConfig::Github(Preset {
+            secret: Secrets::one("gh-secret"),
+        });
+        c.sources.insert("gh".into(), s);
+        let text = redacted_json(&c).to_string();
+        for needle in [
+            "tok-very-secret-123",
+            "whsec_c2VjcmV0",
+            "Bearer zzz",
+            "gh-secret",
+            "pw@",
+            "abc",
+        ] {
+            assert!(!text.contains(needle), "{needle} leaked: {text}");
+        }
+        let v = redacted_json(&c);
+        assert_eq!(v["sources"]["gh"]["verify"]["type"], "github");
+        assert_eq!(
+            v["sources"]["gh"]["sinks"][0]["url"],
+            "https://example.com/in?key=[redacted]&x=[redacted]"
+        );
+        assert_eq!(v["admin"]["tokens"][0]["scopes"][0], "*");
+        assert_eq!(v["http"]["port"], 4000);
+    }
+}

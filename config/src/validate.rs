@@ -1,0 +1,842 @@
+//! Range and cross-key rules. Every error names the field and the constraint, in the form
+//! `<field> must be <constraint>, got <value>`.
+
+use std::collections::HashSet;
+use std::net::IpAddr;
+
+use base64::Engine;
+
+use crate::error::ConfigError;
+use crate::model::*;
+use crate::secrets::{MAX_SECRETS, Secrets};
+
+/// Tenant and source ids: `[A-Za-z0-9_-]{1,64}`.
+pub fn valid_id(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// An HTTP header name (RFC 9110 token).
+pub fn valid_header_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+fn at_least<T: PartialOrd + std::fmt::Display>(
+    field: &str,
+    v: T,
+    min: T,
+) -> Result<(), ConfigError> {
+    if v < min {
+        return Err(ConfigError::general(format!(
+            "{field} must be >= {min}, got {v}"
+        )));
+    }
+    Ok(())
+}
+
+fn at_most<T: PartialOrd + std::fmt::Display>(
+    field: &str,
+    v: T,
+    max: T,
+) -> Result<(), ConfigError> {
+    if v > max {
+        return Err(ConfigError::general(format!(
+            "{field} must be <= {max}, got {v}"
+        )));
+    }
+    Ok(())
+}
+
+fn err(field: impl Into<String>, msg: impl Into<String>) -> ConfigError {
+    ConfigError::field(field, msg)
+}
+
+/// Validates a whole config.
+pub fn validate(c: &Config) -> Result<(), ConfigError> {
+    node(c)?;
+    http(c)?;
+    admin(c)?;
+    batcher(c)?;
+    rate_limits(&c.rate_limits)?;
+    dispatch(&c.dispatch)?;
+    egress(&c.egress)?;
+    ports(c)?;
+    for (id, s) in &c.sources {
+        source(c, id, s)?;
+    }
+    Ok(())
+}
+
+fn node(c: &Config) -> Result<(), ConfigError> {
+    let n = &c.node;
+    if n.instance.is_empty()
+        || n.instance.len() > 253
+        || !n
+            .instance
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+    {
+        return Err(err(
+            "node.instance",
+            format!("must match [A-Za-z0-9._-]{{1,253}}, got {:?}", n.instance),
+        ));
+    }
+    if n.data_dir.as_os_str().is_empty() {
+        return Err(err("node.data_dir", "must not be empty"));
+    }
+    if n.roles.is_empty() {
+        return Err(err(
+            "node.roles",
+            "must name at least one role (edge, dispatch)",
+        ));
+    }
+    let unique: HashSet<_> = n.roles.iter().collect();
+    if unique.len() != n.roles.len() {
+        return Err(err("node.roles", "must not repeat a role"));
+    }
+    if let Some(r) = &n.region {
+        if r.is_empty() || r.len() > 64 {
+            return Err(err("node.region", "must be 1 to 64 characters"));
+        }
+    }
+    if let Err(e) = c.log.level.parse::<LevelCheck>() {
+        return Err(err("log.level", e));
+    }
+    Ok(())
+}
+
+/// Accepts what a `tracing` env filter accepts, in the common forms, without depending on it.
+struct LevelCheck;
+impl std::str::FromStr for LevelCheck {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.trim().is_empty() {
+            return Err("must not be empty".into());
+        }
+        for directive in s.split(',') {
+            let level = directive
+                .rsplit('=')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase();
+            let known = ["trace", "debug", "info", "warn", "error", "off"];
+            if directive.contains('=') || known.contains(&level.as_str()) {
+                if directive.contains('=') && !known.contains(&level.as_str()) {
+                    return Err(format!("unknown level {level:?} in {directive:?}"));
+                }
+            } else {
+                return Err(format!(
+                    "must be a level (trace, debug, info, warn, error, off) or target=level list, got {s:?}"
+                ));
+            }
+        }
+        Ok(LevelCheck)
+    }
+}
+
+fn http(c: &Config) -> Result<(), ConfigError> {
+    let h = &c.http;
+    at_least("http.max_body_bytes", h.max_body_bytes, 1)?;
+    at_most("http.max_body_bytes", h.max_body_bytes, 1 << 30)?;
+    at_least("http.body_timeout_ms", h.body_timeout_ms, 1)?;
+    if !h.prefix.starts_with('/') || (h.prefix.len() > 1 && h.prefix.ends_with('/')) {
+        return Err(err(
+            "http.prefix",
+            format!("must start with / and not end with /, got {:?}", h.prefix),
+        ));
+    }
+    if h.prefix
+        .contains(|ch: char| ch.is_whitespace() || ch == '?' || ch == '#' || ch == '%')
+    {
+        return Err(err(
+            "http.prefix",
+            format!("must be a plain path, got {:?}", h.prefix),
+        ));
+    }
+    Ok(())
+}
+
+/// Scopes an admin token may carry.
+pub const ADMIN_SCOPES: &[&str] = &[
+    "*",
+    "dlq:read",
+    "dlq:write",
+    "replays:read",
+    "replays:write",
+    "config:read",
+    "config:write",
+    "metrics:read",
+    "hooks:read",
+    "sources:write",
+    "tenant:*",
+];
+
+fn admin(c: &Config) -> Result<(), ConfigError> {
+    let a = &c.admin;
+    for (i, t) in a.tokens.iter().enumerate() {
+        if t.token.len() < 16 {
+            return Err(err(
+                format!("admin.tokens[{i}].token"),
+                format!("must be at least 16 characters, got {}", t.token.len()),
+            ));
+        }
+        if t.scopes.is_empty() {
+            return Err(err(
+                format!("admin.tokens[{i}].scopes"),
+                "must list at least one scope",
+            ));
+        }
+        for (j, s) in t.scopes.iter().enumerate() {
+            let ok = ADMIN_SCOPES.contains(&s.as_str())
+                || s.strip_prefix("tenant:").is_some_and(valid_id);
+            if !ok {
+                return Err(err(
+                    format!("admin.tokens[{i}].scopes[{j}]"),
+                    format!(
+                        "unknown scope {s:?} (expected one of {}, or tenant:<id>)",
+                        ADMIN_SCOPES.join(", ")
+                    ),
+                ));
+            }
+        }
+    }
+    if a.enabled && a.tokens.is_empty() && !a.ip.is_loopback() {
+        return Err(err(
+            "admin.tokens",
+            format!(
+                "must hold at least one token when admin.ip is not a loopback address (got {})",
+                a.ip
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn batcher(c: &Config) -> Result<(), ConfigError> {
+    let b = &c.batcher;
+    at_least("batcher.partitions", b.partitions, 1)?;
+    at_most("batcher.partitions", b.partitions, 64)?;
+    at_least("batcher.max_batch", b.max_batch, 1)?;
+    at_most("batcher.max_batch", b.max_batch, 100_000)?;
+    at_most("batcher.max_delay_ms", b.max_delay_ms, 1_000)?;
+    at_least("batcher.max_queue", b.max_queue, 1)?;
+    at_least("batcher.max_wait_ms", b.max_wait_ms, 1)?;
+    if b.max_queue_bytes < c.http.max_body_bytes {
+        return Err(ConfigError::general(format!(
+            "batcher.max_queue_bytes must be >= http.max_body_bytes ({}), got {}",
+            c.http.max_body_bytes, b.max_queue_bytes
+        )));
+    }
+    Ok(())
+}
+
+fn rate_limit(field: &str, r: &RateLimit) -> Result<(), ConfigError> {
+    if !(r.rate.is_finite() && r.rate > 0.0) {
+        return Err(ConfigError::general(format!(
+            "{field}.rate must be > 0, got {}",
+            r.rate
+        )));
+    }
+    at_least(&format!("{field}.burst"), r.burst, 1)
+}
+
+fn rate_limits(r: &RateLimitsConfig) -> Result<(), ConfigError> {
+    if let Some(d) = &r.default {
+        rate_limit("rate_limits.default", d)?;
+    }
+    for (t, l) in &r.tenants {
+        if !valid_id(t) {
+            return Err(err(
+                format!("rate_limits.tenants.{t}"),
+                "tenant id must match [A-Za-z0-9_-]{1,64}",
+            ));
+        }
+        rate_limit(&format!("rate_limits.tenants.{t}"), l)?;
+    }
+    Ok(())
+}
+
+fn retry(field: &str, r: &RetryConfig) -> Result<(), ConfigError> {
+    at_least(&format!("{field}.base_ms"), r.base_ms, 1)?;
+    if r.max_ms < r.base_ms {
+        return Err(ConfigError::general(format!(
+            "{field}.max_ms must be >= {field}.base_ms ({}), got {}",
+            r.base_ms, r.max_ms
+        )));
+    }
+    if let Some(n) = r.max_attempts {
+        at_least(&format!("{field}.max_attempts"), n, 1)?;
+    }
+    at_least(&format!("{field}.max_elapsed_ms"), r.max_elapsed_ms, 1)
+}
+
+fn dispatch(d: &DispatchConfig) -> Result<(), ConfigError> {
+    at_least("dispatch.concurrency", d.concurrency, 1)?;
+    at_most("dispatch.concurrency", d.concurrency, 65_536)?;
+    at_least("dispatch.max_inflight", d.max_inflight, 1)?;
+    at_least("dispatch.max_inflight_bytes", d.max_inflight_bytes, 1)?;
+    at_least("dispatch.batch", d.batch, 1)?;
+    at_most("dispatch.batch", d.batch, 10_000)?;
+    at_least("dispatch.attempt_timeout_ms", d.attempt_timeout_ms, 1)?;
+    at_least("dispatch.max_retry_after_ms", d.max_retry_after_ms, 1)?;
+    retry("dispatch.retry", &d.retry)?;
+    tenant_window("dispatch.tenants.default", &d.tenants.default)?;
+    for (t, w) in &d.tenants.overrides {
+        if !valid_id(t) {
+            return Err(err(
+                format!("dispatch.tenants.overrides.{t}"),
+                "tenant id must match [A-Za-z0-9_-]{1,64}",
+            ));
+        }
+        tenant_window(&format!("dispatch.tenants.overrides.{t}"), w)?;
+    }
+    if let Some(n) = d.sink_concurrency {
+        at_least("dispatch.sink_concurrency", n, 1)?;
+    }
+    at_least("dispatch.breaker_open_ms", d.breaker_open_ms, 1)?;
+    if d.breaker_max_open_ms < d.breaker_open_ms {
+        return Err(ConfigError::general(format!(
+            "dispatch.breaker_max_open_ms must be >= dispatch.breaker_open_ms ({}), got {}",
+            d.breaker_open_ms, d.breaker_max_open_ms
+        )));
+    }
+    Ok(())
+}
+
+fn tenant_window(field: &str, w: &TenantWindow) -> Result<(), ConfigError> {
+    if let Some(n) = w.max_inflight {
+        at_least(&format!("{field}.max_inflight"), n, 1)?;
+    }
+    if let Some(n) = w.max_inflight_bytes {
+        at_least(&format!("{field}.max_inflight_bytes"), n, 1)?;
+    }
+    if let Some(n) = w.concurrency {
+        at_least(&format!("{field}.concurrency"), n, 1)?;
+    }
+    Ok(())
+}
+
+/// Parses `addr/prefix` (or a bare address) into (network address, prefix length).
+pub fn parse_cidr(s: &str) -> Option<(IpAddr, u8)> {
+    let (addr, len) = match s.split_once('/') {
+        Some((a, l)) => (a.parse::<IpAddr>().ok()?, l.parse::<u8>().ok()?),
+        None => {
+            let a = s.parse::<IpAddr>().ok()?;
+            (a, if a.is_ipv4() { 32 } else { 128 })
+        }
+    };
+    let max = if addr.is_ipv4() { 32 } else { 128 };
+    (len <= max).then_some((addr, len))
+}
+
+fn egress(e: &EgressConfig) -> Result<(), ConfigError> {
+    for (i, c) in e.allow_cidrs.iter().enumerate() {
+        if parse_cidr(c).is_none() {
+            return Err(err(
+                format!("egress.allow_cidrs[{i}]"),
+                format!("must be an address or addr/prefix, got {c:?}"),
+            ));
+        }
+    }
+    at_least("egress.pools.pool_size", e.pools.pool_size, 1)?;
+    at_least("egress.pools.max_pools", e.pools.max_pools, 1)?;
+    at_least(
+        "egress.pools.max_pools_per_tenant",
+        e.pools.max_pools_per_tenant,
+        1,
+    )?;
+    at_least("egress.pools.pool_max_idle_ms", e.pools.pool_max_idle_ms, 1)
+}
+
+fn ports(c: &Config) -> Result<(), ConfigError> {
+    let mut used: Vec<(&str, IpAddr, u16)> = Vec::new();
+    if c.has_role(Role::Edge) {
+        used.push(("http.port", c.http.ip, c.http.port));
+    }
+    if c.admin.enabled {
+        used.push(("admin.port", c.admin.ip, c.admin.port));
+    }
+    if c.claim_check.enabled {
+        used.push(("claim_check.port", c.claim_check.ip, c.claim_check.port));
+    }
+    for (i, a) in used.iter().enumerate() {
+        for b in &used[i + 1..] {
+            let overlap = a.1 == b.1 || a.1.is_unspecified() || b.1.is_unspecified();
+            if a.2 != 0 && a.2 == b.2 && overlap {
+                return Err(ConfigError::general(format!(
+                    "{} must differ from {} (both {})",
+                    b.0, a.0, a.2
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks a secret list: 1..=8 entries, none empty. `whsec` says each must be a
+/// Standard Webhooks secret (`whsec_<base64>` or raw bytes) whose base64 part decodes.
+fn secrets(field: &str, s: &Secrets, whsec: bool) -> Result<(), ConfigError> {
+    if s.is_empty() {
+        return Err(err(field, "must hold at least one secret"));
+    }
+    if s.len() > MAX_SECRETS {
+        return Err(err(
+            field,
+            format!("must hold at most {MAX_SECRETS} secrets, got {}", s.len()),
+        ));
+    }
+    for (i, v) in s.iter().enumerate() {
+        let f = if s.len() == 1 {
+            field.to_string()
+        } else {
+            format!("{field}[{i}]")
+        };
+        if v.is_empty() {
+            return Err(err(
+                f,
+                "must not be empty (an empty HMAC key would verify anything; is a ${VAR:-} unset?)",
+            ));
+        }
+        if whsec {
+            if let Some(b64) = v.strip_prefix("whsec_") {
+                match base64::engine::general_purpose::STANDARD.decode(b64) {
+                    Ok(k) if !k.is_empty() => {}
+                    _ => return Err(err(f, "must be whsec_ followed by base64 of the key")),
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn source(c: &Config, id: &str, s: &SourceConfig) -> Result<(), ConfigError> {
+    let p = format!("sources.{id}");
+    if !valid_id(id) {
+        return Err(err(&p, "source id must match [A-Za-z0-9_-]{1,64}"));
+    }
+    if let Some(t) = &s.tenant {
+        if !valid_id(t) {
+            return Err(err(
+                format!("{p}.tenant"),
+                format!("must match [A-Za-z0-9_-]{{1,64}}, got {t:?}"),
+            ));
+        }
+    }
+    verify(&p, &s.verify)?;
+    match s.on_verify_failure {
+        OnVerifyFailure::Quarantine => {
+            return Err(err(
+                format!("{p}.on_verify_failure"),
+                "quarantine is not available in this release; use reject (401, nothing stored) or accept_flag (stored with flagged: true)",
+            ));
+        }
+        OnVerifyFailure::AcceptFlag if s.verify == VerifyConfig::None => {
+            return Err(err(
+                format!("{p}.on_verify_failure"),
+                "accept_flag needs a verify scheme (verify.type is none)",
+            ));
+        }
+        _ => {}
+    }
+    let shared = s.tenant.as_deref().is_none_or(|t| t == "default");
+    if c.http.routing == Routing::TenantPath
+        && shared
+        && s.verify == VerifyConfig::None
+        && !s.trust_url_tenant
+    {
+        return Err(err(
+            &p,
+            "a shared source (no tenant) under routing: tenant_path must verify signatures, \
+             or set trust_url_tenant: true to accept any tenant named in the URL",
+        ));
+    }
+    if let Some(d) = &s.dedupe {
+        let n = d.preset.is_some() as u8 + d.header.is_some() as u8 + d.json.is_some() as u8;
+        if n != 1 {
+            return Err(err(
+                format!("{p}.dedupe"),
+                "must name exactly one of preset, header, json",
+            ));
+        }
+        if let Some(h) = &d.header {
+            if !valid_header_name(h) {
+                return Err(err(
+                    format!("{p}.dedupe.header"),
+                    format!("is not a header name: {h:?}"),
+                ));
+            }
+        }
+        if let Some(j) = &d.json {
+            if j.is_empty() || j.split('.').any(str::is_empty) {
+                return Err(err(
+                    format!("{p}.dedupe.json"),
+                    format!("must be a dot path like data.id, got {j:?}"),
+                ));
+            }
+        }
+        at_least(&format!("{p}.dedupe.ttl_seconds"), d.ttl_seconds, 1)?;
+    }
+    if let Some(list) = &s.forward_headers {
+        for (i, h) in list.iter().enumerate() {
+            if !valid_header_name(h) {
+                return Err(err(
+                    format!("{p}.forward_headers[{i}]"),
+                    format!("is not a header name: {h:?}"),
+                ));
+            }
+        }
+    }
+    if let Some(r) = &s.retry {
+        retry(
+            &format!("{p}.retry"),
+            &c.dispatch.retry.with_override(Some(r)),
+        )?;
+    }
+    if s.sinks.is_empty() {
+        return Err(err(format!("{p}.sinks"), "must list at least one sink"));
+    }
+    for (i, sink) in s.sinks.iter().enumerate() {
+        sink_config(&format!("{p}.sinks[{i}]"), sink)?;
+    }
+    Ok(())
+}
+
+fn verify(p: &str, v: &VerifyConfig) -> Result<(), ConfigError> {
+    let f = format!("{p}.verify.secret");
+    match v {
+        VerifyConfig::None => Ok(()),
+        VerifyConfig::Github(x) | VerifyConfig::Shopify(x) => secrets(&f, &x.secret, false),
+        VerifyConfig::Stripe(x) | VerifyConfig::Slack(x) => {
+            secrets(&f, &x.secret, false)?;
+            at_least(
+                &format!("{p}.verify.tolerance_seconds"),
+                x.tolerance_seconds,
+                1,
+            )
+        }
+        VerifyConfig::StandardWebhooks(x) => {
+            secrets(&f, &x.secret, true)?;
+            at_least(
+                &format!("{p}.verify.tolerance_seconds"),
+                x.tolerance_seconds,
+                1,
+            )
+        }
+        VerifyConfig::Hmac(h) => hmac(p, h),
+    }
+}
+
+fn hmac(p: &str, h: &HmacVerify) -> Result<(), ConfigError> {
+    let v = format!("{p}.verify");
+    secrets(
+        &format!("{v}.secret"),
+        &h.secret,
+        h.secret_decode == SecretDecode::WhsecBase64,
+    )?;
+    if h.secret_decode == SecretDecode::WhsecBase64 {
+        for (i, s) in h.secret.iter().enumerate() {
+            if !s.starts_with("whsec_") {
+                return Err(err(
+                    format!("{v}.secret[{i}]"),
+                    "secret_decode: whsec_base64 needs secrets starting with whsec_",
+                ));
+            }
+        }
+    }
+    if !valid_header_name(&h.signature_header) {
+        return Err(err(
+            format!("{v}.signature_header"),
+            format!("is not a header name: {:?}", h.signature_header),
+        ));
+    }
+    let tokens = signed_tokens(&h.signed).map_err(|e| err(format!("{v}.signed"), e))?;
+    let has_ts_source = h.timestamp_header.is_some() || h.parse == SigParse::CsvPairs;
+    if tokens.iter().any(|t| t == "ts") && !has_ts_source {
+        return Err(err(
+            format!("{v}.signed"),
+            "uses {ts} but there is no timestamp: set timestamp_header, or parse: csv_pairs with a t= pair",
+        ));
+    }
+    if !tokens.iter().any(|t| t == "body") {
+        return Err(err(format!("{v}.signed"), "must include {body}"));
+    }
+    for t in &tokens {
+        if let Some(name) = t.strip_prefix("header:") {
+            if !valid_header_name(name) {
+                return Err(err(
+                    format!("{v}.signed"),
+                    format!("{{header:{name}}} is not a header name"),
+                ));
+            }
+        }
+    }
+    match h.parse {
+        SigParse::CsvPairs if h.sig_key.as_deref().is_none_or(str::is_empty) => {
+            return Err(err(
+                format!("{v}.sig_key"),
+                "is required with parse: csv_pairs",
+            ));
+        }
+        SigParse::SpaceVersions if h.version.as_deref().is_none_or(str::is_empty) => {
+            return Err(err(
+                format!("{v}.version"),
+                "is required with parse: space_versions",
+            ));
+        }
+        _ => {}
+    }
+    if let Some(th) = &h.timestamp_header {
+        if !valid_header_name(th) {
+            return Err(err(
+                format!("{v}.timestamp_header"),
+                format!("is not a header name: {th:?}"),
+            ));
+        }
+    }
+    if let Some(t) = h.tolerance_seconds {
+        at_least(&format!("{v}.tolerance_seconds"), t, 1)?;
+        if !has_ts_source {
+            return Err(err(
+                format!("{v}.tolerance_seconds"),
+                "needs a timestamp (timestamp_header or csv_pairs)",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The `{...}` tokens of a signed-string template.
+pub fn signed_tokens(tpl: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    let mut rest = tpl;
+    while let Some(start) = rest.find('{') {
+        let Some(end) = rest[start..].find('}') else {
+            return Err(format!("unterminated token in {tpl:?}"));
+        };
+        let tok = &rest[start + 1..start + end];
+        if tok != "body" && tok != "ts" && !tok.starts_with("header:") {
+            return Err(format!(
+                "unknown token {{{tok}}} (expected {{body}}, {{ts}}, {{header:<name>}})"
+            ));
+        }
+        out.push(tok.to_string());
+        rest = &rest[start + end + 1..];
+    }
+    Ok(out)
+}
+
+fn sink_config(p: &str, s: &SinkConfig) -> Result<(), ConfigError> {
+    let (ordered, key) = s.ordering();
+    if ordered || key.is_some() {
+        return Err(err(
+            format!("{p}.ordered"),
+            "ordering lanes are not available in this release",
+        ));
+    }
+    match s {
+        SinkConfig::Log(_) => Ok(()),
+        SinkConfig::Http(h) => http_sink(p, h),
+    }
+}
+
+fn http_sink(p: &str, h: &HttpSinkConfig) -> Result<(), ConfigError> {
+    let url = url::Url::parse(&h.url).map_err(|e| {
+        err(
+            format!("{p}.url"),
+            format!("is not a URL ({e}): {:?}", crate::redact_url(&h.url)),
+        )
+    })?;
+    if url.scheme() != "http" && url.scheme() != "https" {
+        return Err(err(
+            format!("{p}.url"),
+            format!("must be http or https, got {}", url.scheme()),
+        ));
+    }
+    if url.host().is_none() {
+        return Err(err(format!("{p}.url"), "must name a host"));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(err(
+            format!("{p}.url"),
+            "must not carry credentials; use headers",
+        ));
+    }
+    match &h.secret {
+        Some(s) => secrets(&format!("{p}.secret"), s, true)?,
+        None if !h.allow_unsigned => {
+            return Err(err(
+                format!("{p}.secret"),
+                "is required: deliveries are signed (Standard Webhooks); set allow_unsigned: true to send unsigned",
+            ));
+        }
+        None => {}
+    }
+    at_least(&format!("{p}.timeout_ms"), h.timeout_ms, 1)?;
+    at_least(&format!("{p}.max_response_bytes"), h.max_response_bytes, 1)?;
+    for name in h.headers.keys() {
+        if !valid_header_name(name) {
+            return Err(err(
+                format!("{p}.headers"),
+                format!("{name:?} is not a header name"),
+            ));
+        }
+        if name.to_ascii_lowercase().starts_with("x-ankusa-") || name.eq_ignore_ascii_case("host") {
+            return Err(err(
+                format!("{p}.headers"),
+                format!("{name} is set by the gateway"),
+            ));
+        }
+    }
+    if let Some(n) = h.pool_size {
+        at_least(&format!("{p}.pool_size"), n, 1)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_source(s: SourceConfig) -> Config {
+        let mut c = Config::default();
+        c.sources.insert("s".into(), s);
+        c
+    }
+
+    fn log_source() -> SourceConfig {
+        SourceConfig::with_sinks(vec![SinkConfig::Log(LogSinkConfig::default())])
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        validate(&Config::default()).unwrap();
+        validate(&with_source(log_source())).unwrap();
+    }
+
+    #[test]
+    fn empty_secret_is_refused() {
+        let mut s = log_source();
+        s.verify = VerifyConfig::Github(Preset {
+            secret: Secrets(vec!["new".into(), "".into()]),
+        });
+        let e = validate(&with_source(s)).unwrap_err();
+        assert_eq!(
+            e.field.as_deref(),
+            Some("sources.s.verify.secret[1]"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn nine_secrets_are_refused() {
+        let mut s = log_source();
+        s.verify = VerifyConfig::Github(Preset {
+            secret: Secrets(vec!["k".into(); 9]),
+        });
+        assert!(
+            validate(&with_source(s))
+                .unwrap_err()
+                .message
+                .contains("at most 8")
+        );
+    }
+
+    #[test]
+    fn quarantine_is_refused_clearly() {
+        let mut s = log_source();
+        s.verify = VerifyConfig::Github(Preset {
+            secret: Secrets::one("k"),
+        });
+        s.on_verify_failure = OnVerifyFailure::Quarantine;
+        let e = validate(&with_source(s)).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("sources.s.on_verify_failure"));
+        assert!(e.message.contains("not available"));
+    }
+
+    #[test]
+    fn unsigned_http_sink_is_refused() {
+        let s = SourceConfig::with_sinks(vec![SinkConfig::Http(HttpSinkConfig::new(
+            "https://x.test/h",
+        ))]);
+        let e = validate(&with_source(s)).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("sources.s.sinks[0].secret"));
+        let mut h = HttpSinkConfig::new("https://x.test/h");
+        h.secret = Some(Secrets::one("whsec_!!notbase64"));
+        let e = validate(&with_source(SourceConfig::with_sinks(vec![
+            SinkConfig::Http(h),
+        ])))
+        .unwrap_err();
+        assert!(e.message.contains("base64"), "{e}");
+    }
+
+    #[test]
+    fn shared_unverified_source_under_tenant_path_is_refused() {
+        let mut c = with_source(log_source());
+        c.http.routing = Routing::TenantPath;
+        assert!(validate(&c).is_err());
+        c.sources.get_mut("s").unwrap().trust_url_tenant = true;
+        validate(&c).unwrap();
+    }
+
+    #[test]
+    fn open_admin_off_loopback_is_refused() {
+        let mut c = Config::default();
+        c.admin.ip = "0.0.0.0".parse().unwrap();
+        assert_eq!(
+            validate(&c).unwrap_err().field.as_deref(),
+            Some("admin.tokens")
+        );
+    }
+
+    #[test]
+    fn hmac_descriptor_rules() {
+        let mut h = HmacVerify {
+            secret: Secrets::one("k"),
+            signature_header: "X-Sig".into(),
+            signed: "{ts}.{body}".into(),
+            hash: HmacHash::Sha256,
+            encoding: SigEncoding::Hex,
+            sig_prefix: None,
+            parse: SigParse::Whole,
+            sig_key: None,
+            version: None,
+            timestamp_header: None,
+            tolerance_seconds: None,
+            secret_decode: SecretDecode::Raw,
+        };
+        let mut s = log_source();
+        s.verify = VerifyConfig::Hmac(h.clone());
+        assert!(
+            validate(&with_source(s.clone()))
+                .unwrap_err()
+                .message
+                .contains("{ts}")
+        );
+        h.timestamp_header = Some("X-Ts".into());
+        s.verify = VerifyConfig::Hmac(h.clone());
+        validate(&with_source(s.clone())).unwrap();
+        h.signed = "{bogus}".into();
+        s.verify = VerifyConfig::Hmac(h);
+        assert!(
+            validate(&with_source(s))
+                .unwrap_err()
+                .message
+                .contains("unknown token")
+        );
+    }
+
+    #[test]
+    fn ids_and_headers() {
+        assert!(valid_id("acme_1-x"));
+        assert!(!valid_id(""));
+        assert!(!valid_id("a.b"));
+        assert!(!valid_id(&"a".repeat(65)));
+        assert!(valid_header_name("X-Hub-Signature-256"));
+        assert!(!valid_header_name("bad header"));
+    }
+}

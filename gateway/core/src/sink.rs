@@ -1,0 +1,81 @@
+//! The `Sink` contract.
+//!
+//! A sink answers `Ok(())` only once the hook is accepted by the destination; every error
+//! carries one of the classes dispatch acts on. A panic inside a sink is caught by dispatch
+//! and counts as a failed attempt.
+
+use futures::future::BoxFuture;
+
+use crate::Envelope;
+
+/// How dispatch treats a failed attempt.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SinkError {
+    /// Retrying cannot fix it: dead-letter after this attempt; not counted by breakers.
+    #[error("permanent: {0}")]
+    Permanent(String),
+    /// Permanent and the operator's to fix (a refused credential, a missing queue or topic).
+    #[error("permanent config: {0}")]
+    PermanentConfig(String),
+    /// The destination asked for a pause: no sooner than `ms` (capped), or the backoff if later.
+    #[error("retry after {ms} ms: {reason}")]
+    RetryAfter { ms: u64, reason: String },
+    /// Anything else: the retry policy.
+    #[error("{0}")]
+    Transient(String),
+}
+
+impl SinkError {
+    pub fn is_permanent(&self) -> bool {
+        matches!(
+            self,
+            SinkError::Permanent(_) | SinkError::PermanentConfig(_)
+        )
+    }
+}
+
+/// What a sink knows about one attempt besides the hook.
+#[derive(Debug, Clone)]
+pub struct DeliveryCtx {
+    pub instance: String,
+    pub region: Option<String>,
+    /// 1 for the first attempt.
+    pub attempt: u32,
+    pub replay_id: Option<String>,
+    /// Provider headers to forward, after the source's `forward_headers` policy and caps.
+    pub forward_headers: Vec<(String, String)>,
+    pub tenant_for_pools: String,
+    /// Set when the body is larger than the smallest `inline_max_bytes` of the source's sinks:
+    /// checked in once per hook, shared by every sink and retry.
+    pub claim: Option<ClaimRef>,
+}
+
+/// A destination of a source's hooks.
+pub trait Sink: Send + Sync {
+    fn deliver<'a>(
+        &'a self,
+        env: &'a Envelope,
+        ctx: &'a DeliveryCtx,
+    ) -> BoxFuture<'a, Result<(), SinkError>>;
+
+    /// Whether `Ok` means the hook is kept by something that outlives this node.
+    fn durable(&self) -> bool {
+        true
+    }
+
+    /// Largest body sent inline; `None` for a sink that never uses the claim check.
+    fn inline_max_bytes(&self) -> Option<u64> {
+        None
+    }
+
+    fn type_name(&self) -> &'static str;
+}
+
+/// A body checked in to the claim store: what a queue message carries instead of the body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimRef {
+    /// `urn:ankusa:claim:v1:<tenant>:<claim_id>`.
+    pub urn: String,
+    /// Lowercase hex SHA-256 of the body.
+    pub sha256: String,
+}

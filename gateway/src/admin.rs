@@ -1,0 +1,606 @@
+//! The admin API (default `127.0.0.1:4002`).
+//!
+//! `/health`, `/ready` and `/metrics` are open; every `/v1` route needs a bearer token with
+//! the route's scope when `admin.tokens` is set (the config refuses an open admin API off
+//! loopback). A token holding `tenant:<id>` scopes (and not `tenant:*` or `*`) sees and acts on
+//! those tenants only: another tenant's job is `404`, naming another tenant is `403`.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::app::App;
+use crate::edge::error;
+use crate::replay::{CreateJob, ReplayError};
+use crate::store::{DeadCursor, DeadFilter, ErrorClass, StoreError, keys, now_ms};
+
+pub fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/health", get(crate::probes::health))
+        .route("/ready", get(crate::probes::ready))
+        .route("/metrics", get(metrics))
+        .route("/v1/status", get(status))
+        .route("/v1/config", get(get_config).put(put_config))
+        .route("/v1/config/reload", post(reload_config))
+        .route("/v1/wal", get(wal))
+        .route("/v1/hooks/{id}", get(get_hook))
+        .route("/v1/dlq", get(list_dlq).delete(delete_dlq))
+        .route("/v1/replays", get(list_replays).post(create_replay))
+        .route("/v1/replays/{id}", get(get_replay).patch(patch_replay))
+        .route("/v1/sources/{id}/deliveries", get(source_deliveries))
+        .route("/v1/sources/{id}/dead_letter", post(dead_letter_source))
+        .with_state(app)
+}
+
+/// The tenants a caller may act on.
+#[derive(Debug, Clone, PartialEq)]
+enum Tenants {
+    All,
+    Only(Vec<String>),
+}
+
+struct Caller {
+    scopes: Vec<String>,
+}
+
+impl Caller {
+    fn has(&self, scope: &str) -> bool {
+        self.scopes.iter().any(|s| s == "*" || s == scope)
+    }
+
+    fn tenants(&self) -> Tenants {
+        if self.scopes.iter().any(|s| s == "*" || s == "tenant:*") {
+            return Tenants::All;
+        }
+        let only: Vec<String> = self
+            .scopes
+            .iter()
+            .filter_map(|s| s.strip_prefix("tenant:"))
+            .map(String::from)
+            .collect();
+        if only.is_empty() {
+            Tenants::All
+        } else {
+            Tenants::Only(only)
+        }
+    }
+
+    /// The tenant a tenant-filtered request acts on: the one it names (if allowed), or a
+    /// limited token's only tenant.
+    fn resolve_tenant(&self, named: Option<String>) -> Result<Option<String>, Response> {
+        match (self.tenants(), named) {
+            (Tenants::All, named) => Ok(named),
+            (Tenants::Only(list), Some(t)) if list.contains(&t) => Ok(Some(t)),
+            (Tenants::Only(_), Some(t)) => Err(error(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                Some(json!({ "scope": format!("tenant:{t}") })),
+            )),
+            (Tenants::Only(list), None) if list.len() == 1 => Ok(Some(list[0].clone())),
+            (Tenants::Only(_), None) => Err(error(
+                StatusCode::BAD_REQUEST,
+                "invalid_filter",
+                Some(
+                    json!({ "field": "tenant", "message": "this token holds several tenants: name one" }),
+                ),
+            )),
+        }
+    }
+
+    fn sees_tenant(&self, tenant: Option<&str>) -> bool {
+        match self.tenants() {
+            Tenants::All => true,
+            Tenants::Only(list) => tenant.is_some_and(|t| list.iter().any(|x| x == t)),
+        }
+    }
+}
+
+/// Authenticates the request and checks `scope`.
+fn authorize(app: &App, headers: &HeaderMap, scope: &str) -> Result<Caller, Response> {
+    let tokens = &app.config.snapshot().config.admin.tokens;
+    if tokens.is_empty() {
+        return Ok(Caller {
+            scopes: vec!["*".into()],
+        });
+    }
+    let presented = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    let Some(presented) = presented else {
+        return Err(error(StatusCode::UNAUTHORIZED, "unauthorized", None));
+    };
+    let found = tokens.iter().find(|t| {
+        use subtle::ConstantTimeEq;
+        t.token.len() == presented.len()
+            && bool::from(t.token.as_bytes().ct_eq(presented.as_bytes()))
+    });
+    let Some(token) = found else {
+        return Err(error(StatusCode::UNAUTHORIZED, "unauthorized", None));
+    };
+    let caller = Caller {
+        scopes: token.scopes.clone(),
+    };
+    if !caller.has(scope) {
+        return Err(error(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            Some(json!({ "scope": scope })),
+        ));
+    }
+    Ok(caller)
+}
+
+fn store_error(e: StoreError) -> Response {
+    let mut r = error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "store_unavailable",
+        Some(json!({ "message": e.to_string() })),
+    );
+    r.headers_mut().insert(header::RETRY_AFTER, 1.into());
+    r
+}
+
+/// Runs a store call on a blocking thread.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, Response> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(store_error(e)),
+        Err(e) => Err(store_error(StoreError::Unavailable {
+            class: "other",
+            message: e.to_string(),
+        })),
+    }
+}
+
+macro_rules! tri {
+    ($e:expr) => {
+        match $e {
+            Ok(v) => v,
+            Err(r) => return r,
+        }
+    };
+}
+
+async fn metrics(State(app): State<Arc<App>>) -> Response {
+    let store = app.store.clone();
+    let counters = tokio::task::spawn_blocking(move || {
+        (
+            store.counter(keys::C_HOOKS).unwrap_or(0),
+            store.counter(keys::C_HOOK_BYTES).unwrap_or(0),
+            store.counter(keys::C_PENDING).unwrap_or(0),
+            store.counter(keys::C_DEAD).unwrap_or(0),
+            store.disk_bytes(),
+        )
+    })
+    .await
+    .unwrap_or_default();
+    let m = &app.metrics;
+    m.store_hooks.set(counters.0);
+    m.store_hook_bytes.set(counters.1);
+    m.queue_pending.set(counters.2);
+    m.queue_dead.set(counters.3);
+    m.store_disk_bytes.set(counters.4 as i64);
+    if let Some(b) = &app.batcher {
+        m.batcher_queued.set(b.queued() as i64);
+    }
+    for (class, n) in app.store.health.failures() {
+        let c = m.store_write_failures.with_label_values(&[class]);
+        c.inc_by(n.saturating_sub(c.get()));
+    }
+    let (ok, failed) = app.store.health.reopens();
+    let c = m.store_reopen.with_label_values(&["ok"]);
+    c.inc_by(ok.saturating_sub(c.get()));
+    let c = m.store_reopen.with_label_values(&["error"]);
+    c.inc_by(failed.saturating_sub(c.get()));
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        m.render(),
+    )
+        .into_response()
+}
+
+async fn status(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
+    tri!(authorize(&app, &headers, "config:read"));
+    let st = app.config.status();
+    let rt = app.config.snapshot();
+    Json(json!({
+        "instance": rt.config.node.instance,
+        "version": env!("CARGO_PKG_VERSION"),
+        "config_hash": st.config_hash,
+        "generation": st.generation,
+        "loaded_at": st.loaded_at,
+        "last_reload_error": st.last_reload_error,
+        "restart_required": st.restart_required,
+        "sources": st.sources,
+        "config_path": st.config_path,
+        "roles": rt.config.node.roles,
+    }))
+    .into_response()
+}
+
+async fn get_config(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
+    tri!(authorize(&app, &headers, "config:read"));
+    Json(ankusa_config::redacted_json(&app.config.snapshot().config)).into_response()
+}
+
+fn reload_result(app: &App, r: Result<bool, ankusa_config::ConfigError>) -> Response {
+    match r {
+        Ok(changed) => {
+            if changed {
+                app.metrics.config_reloads.with_label_values(&["ok"]).inc();
+                app.metrics
+                    .config_generation
+                    .set(app.config.snapshot().generation as i64);
+            }
+            let st = app.config.status();
+            Json(json!({
+                "changed": changed,
+                "config_hash": st.config_hash,
+                "generation": st.generation,
+                "restart_required": st.restart_required,
+            }))
+            .into_response()
+        }
+        Err(e) => {
+            app.metrics
+                .config_reloads
+                .with_label_values(&["error"])
+                .inc();
+            error(
+                StatusCode::BAD_REQUEST,
+                "invalid_config",
+                Some(json!({ "field": e.field, "message": e.message })),
+            )
+        }
+    }
+}
+
+/// Installs a config sent as YAML (the operator pushes what it rendered, so a pod need not
+/// wait for the kubelet to refresh its mounted Secret). The file, when there is one, is not
+/// rewritten; the next change of the file reloads from it.
+async fn put_config(State(app): State<Arc<App>>, headers: HeaderMap, body: String) -> Response {
+    tri!(authorize(&app, &headers, "config:write"));
+    let r = app.config.reload_from_text(&body).await;
+    reload_result(&app, r)
+}
+
+async fn reload_config(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
+    tri!(authorize(&app, &headers, "config:write"));
+    let r = app.config.reload_from_file().await;
+    reload_result(&app, r)
+}
+
+async fn wal(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
+    tri!(authorize(&app, &headers, "config:read"));
+    let store = app.store.clone();
+    let v = tri!(
+        blocking(move || {
+            Ok(json!({
+                "next_seq": store.next_seq(),
+                "hooks": store.counter(keys::C_HOOKS)?,
+                "hook_bytes": store.counter(keys::C_HOOK_BYTES)?,
+                "deliveries": { "pending": store.counter(keys::C_PENDING)?, "dead": store.counter(keys::C_DEAD)? },
+                "disk_bytes": store.disk_bytes(),
+                "last_sync_ok_ms": store.health.last_sync_ok_ms(),
+                "last_failure_ms": store.health.last_failure_ms(),
+                "last_failure_class": store.health.last_failure_class(),
+                "path": store.path().display().to_string(),
+            }))
+        })
+        .await
+    );
+    Json(v).into_response()
+}
+
+/// One stored hook and its delivery rows (no body): `404` once delivered everywhere.
+async fn get_hook(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    let caller = tri!(authorize(&app, &headers, "hooks:read"));
+    let Ok(id) = uuid::Uuid::parse_str(&id) else {
+        return error(StatusCode::BAD_REQUEST, "invalid_id", None);
+    };
+    let store = app.store.clone();
+    let found = tri!(
+        blocking(move || match store.get_hook_by_id(&id)? {
+            Some(h) => {
+                let rows = store.rows_of(h.seq)?;
+                Ok(Some((h, rows)))
+            }
+            None => Ok(None),
+        })
+        .await
+    );
+    let Some((h, rows)) = found else {
+        return error(StatusCode::NOT_FOUND, "hook_not_found", None);
+    };
+    if !caller.sees_tenant(Some(&h.tenant)) {
+        return error(StatusCode::NOT_FOUND, "hook_not_found", None);
+    }
+    let deliveries: Vec<_> = rows
+        .iter()
+        .map(|(sink, r)| {
+            json!({
+                "sink": sink, "type": r.sink_type, "state": r.state, "attempts": r.attempts,
+                "due_at": r.due_at, "first_attempt_at": r.first_attempt_at, "last_error": r.last_error,
+                "error_class": r.error_class, "dead_at": r.dead_at, "replay_id": r.replay_id,
+            })
+        })
+        .collect();
+    Json(json!({
+        "id": h.id, "seq": h.seq, "tenant": h.tenant, "source_id": h.source_id,
+        "received_at": h.received_at, "size": h.body.len(), "content_type": h.content_type,
+        "verification": h.verification, "dedupe_key": h.dedupe_key,
+        "idempotency_key": h.idempotency_key(), "deliveries": deliveries,
+    }))
+    .into_response()
+}
+
+#[derive(Debug, Deserialize, Default)]
+struct DlqQuery {
+    tenant: Option<String>,
+    source_id: Option<String>,
+    sink: Option<String>,
+    error_class: Option<String>,
+    since: Option<String>,
+    until: Option<String>,
+    limit: Option<String>,
+    cursor: Option<String>,
+}
+
+fn bad_filter(field: &str, message: &str) -> Response {
+    error(
+        StatusCode::BAD_REQUEST,
+        "invalid_filter",
+        Some(json!({ "field": field, "message": message })),
+    )
+}
+
+fn parse_num<T: std::str::FromStr>(field: &str, v: &Option<String>) -> Result<Option<T>, Response> {
+    match v {
+        None => Ok(None),
+        Some(s) => s
+            .parse()
+            .map(Some)
+            .map_err(|_| bad_filter(field, "must be a non-negative integer")),
+    }
+}
+
+fn dead_filter(q: &DlqQuery, caller: &Caller) -> Result<DeadFilter, Response> {
+    if let Some(t) = &q.tenant {
+        if !ankusa_config::valid_id(t) {
+            return Err(bad_filter("tenant", "must match [A-Za-z0-9_-]{1,64}"));
+        }
+    }
+    let error_class = match &q.error_class {
+        None => None,
+        Some(c) => Some(ErrorClass::parse(c).ok_or_else(|| {
+            bad_filter("error_class", "must be permanent, throttled or transient")
+        })?),
+    };
+    Ok(DeadFilter {
+        tenant: caller.resolve_tenant(q.tenant.clone())?,
+        source_id: q.source_id.clone(),
+        sink: parse_num("sink", &q.sink)?,
+        error_class,
+        since: parse_num("since", &q.since)?,
+        until: parse_num("until", &q.until)?,
+        hook_id: None,
+    })
+}
+
+async fn list_dlq(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Query(q): Query<DlqQuery>,
+) -> Response {
+    let caller = tri!(authorize(&app, &headers, "dlq:read"));
+    let filter = tri!(dead_filter(&q, &caller));
+    let limit: usize = tri!(parse_num("limit", &q.limit)).unwrap_or(100);
+    if limit == 0 || limit > 1000 {
+        return bad_filter("limit", "must be 1..=1000");
+    }
+    let cursor = match &q.cursor {
+        None => None,
+        Some(c) => match DeadCursor::decode(c) {
+            Some(c) => Some(c),
+            None => return bad_filter("cursor", "is not a cursor this API returned"),
+        },
+    };
+    let store = app.store.clone();
+    let page = tri!(blocking(move || store.list_dead(&filter, cursor, limit)).await);
+    Json(page).into_response()
+}
+
+async fn delete_dlq(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Query(q): Query<DlqQuery>,
+) -> Response {
+    let caller = tri!(authorize(&app, &headers, "dlq:write"));
+    let filter = tri!(dead_filter(&q, &caller));
+    let limit: usize = tri!(parse_num("limit", &q.limit)).unwrap_or(1000);
+    if limit == 0 || limit > 10_000 {
+        return bad_filter("limit", "must be 1..=10000");
+    }
+    let store = app.store.clone();
+    let (deleted, bytes, more) = tri!(blocking(move || store.delete_dead(&filter, limit)).await);
+    Json(json!({ "deleted": deleted, "bytes": bytes, "more": more })).into_response()
+}
+
+fn replay_error(e: ReplayError) -> Response {
+    match e {
+        ReplayError::InvalidFilter { field, message } => bad_filter(field, &message),
+        ReplayError::NotFound => error(StatusCode::NOT_FOUND, "replay_not_found", None),
+        ReplayError::InvalidState(m) => error(
+            StatusCode::BAD_REQUEST,
+            "invalid_state",
+            Some(json!({ "message": m })),
+        ),
+        ReplayError::Store(e) => store_error(e),
+    }
+}
+
+fn replayer(app: &App) -> Result<&Arc<crate::replay::Replayer>, Response> {
+    app.replayer.as_ref().ok_or_else(|| {
+        error(
+            StatusCode::CONFLICT,
+            "role_not_enabled",
+            Some(json!({ "role": "dispatch" })),
+        )
+    })
+}
+
+async fn create_replay(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let caller = tri!(authorize(&app, &headers, "replays:write"));
+    let r = tri!(replayer(&app));
+    let mut req: CreateJob = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_body",
+                Some(json!({ "message": e.to_string() })),
+            );
+        }
+    };
+    let filter = tri!(req.filter().map_err(replay_error));
+    let tenant = tri!(caller.resolve_tenant(filter.tenant.clone()));
+    if tenant != filter.tenant {
+        req.filter = Some(crate::store::ReplayFilter { tenant, ..filter });
+        req.tenant = None;
+        req.source_id = None;
+        req.id = None;
+        req.sink = None;
+        req.error_class = None;
+        req.since = None;
+        req.until = None;
+    }
+    match r.create(req).await {
+        Ok((view, created)) => {
+            let status = if created {
+                StatusCode::ACCEPTED
+            } else {
+                StatusCode::OK
+            };
+            (status, Json(view)).into_response()
+        }
+        Err(e) => replay_error(e),
+    }
+}
+
+async fn list_replays(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
+    let caller = tri!(authorize(&app, &headers, "dlq:read"));
+    let r = tri!(replayer(&app));
+    match r.list().await {
+        Ok(jobs) => {
+            let jobs: Vec<_> = jobs
+                .into_iter()
+                .filter(|j| caller.sees_tenant(j.job.filter.tenant.as_deref()))
+                .collect();
+            Json(json!({ "jobs": jobs })).into_response()
+        }
+        Err(e) => replay_error(e),
+    }
+}
+
+async fn get_replay(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    let caller = tri!(authorize(&app, &headers, "dlq:read"));
+    let r = tri!(replayer(&app));
+    match r.get(&id).await {
+        Ok(v) if caller.sees_tenant(v.job.filter.tenant.as_deref()) => Json(v).into_response(),
+        Ok(_) => replay_error(ReplayError::NotFound),
+        Err(e) => replay_error(e),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PatchReplay {
+    state: String,
+}
+
+async fn patch_replay(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Response {
+    let caller = tri!(authorize(&app, &headers, "replays:write"));
+    let r = tri!(replayer(&app));
+    let req: PatchReplay = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_body",
+                Some(json!({ "message": e.to_string() })),
+            );
+        }
+    };
+    match r.get(&id).await {
+        Ok(v) if caller.sees_tenant(v.job.filter.tenant.as_deref()) => {}
+        Ok(_) => return replay_error(ReplayError::NotFound),
+        Err(e) => return replay_error(e),
+    }
+    match r.set_state(&id, &req.state).await {
+        Ok(v) => Json(v).into_response(),
+        Err(e) => replay_error(e),
+    }
+}
+
+async fn source_deliveries(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    tri!(authorize(&app, &headers, "dlq:read"));
+    let store = app.store.clone();
+    let c = tri!(blocking(move || store.source_counts(&id)).await);
+    Json(c).into_response()
+}
+
+#[derive(Deserialize, Default)]
+struct DeadLetterQuery {
+    limit: Option<usize>,
+}
+
+/// Dead-letters the source's queued (not in-flight) deliveries as `source_gone`, so a source
+/// can be deleted without dropping them. Answers what moved and what is still queued.
+async fn dead_letter_source(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Query(q): Query<DeadLetterQuery>,
+) -> Response {
+    tri!(authorize(&app, &headers, "dlq:write"));
+    let limit = q.limit.unwrap_or(10_000).clamp(1, 100_000);
+    let store = app.store.clone();
+    let reason = format!("source_gone: {id}");
+    let sid = id.clone();
+    let (moved, more) =
+        tri!(blocking(move || store.dead_letter_source(&sid, &reason, now_ms(), limit)).await);
+    let store = app.store.clone();
+    let counts = tri!(blocking(move || store.source_counts(&id)).await);
+    Json(json!({ "dead_lettered": moved, "more": more, "pending": counts.pending, "dead": counts.dead })).into_response()
+}

@@ -1,0 +1,324 @@
+//! Process wiring: opens the store, builds the runtime config, starts dispatch, the replayer,
+//! the batcher and the listeners, watches the config file, and drains on SIGTERM.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ankusa_config::{Config, Role};
+use tokio::net::TcpListener;
+
+use crate::batcher::{Batcher, CommitListener};
+use crate::dispatch::Dispatcher;
+use crate::edge::ratelimit::RateLimiter;
+use crate::metrics::Metrics;
+use crate::replay::Replayer;
+use crate::runtime::{ConfigHandle, Runtime};
+use crate::sink::SinkFactory;
+use crate::sink::http::HttpPools;
+use crate::store::{Store, now_ms};
+
+/// The time source of decisions that depend on it (signature windows).
+pub trait Clock: Send + Sync {
+    fn now_ms(&self) -> u64;
+}
+
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> u64 {
+        now_ms()
+    }
+}
+
+pub struct App {
+    pub config: Arc<ConfigHandle>,
+    pub store: Arc<Store>,
+    pub batcher: Option<Arc<Batcher>>,
+    pub dispatcher: Option<Arc<Dispatcher>>,
+    pub replayer: Option<Arc<Replayer>>,
+    pub limiter: RateLimiter,
+    pub metrics: Arc<Metrics>,
+    pub clock: Arc<dyn Clock>,
+    pub pools: Arc<HttpPools>,
+    pub probe_lock: tokio::sync::Mutex<()>,
+}
+
+/// Where the config came from.
+pub enum ConfigSource {
+    File(PathBuf),
+    Embedded,
+}
+
+/// The config the gateway runs without a file: one demo source that accepts anything and
+/// logs it, data under `./ankusa-data`.
+pub const EMBEDDED_CONFIG: &str = include_str!("embedded.yml");
+
+struct NoDispatch;
+impl CommitListener for NoDispatch {
+    fn committed(&self, _: &[String], _: u64) {}
+}
+
+/// The store directory of a config: `<data_dir>/<instance>/store`.
+pub fn store_path(c: &Config) -> PathBuf {
+    c.node.data_dir.join(&c.node.instance).join("store")
+}
+
+pub struct Running {
+    pub app: Arc<App>,
+    pub ingest_addr: Option<SocketAddr>,
+    pub admin_addr: Option<SocketAddr>,
+}
+
+/// Starts everything and serves until SIGTERM/SIGINT, then drains.
+pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> anyhow::Result<()> {
+    let store = {
+        let path = store_path(&config);
+        tokio::task::spawn_blocking(move || Store::open(&path)).await??
+    };
+    let store = Arc::new(store);
+    let metrics = Arc::new(Metrics::new());
+    let pools = HttpPools::new(&config.egress.pools, metrics.clone());
+    let factory = Arc::new(SinkFactory::new(pools.clone()));
+    let runtime = Runtime::build(config.clone(), file_hash, 1, &factory)?;
+    let path = match &source {
+        ConfigSource::File(p) => Some(p.clone()),
+        ConfigSource::Embedded => None,
+    };
+    let handle = ConfigHandle::new(runtime, path, factory);
+    {
+        let pools = pools.clone();
+        handle.on_reload(Box::new(move |rt| {
+            pools.set_config(&rt.config.egress.pools)
+        }));
+    }
+    metrics.config_generation.set(1);
+
+    let dispatcher = if config.has_role(Role::Dispatch) {
+        Some(Dispatcher::start(
+            store.clone(),
+            handle.clone(),
+            metrics.clone(),
+            tokio::runtime::Handle::current(),
+        )?)
+    } else {
+        None
+    };
+    let replayer = match &dispatcher {
+        Some(d) => Some(Replayer::start(store.clone(), d.clone(), metrics.clone()).await?),
+        None => None,
+    };
+    let batcher = if config.has_role(Role::Edge) {
+        let listener: Arc<dyn CommitListener> = match &dispatcher {
+            Some(d) => d.clone(),
+            None => Arc::new(NoDispatch),
+        };
+        Some(Batcher::start(
+            store.clone(),
+            &config.batcher,
+            metrics.clone(),
+            listener,
+        ))
+    } else {
+        None
+    };
+    let app = Arc::new(App {
+        config: handle.clone(),
+        store,
+        batcher,
+        dispatcher: dispatcher.clone(),
+        replayer,
+        limiter: RateLimiter::default(),
+        metrics,
+        clock: Arc::new(SystemClock),
+        pools: pools.clone(),
+        probe_lock: tokio::sync::Mutex::new(()),
+    });
+
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut servers = Vec::new();
+    if config.has_role(Role::Edge) {
+        let addr = SocketAddr::new(config.http.ip, config.http.port);
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot bind ingest {addr}: {e}"))?;
+        tracing::info!(addr = %listener.local_addr()?, "ingest listening");
+        servers.push(tokio::spawn(serve(
+            listener,
+            crate::edge::router(app.clone()),
+            stop_rx.clone(),
+        )));
+    }
+    if config.admin.enabled {
+        let addr = SocketAddr::new(config.admin.ip, config.admin.port);
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot bind admin {addr}: {e}"))?;
+        tracing::info!(addr = %listener.local_addr()?, "admin listening");
+        servers.push(tokio::spawn(serve(
+            listener,
+            crate::admin::router(app.clone()),
+            stop_rx.clone(),
+        )));
+    }
+    spawn_reload_triggers(app.clone());
+    spawn_housekeeping(app.clone());
+    tracing::warn!(
+        instance = %config.node.instance,
+        data_dir = %config.node.data_dir.display(),
+        "ankusa started: a 201 means the hook is fsynced to this node's store; durable to power loss on THIS host only"
+    );
+
+    shutdown_signal().await;
+    tracing::info!("shutting down: refusing new requests, draining");
+    let _ = stop_tx.send(true);
+    for s in servers {
+        let _ = tokio::time::timeout(Duration::from_secs(10), s).await;
+    }
+    if let Some(b) = &app.batcher {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+        while b.queued() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+    if let Some(d) = dispatcher {
+        tokio::task::spawn_blocking(move || d.shutdown(Duration::from_secs(5))).await?;
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn serve(
+    listener: TcpListener,
+    router: axum::Router,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let shutdown = async move {
+        let _ = stop.wait_for(|s| *s).await;
+    };
+    if let Err(e) = axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown)
+        .await
+    {
+        tracing::error!(error = %e, "listener failed");
+    }
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot listen for SIGTERM");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+/// SIGHUP and changes of the config file (including Kubernetes' symlink swap of a mounted
+/// Secret) reload the config. A poll of the file's contents every 2 s backs up the watcher.
+fn spawn_reload_triggers(app: Arc<App>) {
+    let Some(path) = app.config.path().cloned() else {
+        return;
+    };
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<&'static str>(16);
+    {
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            use tokio::signal::unix::{SignalKind, signal};
+            let Ok(mut hup) = signal(SignalKind::hangup()) else {
+                return;
+            };
+            while hup.recv().await.is_some() {
+                let _ = tx.send("sighup").await;
+            }
+        });
+    }
+    let watch_dir = path
+        .parent()
+        .map(|p| p.to_path_buf())
+        .unwrap_or_else(|| PathBuf::from("."));
+    let watcher = {
+        let tx = tx.clone();
+        notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+            if res.is_ok() {
+                let _ = tx.try_send("file");
+            }
+        })
+    };
+    let watcher = match watcher {
+        Ok(mut w) => {
+            use notify::Watcher;
+            match w.watch(&watch_dir, notify::RecursiveMode::NonRecursive) {
+                Ok(()) => Some(w),
+                Err(e) => {
+                    tracing::warn!(error = %e, dir = %watch_dir.display(), "cannot watch the config directory; polling only");
+                    None
+                }
+            }
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "no file watcher; polling only");
+            None
+        }
+    };
+    {
+        let tx = tx.clone();
+        let path = path.clone();
+        tokio::spawn(async move {
+            let mut last = tokio::fs::read(&path).await.ok();
+            loop {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                let now = tokio::fs::read(&path).await.ok();
+                if now != last {
+                    last = now;
+                    let _ = tx.send("poll").await;
+                }
+            }
+        });
+    }
+    tokio::spawn(async move {
+        let _keep = watcher;
+        while let Some(why) = rx.recv().await {
+            // Coalesce a burst of events (a symlink swap is several).
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            while rx.try_recv().is_ok() {}
+            match app.config.reload_from_file().await {
+                Ok(true) => {
+                    app.metrics.config_reloads.with_label_values(&["ok"]).inc();
+                    app.metrics
+                        .config_generation
+                        .set(app.config.snapshot().generation as i64);
+                    tracing::info!(trigger = why, "config reloaded");
+                }
+                Ok(false) => {}
+                Err(_) => {
+                    app.metrics
+                        .config_reloads
+                        .with_label_values(&["error"])
+                        .inc();
+                }
+            }
+        }
+    });
+}
+
+/// Pool sweeps and store gauges.
+fn spawn_housekeeping(app: Arc<App>) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(5));
+        loop {
+            tick.tick().await;
+            app.pools.sweep();
+            if let Some(b) = &app.batcher {
+                app.metrics.batcher_queued.set(b.queued() as i64);
+            }
+        }
+    });
+}

@@ -1,0 +1,204 @@
+//! The `ankusa` command line. Exit codes: 0 success, 78 (EX_CONFIG) a config refused,
+//! 1 anything else (a store that will not open, a port in use, missing ids).
+
+use std::io::BufRead;
+use std::path::PathBuf;
+
+use ankusa_config::{ConfigError, EXIT_CONFIG, Loaded};
+use clap::{Parser, Subcommand};
+
+use crate::app::{ConfigSource, EMBEDDED_CONFIG, store_path};
+
+#[derive(Parser)]
+#[command(name = "ankusa", version, about = "Ankusa webhook ingestion gateway")]
+struct Cli {
+    /// Config file; without it (and without ANKUSA_CONFIG) the embedded demo config runs.
+    #[arg(long, short, env = "ANKUSA_CONFIG", global = true)]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    cmd: Option<Cmd>,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run the gateway (the default).
+    Run,
+    /// Load and validate the config, print a summary; exit 78 if it is refused.
+    CheckConfig,
+    /// Print the effective config with secrets redacted.
+    PrintConfig {
+        #[arg(long, default_value = "yaml", value_parser = ["yaml", "json"])]
+        format: String,
+    },
+    /// Offline store tools (the gateway must not be running on the same data dir).
+    Store {
+        #[command(subcommand)]
+        cmd: StoreCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum StoreCmd {
+    /// Reads hook ids (one per line) from FILE and reports those not stored; exit 1 if any.
+    CheckIds { file: PathBuf },
+    /// Prints counters of the store.
+    Stats,
+}
+
+fn load(path: Option<&PathBuf>) -> Result<(Loaded, ConfigSource), ConfigError> {
+    match path {
+        Some(p) => ankusa_config::load_file(p).map(|l| (l, ConfigSource::File(p.clone()))),
+        None => {
+            let lookup = ankusa_config::interpolate::SystemLookup;
+            let file = ankusa_config::from_yaml_str(EMBEDDED_CONFIG, &lookup)?;
+            let file_hash = file.hash();
+            let mut config = file;
+            ankusa_config::apply_env_overrides(&mut config, &lookup)?;
+            ankusa_config::validate(&config)?;
+            Ok((Loaded { config, file_hash }, ConfigSource::Embedded))
+        }
+    }
+}
+
+fn init_tracing(c: &ankusa_config::Config) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        EnvFilter::try_new(&c.log.level).unwrap_or_else(|_| EnvFilter::new("info"))
+    });
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match c.log.format {
+        ankusa_config::LogFormat::Json => builder.json().try_init(),
+        ankusa_config::LogFormat::Text => builder.try_init(),
+    };
+}
+
+pub fn main() -> i32 {
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let cli = Cli::parse();
+    let (loaded, source) = match load(cli.config.as_ref()) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("ankusa: config refused: {e}");
+            return EXIT_CONFIG;
+        }
+    };
+    match cli.cmd.unwrap_or(Cmd::Run) {
+        Cmd::CheckConfig => {
+            let c = &loaded.config;
+            let sources: Vec<&str> = c.sources.keys().map(String::as_str).collect();
+            let roles: Vec<String> = c
+                .node
+                .roles
+                .iter()
+                .map(|r| format!("{r:?}").to_lowercase())
+                .collect();
+            println!(
+                "config OK: roles=[{}] sources={} store={} hash={}",
+                roles.join(", "),
+                sources.join(","),
+                store_path(c).display(),
+                loaded.file_hash
+            );
+            0
+        }
+        Cmd::PrintConfig { format } => {
+            let v = ankusa_config::redacted_json(&loaded.config);
+            if format == "json" {
+                println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+            } else {
+                print!("{}", serde_yaml_ng::to_string(&v).unwrap_or_default());
+            }
+            0
+        }
+        Cmd::Store { cmd } => store_cmd(&loaded, cmd),
+        Cmd::Run => {
+            init_tracing(&loaded.config);
+            let rt = match tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("ankusa: cannot start the runtime: {e}");
+                    return 1;
+                }
+            };
+            match rt.block_on(crate::app::run(loaded.config, loaded.file_hash, source)) {
+                Ok(()) => 0,
+                Err(e) => {
+                    tracing::error!(error = %e, "ankusa failed");
+                    eprintln!("ankusa: {e:#}");
+                    if e.downcast_ref::<ConfigError>().is_some() {
+                        EXIT_CONFIG
+                    } else {
+                        1
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn store_cmd(loaded: &Loaded, cmd: StoreCmd) -> i32 {
+    let path = store_path(&loaded.config);
+    let store = match crate::store::Store::open(&path) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("ankusa: {e}");
+            return 1;
+        }
+    };
+    match cmd {
+        StoreCmd::Stats => {
+            use crate::store::keys;
+            let get = |k: &[u8]| store.counter(k).unwrap_or(-1);
+            println!(
+                "{}",
+                serde_json::json!({
+                    "next_seq": store.next_seq(),
+                    "hooks": get(keys::C_HOOKS),
+                    "pending": get(keys::C_PENDING),
+                    "dead": get(keys::C_DEAD),
+                    "rows": store.scan_row_states().ok(),
+                })
+            );
+            0
+        }
+        StoreCmd::CheckIds { file } => {
+            let f = match std::fs::File::open(&file) {
+                Ok(f) => f,
+                Err(e) => {
+                    eprintln!("ankusa: cannot read {}: {e}", file.display());
+                    return 1;
+                }
+            };
+            let (mut checked, mut missing) = (0u64, 0u64);
+            for line in std::io::BufReader::new(f).lines().map_while(Result::ok) {
+                let line = line.trim();
+                if line.is_empty() {
+                    continue;
+                }
+                checked += 1;
+                let found = uuid::Uuid::parse_str(line)
+                    .ok()
+                    .map(|id| store.get_hook_by_id(&id))
+                    .transpose();
+                match found {
+                    Ok(Some(Some(_))) => {}
+                    Ok(_) => {
+                        missing += 1;
+                        println!("missing {line}");
+                    }
+                    Err(e) => {
+                        eprintln!("ankusa: store read failed: {e}");
+                        return 1;
+                    }
+                }
+            }
+            println!("checked {checked} ids, {missing} missing");
+            i32::from(missing > 0)
+        }
+    }
+}

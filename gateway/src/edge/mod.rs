@@ -1,0 +1,473 @@
+//! HTTP ingest. The request path, in order: route → resolver (tenant, `404`) → declared
+//! `Content-Length` (`413`, unread) → source lookup (`404`) → header bytes (`400`) → body read
+//! within the limit → verify (`401`) → tenant rate limit (`429`) → dedupe key → group commit
+//! (`503` overload or store failure) → `201`. Nothing is stored before the commit, and a `201`
+//! is sent only after the hook's batch is fsynced.
+
+pub mod dedupe;
+pub mod ratelimit;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Limited};
+use serde_json::json;
+
+use ankusa_config::{OnVerifyFailure, Routing};
+
+use crate::app::App;
+use crate::batcher::CommitError;
+use crate::runtime::SourceRt;
+use crate::store::{
+    DedupeClaim, Envelope, IngestRecord, IngestResult, Verification, VerifyStatus, keys,
+};
+
+/// Headers not kept in the stored hook: credentials, framing and hop-by-hop.
+const NOT_STORED: &[&str] = &[
+    "authorization",
+    "proxy-authorization",
+    "cookie",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "content-length",
+    "expect",
+];
+
+pub fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/health", get(crate::probes::health))
+        .route("/ready", get(crate::probes::ready))
+        .fallback(ingest)
+        .with_state(app)
+}
+
+/// A JSON error body `{"error": code, ...}`.
+pub fn error(status: StatusCode, code: &str, extra: Option<serde_json::Value>) -> Response {
+    let mut body = json!({ "error": code });
+    if let (Some(serde_json::Value::Object(extra)), Some(obj)) = (extra, body.as_object_mut()) {
+        obj.extend(extra);
+    }
+    (status, axum::Json(body)).into_response()
+}
+
+fn with_retry_after(mut r: Response, secs: u64) -> Response {
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, secs.max(1).into());
+    r
+}
+
+async fn ingest(State(app): State<Arc<App>>, req: Request) -> Response {
+    let started = Instant::now();
+    let (outcome, resp) = handle(&app, req).await;
+    app.metrics
+        .ingest_requests
+        .with_label_values(&[outcome])
+        .inc();
+    app.metrics
+        .ingest_duration_seconds
+        .observe(started.elapsed().as_secs_f64());
+    resp
+}
+
+/// Splits `{prefix}/:source` or `{prefix}/:tenant/:source`.
+fn route<'a>(path: &'a str, prefix: &str, routing: Routing) -> Option<(Option<&'a str>, &'a str)> {
+    let rest = if prefix == "/" {
+        path.strip_prefix('/')?
+    } else {
+        path.strip_prefix(prefix)?.strip_prefix('/')?
+    };
+    let mut parts = rest.split('/');
+    match routing {
+        Routing::Path => {
+            let source = parts.next()?;
+            parts.next().is_none().then_some((None, source))
+        }
+        Routing::TenantPath => {
+            let tenant = parts.next()?;
+            let source = parts.next()?;
+            parts.next().is_none().then_some((Some(tenant), source))
+        }
+    }
+}
+
+fn refuse(
+    app: &App,
+    reason: &'static str,
+    status: StatusCode,
+    code: &str,
+    extra: Option<serde_json::Value>,
+) -> (&'static str, Response) {
+    app.metrics
+        .ingest_refused
+        .with_label_values(&[reason])
+        .inc();
+    ("refused", error(status, code, extra))
+}
+
+async fn handle(app: &App, req: Request) -> (&'static str, Response) {
+    let rt = app.config.snapshot();
+    let cfg = &rt.config;
+    let (parts, body) = req.into_parts();
+
+    let Some((url_tenant, source_id)) = route(parts.uri.path(), &cfg.http.prefix, cfg.http.routing)
+    else {
+        return refuse(
+            app,
+            "unknown_source",
+            StatusCode::NOT_FOUND,
+            "not_found",
+            None,
+        );
+    };
+    if let Some(t) = url_tenant {
+        if !ankusa_config::valid_id(t) {
+            return refuse(
+                app,
+                "invalid_tenant",
+                StatusCode::NOT_FOUND,
+                "invalid_tenant",
+                None,
+            );
+        }
+    }
+    if parts.method != Method::POST {
+        let mut r = error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", None);
+        r.headers_mut()
+            .insert(header::ALLOW, "POST".parse().expect("static header"));
+        return ("refused", r);
+    }
+    let max = cfg.http.max_body_bytes;
+    if let Some(len) = parts.headers.get(header::CONTENT_LENGTH) {
+        match len.to_str().ok().and_then(|s| s.parse::<u64>().ok()) {
+            Some(n) if n > max => {
+                return refuse(
+                    app,
+                    "payload_too_large",
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "payload_too_large",
+                    Some(json!({ "max_body_bytes": max })),
+                );
+            }
+            Some(_) => {}
+            None => {
+                return refuse(
+                    app,
+                    "invalid_header",
+                    StatusCode::BAD_REQUEST,
+                    "invalid_header",
+                    Some(json!({ "header": "content-length" })),
+                );
+            }
+        }
+    }
+    let Some(source) = rt.sources.get(source_id).cloned() else {
+        return refuse(
+            app,
+            "unknown_source",
+            StatusCode::NOT_FOUND,
+            "unknown_source",
+            None,
+        );
+    };
+    let tenant = match url_tenant {
+        Some(t) => {
+            let pinned = source.cfg.tenant.as_deref().filter(|p| *p != "default");
+            if pinned.is_some_and(|p| p != t) {
+                return refuse(
+                    app,
+                    "unknown_source",
+                    StatusCode::NOT_FOUND,
+                    "unknown_source",
+                    None,
+                );
+            }
+            t.to_string()
+        }
+        None => source.tenant().to_string(),
+    };
+    if let Some(bad) = invalid_header(&parts.headers) {
+        return refuse(
+            app,
+            "invalid_header",
+            StatusCode::BAD_REQUEST,
+            "invalid_header",
+            Some(json!({ "header": bad })),
+        );
+    }
+
+    let body = match read_body(body, max, Duration::from_millis(cfg.http.body_timeout_ms)).await {
+        Ok(b) => b,
+        Err(BodyError::TooLarge) => {
+            return refuse(
+                app,
+                "payload_too_large",
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                Some(json!({ "max_body_bytes": max })),
+            );
+        }
+        Err(BodyError::Read(why)) => {
+            return refuse(
+                app,
+                "body_read_failed",
+                StatusCode::BAD_REQUEST,
+                "body_read_failed",
+                Some(json!({ "reason": why })),
+            );
+        }
+    };
+
+    let now = app.clock.now_ms();
+    let verification = match verify(app, &source, &parts.headers, &body, now) {
+        Ok(v) => v,
+        Err(resp) => return ("unauthorized", resp),
+    };
+
+    let limit = cfg
+        .rate_limits
+        .tenants
+        .get(&tenant)
+        .or(cfg.rate_limits.default.as_ref());
+    if let Some(limit) = limit {
+        if let Err(wait_ms) = app.limiter.check(&tenant, limit, now.saturating_mul(1000)) {
+            app.metrics.rate_limit_rejected.inc();
+            let r = error(StatusCode::TOO_MANY_REQUESTS, "rate_limited", None);
+            return ("rate_limited", with_retry_after(r, wait_ms.div_ceil(1000)));
+        }
+    }
+
+    // A hook accepted despite a failed check never claims (nor carries) a dedupe key: a forged
+    // copy must not pre-empt the real event at the consumer.
+    let dedupe = match (&source.cfg.dedupe, verification.flagged) {
+        (Some(d), false) => dedupe::extract(d, &parts.headers, &body).map(|k| (k, d.ttl_seconds)),
+        _ => None,
+    };
+    let envelope = Envelope {
+        id: uuid::Uuid::now_v7(),
+        seq: 0,
+        received_at: now,
+        tenant: tenant.clone(),
+        source_id: source.id.clone(),
+        headers: stored_headers(&parts.headers),
+        content_type: parts
+            .headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(String::from),
+        verification,
+        dedupe_key: dedupe.as_ref().map(|(k, _)| k.clone()),
+        traceparent: trace_header(&parts.headers, "traceparent").filter(|v| valid_traceparent(v)),
+        tracestate: trace_header(&parts.headers, "tracestate").filter(|v| v.len() <= 512),
+        body,
+    };
+    let record = IngestRecord {
+        dedupe: dedupe.map(|(k, ttl)| DedupeClaim {
+            key: keys::dedupe(&tenant, &source.id, &k),
+            ttl_ms: ttl.saturating_mul(1000),
+        }),
+        envelope,
+        sinks: source.sink_types.clone(),
+    };
+    let Some(batcher) = &app.batcher else {
+        return (
+            "store_unavailable",
+            with_retry_after(
+                error(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", None),
+                5,
+            ),
+        );
+    };
+    match batcher.commit(record).await {
+        Ok(IngestResult::Accepted { id, .. }) => (
+            if verification.flagged {
+                "flagged"
+            } else {
+                "accepted"
+            },
+            (
+                StatusCode::CREATED,
+                axum::Json(json!({ "status": "accepted", "id": id })),
+            )
+                .into_response(),
+        ),
+        Ok(IngestResult::Duplicate { id }) => (
+            "duplicate",
+            (
+                StatusCode::CREATED,
+                axum::Json(json!({ "status": "accepted", "id": id, "duplicate": true })),
+            )
+                .into_response(),
+        ),
+        Err(CommitError::Overload) | Err(CommitError::Expired) => (
+            "overload",
+            with_retry_after(error(StatusCode::SERVICE_UNAVAILABLE, "overload", None), 1),
+        ),
+        Err(CommitError::StoreUnavailable(_)) => (
+            "store_unavailable",
+            with_retry_after(
+                error(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", None),
+                5,
+            ),
+        ),
+    }
+}
+
+fn verify(
+    app: &App,
+    source: &SourceRt,
+    headers: &HeaderMap,
+    body: &[u8],
+    now_ms: u64,
+) -> Result<Verification, Response> {
+    let Some(v) = &source.verifier else {
+        return Ok(Verification {
+            status: VerifyStatus::Skipped,
+            flagged: false,
+        });
+    };
+    match v.verify(headers, body, (now_ms / 1000) as i64) {
+        Ok(_) => Ok(Verification {
+            status: VerifyStatus::Ok,
+            flagged: false,
+        }),
+        Err(why) => {
+            app.metrics
+                .verify_failures
+                .with_label_values(&[v.scheme()])
+                .inc();
+            tracing::info!(source = %source.id, reason = why.code(), "signature verification failed");
+            match source.cfg.on_verify_failure {
+                OnVerifyFailure::AcceptFlag => Ok(Verification {
+                    status: VerifyStatus::Failed,
+                    flagged: true,
+                }),
+                OnVerifyFailure::Reject | OnVerifyFailure::Quarantine => {
+                    Err(error(StatusCode::UNAUTHORIZED, "invalid_signature", None))
+                }
+            }
+        }
+    }
+}
+
+/// The first header whose value has a byte outside 0x20..=0x7E and tab (no obs-text).
+fn invalid_header(headers: &HeaderMap) -> Option<String> {
+    for (name, value) in headers {
+        let ok = value
+            .as_bytes()
+            .iter()
+            .all(|&b| b == b'\t' || (0x20..=0x7e).contains(&b));
+        let name_ok = name.as_str().bytes().all(|b| (0x21..=0x7e).contains(&b));
+        if !ok || !name_ok {
+            return Some(name.as_str().to_string());
+        }
+    }
+    None
+}
+
+fn stored_headers(headers: &HeaderMap) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .filter(|(n, _)| !NOT_STORED.contains(&n.as_str()))
+        .filter_map(|(n, v)| {
+            v.to_str()
+                .ok()
+                .map(|v| (n.as_str().to_string(), v.to_string()))
+        })
+        .collect()
+}
+
+fn trace_header(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(|s| s.trim().to_string())
+}
+
+/// W3C traceparent: `version-traceid(32 hex)-parentid(16 hex)-flags(2 hex)`.
+fn valid_traceparent(v: &str) -> bool {
+    let parts: Vec<&str> = v.split('-').collect();
+    let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit());
+    parts.len() >= 4
+        && hex(parts[0], 2)
+        && hex(parts[1], 32)
+        && hex(parts[2], 16)
+        && hex(parts[3], 2)
+}
+
+enum BodyError {
+    TooLarge,
+    Read(&'static str),
+}
+
+async fn read_body(body: Body, max: u64, timeout: Duration) -> Result<Bytes, BodyError> {
+    let limited = Limited::new(body, max as usize);
+    match tokio::time::timeout(timeout, limited.collect()).await {
+        Err(_) => Err(BodyError::Read("timeout")),
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(e)) => {
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some()
+            {
+                Err(BodyError::TooLarge)
+            } else {
+                Err(BodyError::Read("read_error"))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes() {
+        assert_eq!(
+            route("/webhooks/gh", "/webhooks", Routing::Path),
+            Some((None, "gh"))
+        );
+        assert_eq!(route("/webhooks/gh/x", "/webhooks", Routing::Path), None);
+        assert_eq!(route("/webhooksgh", "/webhooks", Routing::Path), None);
+        assert_eq!(
+            route("/webhooks/acme/gh", "/webhooks", Routing::TenantPath),
+            Some((Some("acme"), "gh"))
+        );
+        assert_eq!(
+            route("/webhooks/acme", "/webhooks", Routing::TenantPath),
+            None
+        );
+        assert_eq!(route("/in/gh", "/in", Routing::Path), Some((None, "gh")));
+    }
+
+    #[test]
+    fn header_bytes() {
+        let mut h = HeaderMap::new();
+        h.insert("x-ok", "plain\tvalue".parse().unwrap());
+        assert_eq!(invalid_header(&h), None);
+        h.insert(
+            "x-bad",
+            http::HeaderValue::from_bytes("caf\u{e9}".as_bytes()).unwrap(),
+        );
+        assert_eq!(invalid_header(&h), Some("x-bad".into()));
+    }
+
+    #[test]
+    fn traceparent_grammar() {
+        assert!(valid_traceparent(
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        ));
+        assert!(!valid_traceparent("00-xyz-00f067aa0ba902b7-01"));
+    }
+}

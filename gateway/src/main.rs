@@ -1,0 +1,3 @@
+fn main() {
+    std::process::exit(ankusa_gateway::cli::main());
+}

@@ -1,0 +1,475 @@
+//! Replay jobs (`kind: dlq`): durable, paced moves of dead rows back into the delivery queue.
+//!
+//! The replayer is the only writer of job records. Each tick it gives every running job
+//! tokens at its `rate` and moves that many rows, but only while dispatch's oldest due row is
+//! at most `max_lag_ms` late and its claim window is not full, so a job uses only the capacity
+//! live traffic leaves free. A job whose deliveries keep dead-lettering pauses itself.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::Mutex;
+
+use crate::dispatch::{Dispatcher, JobFeedback};
+use crate::metrics::Metrics;
+use crate::store::{JobSettled, JobState, ReplayFilter, ReplayJob, Store, StoreError, now_ms};
+
+pub const DEFAULT_RATE: u32 = 1_000;
+pub const MAX_RATE: u32 = 100_000;
+pub const DEFAULT_MAX_LAG_MS: u64 = 2_000;
+pub const DEFAULT_PAUSE_AFTER_DEAD: u32 = 20;
+const TICK: Duration = Duration::from_millis(100);
+
+/// A request to create a job (`POST /v1/replays`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateJob {
+    #[serde(default)]
+    pub job_id: Option<String>,
+    #[serde(default = "default_kind")]
+    pub kind: String,
+    #[serde(default)]
+    pub filter: Option<ReplayFilter>,
+    // Filter keys are also accepted at the top level of the body.
+    #[serde(default)]
+    pub tenant: Option<String>,
+    #[serde(default)]
+    pub source_id: Option<String>,
+    #[serde(default)]
+    pub id: Option<uuid::Uuid>,
+    #[serde(default)]
+    pub sink: Option<u16>,
+    #[serde(default)]
+    pub error_class: Option<String>,
+    #[serde(default)]
+    pub since: Option<u64>,
+    #[serde(default)]
+    pub until: Option<u64>,
+    #[serde(default)]
+    pub rate: Option<u32>,
+    #[serde(default)]
+    pub max_lag_ms: Option<u64>,
+    #[serde(default)]
+    pub pause_after_dead: Option<u32>,
+}
+
+fn default_kind() -> String {
+    "dlq".into()
+}
+
+/// Why a request about jobs was refused; each maps to an admin API error code.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    #[error("invalid_filter ({field}): {message}")]
+    InvalidFilter {
+        field: &'static str,
+        message: String,
+    },
+    #[error("replay_not_found")]
+    NotFound,
+    #[error("invalid_state: {0}")]
+    InvalidState(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+fn invalid(field: &'static str, message: impl Into<String>) -> ReplayError {
+    ReplayError::InvalidFilter {
+        field,
+        message: message.into(),
+    }
+}
+
+impl CreateJob {
+    /// The filter, whether given nested or at the top level (not both).
+    pub fn filter(&self) -> Result<ReplayFilter, ReplayError> {
+        let top = ReplayFilter {
+            tenant: self.tenant.clone(),
+            source_id: self.source_id.clone(),
+            id: self.id,
+            sink: self.sink,
+            error_class: match &self.error_class {
+                None => None,
+                Some(c) => Some(crate::store::ErrorClass::parse(c).ok_or_else(|| {
+                    invalid("error_class", "must be permanent, throttled or transient")
+                })?),
+            },
+            since: self.since,
+            until: self.until,
+        };
+        let f = match &self.filter {
+            Some(f) if top != ReplayFilter::default() => {
+                return Err(invalid(
+                    "filter",
+                    format!("give the filter nested or at the top level, not both: {f:?}"),
+                ));
+            }
+            Some(f) => f.clone(),
+            None => top,
+        };
+        if let Some(t) = &f.tenant {
+            if !ankusa_config::valid_id(t) {
+                return Err(invalid("tenant", "must match [A-Za-z0-9_-]{1,64}"));
+            }
+        }
+        if let (Some(s), Some(u)) = (f.since, f.until) {
+            if s > u {
+                return Err(invalid("since", "must not be after until"));
+            }
+        }
+        Ok(f)
+    }
+}
+
+/// A job with its progress, as the admin API shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct JobView {
+    #[serde(flatten)]
+    pub job: ReplayJob,
+    pub delivered: i64,
+    pub failed: i64,
+    /// Moved rows not yet delivered or dead again.
+    pub outstanding: i64,
+    /// The scan is over and every moved row has settled.
+    pub done: bool,
+}
+
+struct JobRt {
+    job: ReplayJob,
+    tokens: f64,
+    last: Instant,
+}
+
+pub struct Replayer {
+    store: Arc<Store>,
+    dispatcher: Arc<Dispatcher>,
+    metrics: Arc<Metrics>,
+    jobs: Mutex<HashMap<String, JobRt>>,
+    wake: tokio::sync::Notify,
+}
+
+impl Replayer {
+    /// Loads stored jobs (running ones resume from their cursors) and starts ticking.
+    pub async fn start(
+        store: Arc<Store>,
+        dispatcher: Arc<Dispatcher>,
+        metrics: Arc<Metrics>,
+    ) -> Result<Arc<Replayer>, StoreError> {
+        let s = store.clone();
+        let stored = tokio::task::spawn_blocking(move || s.list_jobs())
+            .await
+            .map_err(|e| StoreError::Unavailable {
+                class: "other",
+                message: e.to_string(),
+            })??;
+        let mut jobs = HashMap::new();
+        for job in stored {
+            if job.state == JobState::Running {
+                tracing::info!(job = %job.id, moved = job.moved, "replay job resumes");
+            }
+            jobs.insert(
+                job.id.clone(),
+                JobRt {
+                    job,
+                    tokens: 0.0,
+                    last: Instant::now(),
+                },
+            );
+        }
+        let r = Arc::new(Replayer {
+            store,
+            dispatcher,
+            metrics,
+            jobs: Mutex::new(jobs),
+            wake: tokio::sync::Notify::new(),
+        });
+        tokio::spawn(r.clone().run());
+        Ok(r)
+    }
+
+    /// Creates a job, or returns the existing one for the same `job_id`, kind and filter.
+    /// Returns (view, created).
+    pub async fn create(&self, req: CreateJob) -> Result<(JobView, bool), ReplayError> {
+        if req.kind != "dlq" {
+            return Err(invalid(
+                "kind",
+                format!(
+                    "unsupported kind {:?}; this release replays kind dlq",
+                    req.kind
+                ),
+            ));
+        }
+        let filter = req.filter()?;
+        let rate = req.rate.unwrap_or(DEFAULT_RATE);
+        if rate == 0 || rate > MAX_RATE {
+            return Err(invalid(
+                "rate",
+                format!("must be 1..={MAX_RATE}, got {rate}"),
+            ));
+        }
+        let id = match &req.job_id {
+            Some(id) => {
+                let parsed = uuid::Uuid::parse_str(id)
+                    .map_err(|_| invalid("job_id", "must be a lowercase UUID"))?;
+                if parsed.hyphenated().to_string() != *id {
+                    return Err(invalid("job_id", "must be a lowercase hyphenated UUID"));
+                }
+                id.clone()
+            }
+            None => uuid::Uuid::now_v7().to_string(),
+        };
+        let mut jobs = self.jobs.lock().await;
+        if let Some(existing) = jobs.get(&id) {
+            if existing.job.kind == req.kind && existing.job.filter == filter {
+                let job = existing.job.clone();
+                drop(jobs);
+                return Ok((self.view(job).await?, false));
+            }
+            return Err(invalid(
+                "job_id",
+                "a job with this job_id exists with another kind or filter",
+            ));
+        }
+        let now = now_ms();
+        let job = ReplayJob {
+            id: id.clone(),
+            kind: req.kind,
+            filter,
+            rate,
+            max_lag_ms: req.max_lag_ms.unwrap_or(DEFAULT_MAX_LAG_MS),
+            pause_after_dead: req
+                .pause_after_dead
+                .unwrap_or(DEFAULT_PAUSE_AFTER_DEAD)
+                .max(1),
+            state: JobState::Running,
+            created_at: now,
+            updated_at: now,
+            completed_at: None,
+            cursor: None,
+            moved: 0,
+            scanned: 0,
+            reason: None,
+        };
+        let store = self.store.clone();
+        let to_store = job.clone();
+        tokio::task::spawn_blocking(move || store.put_job(&to_store))
+            .await
+            .map_err(|e| StoreError::Unavailable {
+                class: "other",
+                message: e.to_string(),
+            })??;
+        jobs.insert(
+            id,
+            JobRt {
+                job: job.clone(),
+                tokens: 0.0,
+                last: Instant::now(),
+            },
+        );
+        drop(jobs);
+        self.wake.notify_one();
+        tracing::info!(job = %job.id, filter = ?job.filter, rate = job.rate, "replay job created");
+        Ok((self.view(job).await?, true))
+    }
+
+    pub async fn get(&self, id: &str) -> Result<JobView, ReplayError> {
+        let job = self
+            .jobs
+            .lock()
+            .await
+            .get(id)
+            .map(|j| j.job.clone())
+            .ok_or(ReplayError::NotFound)?;
+        self.view(job).await
+    }
+
+    pub async fn list(&self) -> Result<Vec<JobView>, ReplayError> {
+        let mut jobs: Vec<ReplayJob> = self
+            .jobs
+            .lock()
+            .await
+            .values()
+            .map(|j| j.job.clone())
+            .collect();
+        jobs.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+        let mut out = Vec::with_capacity(jobs.len());
+        for j in jobs {
+            out.push(self.view(j).await?);
+        }
+        Ok(out)
+    }
+
+    /// Sets a job's state: `running`, `paused` or `cancelled`. A completed or cancelled job
+    /// stays as it is.
+    pub async fn set_state(&self, id: &str, state: &str) -> Result<JobView, ReplayError> {
+        let target = match state {
+            "running" => JobState::Running,
+            "paused" => JobState::Paused,
+            "cancelled" => JobState::Cancelled,
+            other => {
+                return Err(ReplayError::InvalidState(format!(
+                    "state must be running, paused or cancelled, got {other:?}"
+                )));
+            }
+        };
+        let mut jobs = self.jobs.lock().await;
+        let rt = jobs.get_mut(id).ok_or(ReplayError::NotFound)?;
+        let cur = rt.job.state;
+        if cur != target {
+            if matches!(cur, JobState::Completed | JobState::Cancelled) {
+                return Err(ReplayError::InvalidState(format!(
+                    "job is {}",
+                    cur.as_str()
+                )));
+            }
+            rt.job.state = target;
+            rt.job.updated_at = now_ms();
+            if target == JobState::Running {
+                rt.job.reason = None;
+                let mut fb = self
+                    .dispatcher
+                    .feedback
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner());
+                if let Some(f) = fb.get_mut(id) {
+                    f.consecutive_dead = 0;
+                }
+            }
+            let store = self.store.clone();
+            let job = rt.job.clone();
+            tokio::task::spawn_blocking(move || store.put_job(&job))
+                .await
+                .map_err(|e| StoreError::Unavailable {
+                    class: "other",
+                    message: e.to_string(),
+                })??;
+        }
+        let job = rt.job.clone();
+        drop(jobs);
+        self.wake.notify_one();
+        self.view(job).await
+    }
+
+    async fn view(&self, job: ReplayJob) -> Result<JobView, ReplayError> {
+        let store = self.store.clone();
+        let id = job.id.clone();
+        let settled: JobSettled = tokio::task::spawn_blocking(move || store.job_settled(&id))
+            .await
+            .map_err(|e| StoreError::Unavailable {
+                class: "other",
+                message: e.to_string(),
+            })??;
+        let outstanding = (job.moved as i64 - settled.delivered - settled.failed).max(0);
+        let done = job.state == JobState::Completed && outstanding == 0;
+        Ok(JobView {
+            job,
+            delivered: settled.delivered,
+            failed: settled.failed,
+            outstanding,
+            done,
+        })
+    }
+
+    async fn run(self: Arc<Self>) {
+        loop {
+            let _ = tokio::time::timeout(TICK, self.wake.notified()).await;
+            if let Err(e) = self.tick().await {
+                tracing::error!(error = %e, "replay tick failed; retrying");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }
+
+    async fn tick(&self) -> Result<(), StoreError> {
+        let lag = self
+            .dispatcher
+            .stats
+            .oldest_due_lag_ms
+            .load(Ordering::Relaxed);
+        let full = self.dispatcher.stats.window_full.load(Ordering::Relaxed);
+        let mut jobs = self.jobs.lock().await;
+        for rt in jobs.values_mut() {
+            if rt.job.state != JobState::Running {
+                continue;
+            }
+            let elapsed = rt.last.elapsed().as_secs_f64();
+            rt.last = Instant::now();
+            rt.tokens = (rt.tokens + elapsed * rt.job.rate as f64).min(rt.job.rate as f64);
+            let fb: JobFeedback = self
+                .dispatcher
+                .feedback
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&rt.job.id)
+                .copied()
+                .unwrap_or_default();
+            if fb.consecutive_dead >= rt.job.pause_after_dead {
+                rt.job.state = JobState::Paused;
+                rt.job.reason = Some(format!(
+                    "paused itself: {} deliveries in a row dead-lettered again",
+                    fb.consecutive_dead
+                ));
+                rt.job.updated_at = now_ms();
+                tracing::warn!(job = %rt.job.id, "replay job paused itself: its deliveries keep dead-lettering");
+                let store = self.store.clone();
+                let job = rt.job.clone();
+                tokio::task::spawn_blocking(move || store.put_job(&job))
+                    .await
+                    .map_err(|e| StoreError::Unavailable {
+                        class: "other",
+                        message: e.to_string(),
+                    })??;
+                continue;
+            }
+            if lag > rt.job.max_lag_ms {
+                self.metrics
+                    .replay_throttled
+                    .with_label_values(&["lag"])
+                    .inc();
+                continue;
+            }
+            if full {
+                self.metrics
+                    .replay_throttled
+                    .with_label_values(&["window"])
+                    .inc();
+                continue;
+            }
+            let n = rt.tokens.floor() as usize;
+            if n == 0 {
+                continue;
+            }
+            let store = self.store.clone();
+            let mut job = rt.job.clone();
+            let (res, job) = tokio::task::spawn_blocking(move || {
+                let r = store.replay_step(&mut job, n, now_ms());
+                (r, job)
+            })
+            .await
+            .map_err(|e| StoreError::Unavailable {
+                class: "other",
+                message: e.to_string(),
+            })?;
+            let step = res?;
+            rt.job = job;
+            rt.tokens -= step.moved as f64;
+            if step.moved == 0 {
+                rt.tokens = 0.0;
+            }
+            if step.moved > 0 {
+                self.metrics
+                    .replay_moved
+                    .with_label_values(&["dlq"])
+                    .inc_by(step.moved);
+                self.dispatcher.wake(step.tenants, now_ms());
+            }
+            if step.finished {
+                tracing::info!(job = %rt.job.id, moved = rt.job.moved, "replay job finished its scan");
+            }
+        }
+        Ok(())
+    }
+}

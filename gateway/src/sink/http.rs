@@ -1,0 +1,544 @@
+//! The HTTP sink: POSTs the raw body to a URL with the `x-ankusa-*` headers and a Standard
+//! Webhooks signature, through a bounded pool per receiver address.
+//!
+//! Status mapping (the spec's table): 2xx ok; 400/401/403/404/410/413/422/451 permanent;
+//! 408/429/5xx with `Retry-After` retry-after; 425 retry-after (header or a full-jitter pause);
+//! 409 and everything else transient. At most `max_response_bytes` of a response is read;
+//! redirects are never followed.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ankusa_config::{ConfigError, EgressConfig, HttpMethod, HttpSinkConfig, PoolConfig};
+use futures::future::BoxFuture;
+use sha2::{Digest, Sha256};
+use tokio::sync::Semaphore;
+
+use super::egress::{Policy, Resolve, SystemResolver};
+use super::{DeliveryCtx, Sink, SinkError};
+use crate::metrics::Metrics;
+use crate::store::{Envelope, now_ms};
+
+/// How long an attempt waits for a free connection of its pool.
+const POOL_TIMEOUT: Duration = Duration::from_secs(5);
+/// A connection idle this long is not reused.
+const CONN_MAX_IDLE: Duration = Duration::from_secs(30);
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct PoolKey {
+    host: String,
+    addr: SocketAddr,
+    cacert: Option<PathBuf>,
+    insecure: bool,
+    size: u32,
+}
+
+struct Pool {
+    client: reqwest::Client,
+    permits: Arc<Semaphore>,
+    last_used_ms: AtomicU64,
+    in_flight: AtomicUsize,
+    tenant: String,
+}
+
+/// One connection pool per receiver address and TLS profile, shared by every sink posting
+/// there. Bounded per instance and per tenant; idle pools are closed by `sweep`.
+pub struct HttpPools {
+    pools: Mutex<HashMap<PoolKey, Arc<Pool>>>,
+    cfg: Mutex<PoolConfig>,
+    metrics: Arc<Metrics>,
+    resolver: Arc<dyn Resolve>,
+}
+
+impl HttpPools {
+    pub fn new(cfg: &PoolConfig, metrics: Arc<Metrics>) -> Arc<HttpPools> {
+        Self::with_resolver(cfg, metrics, Arc::new(SystemResolver))
+    }
+
+    pub fn with_resolver(
+        cfg: &PoolConfig,
+        metrics: Arc<Metrics>,
+        resolver: Arc<dyn Resolve>,
+    ) -> Arc<HttpPools> {
+        Arc::new(HttpPools {
+            pools: Mutex::new(HashMap::new()),
+            cfg: Mutex::new(cfg.clone()),
+            metrics,
+            resolver,
+        })
+    }
+
+    /// Takes new limits from a reloaded config.
+    pub fn set_config(&self, cfg: &PoolConfig) {
+        *self.cfg.lock().unwrap_or_else(|p| p.into_inner()) = cfg.clone();
+    }
+
+    fn config(&self) -> PoolConfig {
+        self.cfg.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn get(
+        &self,
+        key: PoolKey,
+        tenant: &str,
+        cacert_pem: Option<&[u8]>,
+    ) -> Result<Arc<Pool>, SinkError> {
+        let cfg = self.config();
+        let mut pools = self.pools.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(p) = pools.get(&key) {
+            return Ok(p.clone());
+        }
+        let of_tenant = pools.values().filter(|p| p.tenant == tenant).count();
+        if of_tenant >= cfg.max_pools_per_tenant as usize
+            && !evict_idle(&mut pools, Some(tenant), &self.metrics)
+        {
+            self.metrics
+                .http_pool_refused
+                .with_label_values(&["tenant"])
+                .inc();
+            return Err(SinkError::Transient(
+                "unavailable: pool_limit (tenant)".into(),
+            ));
+        }
+        if pools.len() >= cfg.max_pools as usize && !evict_idle(&mut pools, None, &self.metrics) {
+            self.metrics
+                .http_pool_refused
+                .with_label_values(&["instance"])
+                .inc();
+            return Err(SinkError::Transient("unavailable: pool_limit".into()));
+        }
+        let mut b = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .pool_max_idle_per_host(key.size as usize)
+            .pool_idle_timeout(CONN_MAX_IDLE)
+            .connect_timeout(Duration::from_secs(5))
+            .user_agent(concat!("ankusa/", env!("CARGO_PKG_VERSION")))
+            .resolve(&key.host, key.addr);
+        if let Some(pem) = cacert_pem {
+            let cert = reqwest::Certificate::from_pem(pem).map_err(|e| {
+                SinkError::PermanentConfig(format!("cacertfile: {}", e.without_url()))
+            })?;
+            b = b.add_root_certificate(cert);
+        }
+        if key.insecure {
+            b = b.danger_accept_invalid_certs(true);
+        }
+        let client = b
+            .build()
+            .map_err(|e| SinkError::Transient(format!("http client: {}", e.without_url())))?;
+        let pool = Arc::new(Pool {
+            client,
+            permits: Arc::new(Semaphore::new(key.size as usize)),
+            last_used_ms: AtomicU64::new(now_ms()),
+            in_flight: AtomicUsize::new(0),
+            tenant: tenant.to_string(),
+        });
+        pools.insert(key, pool.clone());
+        self.metrics.http_pools.set(pools.len() as i64);
+        Ok(pool)
+    }
+
+    /// Closes pools with nothing in flight for `pool_max_idle_ms`.
+    pub fn sweep(&self) {
+        let idle = self.config().pool_max_idle_ms;
+        let now = now_ms();
+        let mut pools = self.pools.lock().unwrap_or_else(|p| p.into_inner());
+        let before = pools.len();
+        pools.retain(|_, p| {
+            p.in_flight.load(Ordering::SeqCst) > 0
+                || now.saturating_sub(p.last_used_ms.load(Ordering::Relaxed)) < idle
+        });
+        let closed = before - pools.len();
+        if closed > 0 {
+            self.metrics
+                .http_pool_closed
+                .with_label_values(&["idle"])
+                .inc_by(closed as u64);
+        }
+        self.metrics.http_pools.set(pools.len() as i64);
+    }
+
+    pub fn len(&self) -> usize {
+        self.pools.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Closes the least recently used pool with nothing in flight (of `tenant`, if given).
+fn evict_idle(pools: &mut HashMap<PoolKey, Arc<Pool>>, tenant: Option<&str>, m: &Metrics) -> bool {
+    let victim = pools
+        .iter()
+        .filter(|(_, p)| {
+            p.in_flight.load(Ordering::SeqCst) == 0 && tenant.is_none_or(|t| p.tenant == t)
+        })
+        .min_by_key(|(_, p)| p.last_used_ms.load(Ordering::Relaxed))
+        .map(|(k, _)| k.clone());
+    match victim {
+        Some(k) => {
+            pools.remove(&k);
+            m.http_pool_closed.with_label_values(&["lru"]).inc();
+            true
+        }
+        None => false,
+    }
+}
+
+pub struct HttpSink {
+    url: url::Url,
+    method: reqwest::Method,
+    timeout: Duration,
+    headers: Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)>,
+    keys: Vec<Vec<u8>>,
+    max_response_bytes: u64,
+    cacert: Option<(PathBuf, Vec<u8>)>,
+    insecure: bool,
+    pool_size: u32,
+    policy: Policy,
+    pools: Arc<HttpPools>,
+}
+
+impl HttpSink {
+    /// Builds the sink; `field` names it in errors (`sources.x.sinks[1]`).
+    pub fn new(
+        cfg: &HttpSinkConfig,
+        egress: &EgressConfig,
+        pools: Arc<HttpPools>,
+        field: &str,
+    ) -> Result<HttpSink, ConfigError> {
+        let url = url::Url::parse(&cfg.url)
+            .map_err(|e| ConfigError::field(format!("{field}.url"), e.to_string()))?;
+        let mut keys = Vec::new();
+        if let Some(s) = &cfg.secret {
+            for (i, secret) in s.iter().enumerate() {
+                keys.push(ankusa_verify::standard_webhooks_key(secret).map_err(|_| {
+                    ConfigError::field(
+                        format!("{field}.secret[{i}]"),
+                        "is not a usable Standard Webhooks secret",
+                    )
+                })?);
+            }
+        }
+        let mut headers = Vec::new();
+        for (k, v) in &cfg.headers {
+            let name = reqwest::header::HeaderName::from_bytes(k.as_bytes()).map_err(|_| {
+                ConfigError::field(
+                    format!("{field}.headers"),
+                    format!("{k:?} is not a header name"),
+                )
+            })?;
+            let value = reqwest::header::HeaderValue::from_str(v).map_err(|_| {
+                ConfigError::field(
+                    format!("{field}.headers.{k}"),
+                    "is not a valid header value",
+                )
+            })?;
+            headers.push((name, value));
+        }
+        let cacert = match &cfg.cacertfile {
+            Some(p) => {
+                let pem = std::fs::read(p).map_err(|e| {
+                    ConfigError::field(
+                        format!("{field}.cacertfile"),
+                        format!("cannot read {}: {e}", p.display()),
+                    )
+                })?;
+                reqwest::Certificate::from_pem(&pem).map_err(|_| {
+                    ConfigError::field(
+                        format!("{field}.cacertfile"),
+                        format!("{} holds no PEM certificate", p.display()),
+                    )
+                })?;
+                Some((p.clone(), pem))
+            }
+            None => None,
+        };
+        let method = match cfg.method {
+            HttpMethod::Post => reqwest::Method::POST,
+            HttpMethod::Put => reqwest::Method::PUT,
+            HttpMethod::Patch => reqwest::Method::PATCH,
+        };
+        Ok(HttpSink {
+            url,
+            method,
+            timeout: Duration::from_millis(cfg.timeout_ms),
+            headers,
+            keys,
+            max_response_bytes: cfg.max_response_bytes,
+            cacert,
+            insecure: cfg.allow_insecure_tls,
+            pool_size: cfg.pool_size.unwrap_or(egress.pools.pool_size),
+            policy: Policy::new(egress, pools.resolver.clone()),
+            pools,
+        })
+    }
+
+    async fn attempt(&self, env: &Envelope, ctx: &DeliveryCtx) -> Result<(), SinkError> {
+        let allow_unsigned = self.keys.is_empty();
+        if let Err(d) = self.policy.check_scheme(self.url.scheme()) {
+            return Err(SinkError::Permanent(format!(
+                "egress_denied: {}",
+                d.as_str()
+            )));
+        }
+        let host = self
+            .url
+            .host_str()
+            .ok_or_else(|| SinkError::Permanent("url has no host".into()))?;
+        let port = self
+            .url
+            .port_or_known_default()
+            .ok_or_else(|| SinkError::Permanent("url has no port".into()))?;
+        let addr = match self.policy.pick(host, port).await {
+            Err(e) => return Err(SinkError::Transient(format!("resolve {host}: {e}"))),
+            Ok(Err(d)) => {
+                return Err(SinkError::Permanent(format!(
+                    "egress_denied: {}",
+                    d.as_str()
+                )));
+            }
+            Ok(Ok(a)) => a,
+        };
+        let key = PoolKey {
+            host: host.to_string(),
+            addr,
+            cacert: self.cacert.as_ref().map(|(p, _)| p.clone()),
+            insecure: self.insecure,
+            size: self.pool_size,
+        };
+        let pool = self.pools.get(
+            key,
+            &ctx.tenant_for_pools,
+            self.cacert.as_ref().map(|(_, pem)| pem.as_slice()),
+        )?;
+        pool.in_flight.fetch_add(1, Ordering::SeqCst);
+        let result = self.send(&pool, env, ctx, allow_unsigned).await;
+        pool.in_flight.fetch_sub(1, Ordering::SeqCst);
+        pool.last_used_ms.store(now_ms(), Ordering::Relaxed);
+        result
+    }
+
+    async fn send(
+        &self,
+        pool: &Pool,
+        env: &Envelope,
+        ctx: &DeliveryCtx,
+        allow_unsigned: bool,
+    ) -> Result<(), SinkError> {
+        let _permit =
+            match tokio::time::timeout(POOL_TIMEOUT, pool.permits.clone().acquire_owned()).await {
+                Ok(Ok(p)) => p,
+                _ => {
+                    return Err(SinkError::Transient(
+                        "transport: no pool connection within pool_timeout".into(),
+                    ));
+                }
+            };
+        let mut req = pool
+            .client
+            .request(self.method.clone(), self.url.clone())
+            .timeout(self.timeout);
+        let signing = !self.keys.is_empty();
+        for (name, value) in &ctx.forward_headers {
+            if signing
+                && matches!(
+                    name.as_str(),
+                    "webhook-id" | "webhook-timestamp" | "webhook-signature"
+                )
+            {
+                continue;
+            }
+            req = req.header(name.as_str(), value.as_str());
+        }
+        for (name, value) in &self.headers {
+            req = req.header(name.clone(), value.clone());
+        }
+        if let Some(ct) = &env.content_type {
+            req = req.header(reqwest::header::CONTENT_TYPE, ct.as_str());
+        }
+        let received_at = env.received_at.to_string();
+        let sha = hex::encode(Sha256::digest(&env.body));
+        let id = env.id.to_string();
+        req = req
+            .header("x-ankusa-id", &id)
+            .header("x-ankusa-source", &env.source_id)
+            .header("x-ankusa-idempotency-key", env.idempotency_key())
+            .header("x-ankusa-verification", env.verification.status.as_str())
+            .header("x-ankusa-received-at", received_at)
+            .header("x-ankusa-body-sha256", sha);
+        if env.verification.flagged {
+            req = req.header("x-ankusa-verification-flagged", "true");
+        }
+        if env.tenant != "default" {
+            req = req.header("x-ankusa-tenant", &env.tenant);
+        }
+        if let Some(k) = &env.dedupe_key {
+            req = req.header("x-ankusa-dedupe-key", k.as_str());
+        }
+        if let Some(r) = &ctx.replay_id {
+            req = req.header("x-ankusa-replay-id", r.as_str());
+        }
+        if let Some(tp) = &env.traceparent {
+            req = req.header("traceparent", tp.as_str());
+        }
+        if let Some(ts) = &env.tracestate {
+            req = req.header("tracestate", ts.as_str());
+        }
+        if signing {
+            let ts = (now_ms() / 1000) as i64;
+            let sig = ankusa_verify::sign_standard_webhooks(&self.keys, &id, ts, &env.body);
+            req = req
+                .header("webhook-id", &id)
+                .header("webhook-timestamp", ts.to_string())
+                .header("webhook-signature", sig);
+        } else if !allow_unsigned {
+            return Err(SinkError::Permanent("unsigned_sink".into()));
+        }
+        let resp = req
+            .body(env.body.clone())
+            .send()
+            .await
+            .map_err(|e| SinkError::Transient(format!("transport: {}", e.without_url())))?;
+        let status = resp.status().as_u16();
+        let retry_after = resp
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(parse_retry_after);
+        // Read at most max_response_bytes, then drop the response (closing the connection).
+        let mut resp = resp;
+        let mut read = 0u64;
+        while read < self.max_response_bytes {
+            match tokio::time::timeout(self.timeout, resp.chunk()).await {
+                Ok(Ok(Some(c))) => read += c.len() as u64,
+                _ => break,
+            }
+        }
+        drop(resp);
+        classify_status(status, retry_after, ctx.attempt)
+    }
+}
+
+/// Maps a response status to the spec's outcome classes.
+pub fn classify_status(
+    status: u16,
+    retry_after_ms: Option<u64>,
+    attempt: u32,
+) -> Result<(), SinkError> {
+    match status {
+        200..=299 => Ok(()),
+        400 | 401 | 403 | 404 | 410 | 413 | 422 | 451 => {
+            Err(SinkError::Permanent(format!("status {status}")))
+        }
+        408 | 429 | 500..=599 => match retry_after_ms {
+            Some(ms) => Err(SinkError::RetryAfter {
+                ms,
+                reason: format!("status {status}"),
+            }),
+            None => Err(SinkError::Transient(format!("status {status}"))),
+        },
+        425 => Err(SinkError::RetryAfter {
+            ms: retry_after_ms.unwrap_or_else(|| full_jitter(attempt)),
+            reason: "status 425".into(),
+        }),
+        _ => Err(SinkError::Transient(format!("status {status}"))),
+    }
+}
+
+/// A full-jitter pause: 1 to min(30 s, 500 ms · 2^(attempt-1)).
+pub fn full_jitter(attempt: u32) -> u64 {
+    let cap = 500u64
+        .saturating_mul(1u64 << attempt.saturating_sub(1).min(16))
+        .min(30_000);
+    1 + fastrand::u64(0..cap.max(1))
+}
+
+/// `Retry-After` as delta-seconds or an HTTP-date, in milliseconds from now.
+pub fn parse_retry_after(v: &str) -> Option<u64> {
+    let v = v.trim();
+    if let Ok(secs) = v.parse::<u64>() {
+        return Some(secs.saturating_mul(1000));
+    }
+    let at = httpdate::parse_http_date(v).ok()?;
+    let now = std::time::SystemTime::now();
+    Some(
+        at.duration_since(now)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0),
+    )
+}
+
+impl Sink for HttpSink {
+    fn deliver<'a>(
+        &'a self,
+        env: &'a Envelope,
+        ctx: &'a DeliveryCtx,
+    ) -> BoxFuture<'a, Result<(), SinkError>> {
+        Box::pin(self.attempt(env, ctx))
+    }
+
+    fn type_name(&self) -> &'static str {
+        "http"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_table() {
+        assert!(classify_status(204, None, 1).is_ok());
+        for s in [400, 401, 403, 404, 410, 413, 422, 451] {
+            assert!(
+                matches!(classify_status(s, Some(5), 1), Err(SinkError::Permanent(_))),
+                "{s}"
+            );
+        }
+        for s in [408, 429, 500, 503] {
+            assert_eq!(
+                classify_status(s, Some(7000), 1),
+                Err(SinkError::RetryAfter {
+                    ms: 7000,
+                    reason: format!("status {s}")
+                })
+            );
+            assert!(matches!(
+                classify_status(s, None, 1),
+                Err(SinkError::Transient(_))
+            ));
+        }
+        assert!(
+            matches!(classify_status(425, None, 3), Err(SinkError::RetryAfter { ms, .. }) if (1..=2000).contains(&ms))
+        );
+        assert!(matches!(
+            classify_status(409, Some(1), 1),
+            Err(SinkError::Transient(_))
+        ));
+        assert!(matches!(
+            classify_status(302, None, 1),
+            Err(SinkError::Transient(_))
+        ));
+        assert!(matches!(
+            classify_status(418, None, 1),
+            Err(SinkError::Transient(_))
+        ));
+    }
+
+    #[test]
+    fn retry_after_forms() {
+        assert_eq!(parse_retry_after("120"), Some(120_000));
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), Some(0));
+        let future =
+            httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(60));
+        let ms = parse_retry_after(&future).unwrap();
+        assert!((55_000..=60_000).contains(&ms), "{ms}");
+        assert_eq!(parse_retry_after("soon"), None);
+    }
+}

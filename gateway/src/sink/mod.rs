@@ -1,0 +1,47 @@
+//! The `Sink` contract and the destinations that implement it.
+//!
+//! A sink answers `Ok(())` only once the hook is accepted by the destination; every error
+//! carries one of the classes dispatch acts on. A panic inside a sink is caught by dispatch
+//! and counts as a failed attempt.
+
+pub mod egress;
+pub mod forward;
+pub mod http;
+pub mod log;
+
+use std::sync::Arc;
+
+use ankusa_config::{Config, ConfigError, SinkConfig, SourceConfig};
+
+pub use ankusa_core::{ClaimRef, DeliveryCtx, Sink, SinkError};
+
+/// Builds sinks from config. Shared state (connection pools, broker connections) lives in the
+/// factory, so a reload swaps sinks without dropping connections.
+pub struct SinkFactory {
+    pub http: Arc<http::HttpPools>,
+}
+
+impl SinkFactory {
+    pub fn new(http: Arc<http::HttpPools>) -> Self {
+        SinkFactory { http }
+    }
+
+    pub fn build(
+        &self,
+        cfg: &Config,
+        source: &SourceConfig,
+        field: &str,
+        sink: &SinkConfig,
+    ) -> Result<Arc<dyn Sink>, ConfigError> {
+        let _ = source;
+        match sink {
+            SinkConfig::Log(_) => Ok(Arc::new(log::LogSink)),
+            SinkConfig::Http(h) => Ok(Arc::new(http::HttpSink::new(
+                h,
+                &cfg.egress,
+                self.http.clone(),
+                field,
+            )?)),
+        }
+    }
+}

@@ -1,0 +1,238 @@
+//! Value encodings. Metadata is JSON (self-describing, so fields can be added without a
+//! migration); a hook's body follows its metadata as raw bytes, never re-encoded.
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::StoreError;
+
+pub use ankusa_core::{Envelope, Verification, VerifyStatus};
+
+#[derive(Serialize, Deserialize)]
+struct EnvelopeMeta {
+    id: Uuid,
+    received_at: u64,
+    tenant: String,
+    source_id: String,
+    headers: Vec<(String, String)>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    content_type: Option<String>,
+    verification: Verification,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    dedupe_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    traceparent: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tracestate: Option<String>,
+}
+
+const ENVELOPE_V1: u8 = 1;
+
+/// `[1][meta length: u32 BE][meta JSON][body]`.
+pub fn encode_envelope(e: &Envelope) -> Vec<u8> {
+    let meta = EnvelopeMeta {
+        id: e.id,
+        received_at: e.received_at,
+        tenant: e.tenant.clone(),
+        source_id: e.source_id.clone(),
+        headers: e.headers.clone(),
+        content_type: e.content_type.clone(),
+        verification: e.verification,
+        dedupe_key: e.dedupe_key.clone(),
+        traceparent: e.traceparent.clone(),
+        tracestate: e.tracestate.clone(),
+    };
+    let meta = serde_json::to_vec(&meta).expect("envelope metadata serialises");
+    let mut out = Vec::with_capacity(5 + meta.len() + e.body.len());
+    out.push(ENVELOPE_V1);
+    out.extend_from_slice(&(meta.len() as u32).to_be_bytes());
+    out.extend_from_slice(&meta);
+    out.extend_from_slice(&e.body);
+    out
+}
+
+/// The inverse of `encode_envelope`.
+pub fn decode_envelope(seq: u64, v: &[u8]) -> Result<Envelope, StoreError> {
+    let bad = |why: &str| StoreError::Corrupt(format!("hook {seq}: {why}"));
+    if v.len() < 5 || v[0] != ENVELOPE_V1 {
+        return Err(bad("unknown envelope encoding"));
+    }
+    let len = u32::from_be_bytes([v[1], v[2], v[3], v[4]]) as usize;
+    let meta_end = 5usize
+        .checked_add(len)
+        .filter(|&e| e <= v.len())
+        .ok_or_else(|| bad("truncated"))?;
+    let m: EnvelopeMeta =
+        serde_json::from_slice(&v[5..meta_end]).map_err(|e| bad(&e.to_string()))?;
+    Ok(Envelope {
+        id: m.id,
+        seq,
+        received_at: m.received_at,
+        tenant: m.tenant,
+        source_id: m.source_id,
+        headers: m.headers,
+        content_type: m.content_type,
+        verification: m.verification,
+        dedupe_key: m.dedupe_key,
+        traceparent: m.traceparent,
+        tracestate: m.tracestate,
+        body: Bytes::copy_from_slice(&v[meta_end..]),
+    })
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RowState {
+    Pending,
+    Inflight,
+    Dead,
+}
+
+/// Why a dead row died, for DLQ filtering.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorClass {
+    /// The sink said it will never work, or the source, the sink or the hook is gone.
+    Permanent,
+    /// The destination asked for a pause and the retry horizon ended it.
+    Throttled,
+    /// Anything else that kept failing until the retry policy gave up.
+    Transient,
+}
+
+impl ErrorClass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorClass::Permanent => "permanent",
+            ErrorClass::Throttled => "throttled",
+            ErrorClass::Transient => "transient",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<ErrorClass> {
+        match s {
+            "permanent" => Some(ErrorClass::Permanent),
+            "throttled" => Some(ErrorClass::Throttled),
+            "transient" => Some(ErrorClass::Transient),
+            _ => None,
+        }
+    }
+}
+
+/// One obligation: deliver hook `seq` to sink `sink` of its source.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeliveryRow {
+    /// Sink type bound at ack (`http`, `log`, ...): the row falls back to the one sink of that
+    /// type if the source's sinks were reordered.
+    pub sink_type: String,
+    pub tenant: String,
+    pub source_id: String,
+    pub hook_id: Uuid,
+    /// Body size, counted against the in-flight byte windows.
+    pub size: u64,
+    pub state: RowState,
+    pub attempts: u32,
+    /// The horizon's origin; persisted so a restart does not reset it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_attempt_at: Option<u64>,
+    pub due_at: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_class: Option<ErrorClass>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dead_at: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_id: Option<String>,
+}
+
+impl DeliveryRow {
+    pub fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("delivery row serialises")
+    }
+
+    pub fn decode(v: &[u8]) -> Result<DeliveryRow, StoreError> {
+        serde_json::from_slice(v).map_err(|e| StoreError::Corrupt(format!("delivery row: {e}")))
+    }
+}
+
+/// The value of a dead-index key: enough to filter and list without reading the row.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeadSummary {
+    pub tenant: String,
+    pub source_id: String,
+    pub sink: u16,
+    pub sink_type: String,
+    pub error_class: ErrorClass,
+    pub hook_id: Uuid,
+}
+
+impl DeadSummary {
+    pub fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("dead summary serialises")
+    }
+
+    pub fn decode(v: &[u8]) -> Result<DeadSummary, StoreError> {
+        serde_json::from_slice(v).map_err(|e| StoreError::Corrupt(format!("dead index: {e}")))
+    }
+}
+
+/// A dedupe key's claim: the hook that first used it and when the claim lapses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DedupeEntry {
+    pub id: Uuid,
+    pub expires_at: u64,
+}
+
+impl DedupeEntry {
+    pub fn encode(&self) -> [u8; 24] {
+        let mut v = [0u8; 24];
+        v[..16].copy_from_slice(self.id.as_bytes());
+        v[16..].copy_from_slice(&self.expires_at.to_be_bytes());
+        v
+    }
+
+    pub fn decode(v: &[u8]) -> Result<DedupeEntry, StoreError> {
+        if v.len() != 24 {
+            return Err(StoreError::Corrupt(
+                "dedupe entry has the wrong length".into(),
+            ));
+        }
+        let id = Uuid::from_slice(&v[..16]).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        Ok(DedupeEntry {
+            id,
+            expires_at: super::keys::be64(&v[16..]),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn envelope_round_trips_with_binary_body() {
+        let e = Envelope {
+            id: Uuid::now_v7(),
+            seq: 7,
+            received_at: 1_700_000_000_000,
+            tenant: "acme".into(),
+            source_id: "stripe".into(),
+            headers: vec![("x-a".into(), "1".into())],
+            content_type: Some("application/json".into()),
+            verification: Verification {
+                status: VerifyStatus::Ok,
+                flagged: false,
+            },
+            dedupe_key: Some("evt_1".into()),
+            traceparent: None,
+            tracestate: None,
+            body: Bytes::from_static(&[0, 159, 146, 150, 255]),
+        };
+        assert_eq!(decode_envelope(7, &encode_envelope(&e)).unwrap(), e);
+        assert_eq!(e.idempotency_key(), "acme:stripe:evt_1");
+        assert!(decode_envelope(7, &[1, 0, 0, 0, 200, b'{']).is_err());
+        assert!(decode_envelope(7, &[]).is_err());
+    }
+}

@@ -1,0 +1,257 @@
+//! Key bytes of every family. This module and `codec` are the only code that knows them;
+//! `docs/storage.md` documents the same layout.
+//!
+//! Integers are big-endian so byte order is numeric order. Tenant, source and dedupe-key
+//! components end with 0x00, which none of them contains (ids are `[A-Za-z0-9_-]`, dedupe
+//! keys come from validated header bytes or are hashed), so every prefix is unambiguous.
+
+/// Column family names.
+pub const CF_HOOKS: &str = "hooks";
+pub const CF_DELIVERIES: &str = "deliveries";
+pub const CF_INDEX: &str = "index";
+pub const ALL_CFS: [&str; 3] = [CF_HOOKS, CF_DELIVERIES, CF_INDEX];
+
+/// `default` family: metadata and counters.
+pub const META_NEXT_SEQ: &[u8] = b"m:next_seq";
+pub const META_FORMAT: &[u8] = b"m:format_version";
+pub const META_STORE_ID: &[u8] = b"m:store_id";
+pub const META_READY_PROBE: &[u8] = b"m:ready_probe";
+pub const FORMAT_VERSION: u64 = 1;
+
+/// Counter keys (merge operands are i64 deltas).
+pub const COUNTER_PREFIX: &[u8] = b"c:";
+pub const C_HOOKS: &[u8] = b"c:hooks";
+pub const C_HOOK_BYTES: &[u8] = b"c:hook_bytes";
+pub const C_PENDING: &[u8] = b"c:pending";
+pub const C_DEAD: &[u8] = b"c:dead";
+
+pub fn c_pending_tenant(tenant: &str) -> Vec<u8> {
+    [b"c:pending:".as_slice(), tenant.as_bytes()].concat()
+}
+
+pub fn c_dead_tenant(tenant: &str) -> Vec<u8> {
+    [b"c:dead:".as_slice(), tenant.as_bytes()].concat()
+}
+
+/// Replay jobs: `j:<job id>` in `default`.
+pub fn job(id: &str) -> Vec<u8> {
+    [b"j:".as_slice(), id.as_bytes()].concat()
+}
+pub const JOB_PREFIX: &[u8] = b"j:";
+
+/// `hooks`: `<seq:8>` → encoded envelope.
+pub fn hook(seq: u64) -> [u8; 8] {
+    seq.to_be_bytes()
+}
+
+/// `deliveries`: `<seq:8><sink:2>` → delivery row.
+pub fn delivery(seq: u64, sink: u16) -> [u8; 10] {
+    let mut k = [0u8; 10];
+    k[..8].copy_from_slice(&seq.to_be_bytes());
+    k[8..].copy_from_slice(&sink.to_be_bytes());
+    k
+}
+
+pub fn parse_delivery(k: &[u8]) -> Option<(u64, u16)> {
+    if k.len() != 10 {
+        return None;
+    }
+    Some((be64(&k[..8]), u16::from_be_bytes([k[8], k[9]])))
+}
+
+/// Index family prefixes.
+pub const IX_DUE: u8 = b'd';
+pub const IX_INFLIGHT: u8 = b'f';
+pub const IX_DEAD: u8 = b'x';
+pub const IX_DEAD_TENANT: u8 = b'X';
+pub const IX_DEDUPE: u8 = b'u';
+pub const IX_DEDUPE_EXPIRY: u8 = b'e';
+pub const IX_HOOK_ID: u8 = b'i';
+
+fn tenant_prefix(tag: u8, tenant: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(2 + tenant.len() + 18);
+    k.push(tag);
+    k.extend_from_slice(tenant.as_bytes());
+    k.push(0);
+    k
+}
+
+fn push_at_seq_sink(k: &mut Vec<u8>, at: u64, seq: u64, sink: u16) {
+    k.extend_from_slice(&at.to_be_bytes());
+    k.extend_from_slice(&seq.to_be_bytes());
+    k.extend_from_slice(&sink.to_be_bytes());
+}
+
+/// Due index, per tenant: `d<tenant>\0<due_at:8><seq:8><sink:2>` → empty.
+pub fn due(tenant: &str, due_at: u64, seq: u64, sink: u16) -> Vec<u8> {
+    let mut k = tenant_prefix(IX_DUE, tenant);
+    push_at_seq_sink(&mut k, due_at, seq, sink);
+    k
+}
+
+/// First key of a tenant's due rows.
+pub fn due_tenant_prefix(tenant: &str) -> Vec<u8> {
+    tenant_prefix(IX_DUE, tenant)
+}
+
+/// (tenant, due_at, seq, sink) of a due key.
+pub fn parse_due(k: &[u8]) -> Option<(&str, u64, u64, u16)> {
+    parse_tenant_at_seq_sink(k, IX_DUE)
+}
+
+fn parse_tenant_at_seq_sink(k: &[u8], tag: u8) -> Option<(&str, u64, u64, u16)> {
+    if k.first() != Some(&tag) || k.len() < 1 + 1 + 18 {
+        return None;
+    }
+    let nul = k[1..].iter().position(|&b| b == 0)? + 1;
+    let tenant = std::str::from_utf8(&k[1..nul]).ok()?;
+    let rest = &k[nul + 1..];
+    if rest.len() != 18 {
+        return None;
+    }
+    Some((
+        tenant,
+        be64(&rest[..8]),
+        be64(&rest[8..16]),
+        u16::from_be_bytes([rest[16], rest[17]]),
+    ))
+}
+
+/// In-flight (claimed) rows: `f<seq:8><sink:2>` → empty. Re-dued at startup.
+pub fn inflight(seq: u64, sink: u16) -> [u8; 11] {
+    let mut k = [0u8; 11];
+    k[0] = IX_INFLIGHT;
+    k[1..9].copy_from_slice(&seq.to_be_bytes());
+    k[9..].copy_from_slice(&sink.to_be_bytes());
+    k
+}
+
+pub fn parse_inflight(k: &[u8]) -> Option<(u64, u16)> {
+    if k.len() != 11 || k[0] != IX_INFLIGHT {
+        return None;
+    }
+    parse_delivery(&k[1..])
+}
+
+/// Dead index, all tenants: `x<dead_at:8><seq:8><sink:2>` → dead summary.
+pub fn dead(dead_at: u64, seq: u64, sink: u16) -> Vec<u8> {
+    let mut k = Vec::with_capacity(19);
+    k.push(IX_DEAD);
+    push_at_seq_sink(&mut k, dead_at, seq, sink);
+    k
+}
+
+pub fn parse_dead(k: &[u8]) -> Option<(u64, u64, u16)> {
+    if k.len() != 19 || k[0] != IX_DEAD {
+        return None;
+    }
+    Some((
+        be64(&k[1..9]),
+        be64(&k[9..17]),
+        u16::from_be_bytes([k[17], k[18]]),
+    ))
+}
+
+/// Dead index, per tenant: `X<tenant>\0<dead_at:8><seq:8><sink:2>` → dead summary.
+pub fn dead_tenant(tenant: &str, dead_at: u64, seq: u64, sink: u16) -> Vec<u8> {
+    let mut k = tenant_prefix(IX_DEAD_TENANT, tenant);
+    push_at_seq_sink(&mut k, dead_at, seq, sink);
+    k
+}
+
+pub fn dead_tenant_prefix(tenant: &str) -> Vec<u8> {
+    tenant_prefix(IX_DEAD_TENANT, tenant)
+}
+
+pub fn parse_dead_tenant(k: &[u8]) -> Option<(&str, u64, u64, u16)> {
+    parse_tenant_at_seq_sink(k, IX_DEAD_TENANT)
+}
+
+/// Dedupe scope and key: `u<tenant>\0<source>\0<key>` → dedupe entry.
+pub fn dedupe(tenant: &str, source: &str, key: &str) -> Vec<u8> {
+    let mut k = tenant_prefix(IX_DEDUPE, tenant);
+    k.extend_from_slice(source.as_bytes());
+    k.push(0);
+    k.extend_from_slice(key.as_bytes());
+    k
+}
+
+/// Dedupe expiry: `e<expires_at:8><dedupe key without its tag>` → empty.
+pub fn dedupe_expiry(expires_at: u64, dedupe_key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(9 + dedupe_key.len());
+    k.push(IX_DEDUPE_EXPIRY);
+    k.extend_from_slice(&expires_at.to_be_bytes());
+    k.extend_from_slice(&dedupe_key[1..]);
+    k
+}
+
+/// (expires_at, the dedupe key it guards) of an expiry key.
+pub fn parse_dedupe_expiry(k: &[u8]) -> Option<(u64, Vec<u8>)> {
+    if k.len() < 10 || k[0] != IX_DEDUPE_EXPIRY {
+        return None;
+    }
+    let mut dk = Vec::with_capacity(k.len() - 8);
+    dk.push(IX_DEDUPE);
+    dk.extend_from_slice(&k[9..]);
+    Some((be64(&k[1..9]), dk))
+}
+
+/// Hook id → seq: `i<uuid:16>` → `<seq:8>`.
+pub fn hook_id(id: &uuid::Uuid) -> [u8; 17] {
+    let mut k = [0u8; 17];
+    k[0] = IX_HOOK_ID;
+    k[1..].copy_from_slice(id.as_bytes());
+    k
+}
+
+pub fn be64(b: &[u8]) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[..8]);
+    u64::from_be_bytes(a)
+}
+
+/// The smallest key greater than every key starting with `prefix`.
+pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0xff; prefix.len() + 1]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn due_keys_sort_by_tenant_then_time_then_seq() {
+        let a = due("acme", 5, 9, 0);
+        let b = due("acme", 6, 1, 0);
+        let c = due("acme", 6, 1, 1);
+        let d = due("acmf", 0, 0, 0);
+        assert!(a < b && b < c && c < d);
+        assert!(
+            due("a", u64::MAX, 0, 0) < due("aa", 0, 0, 0),
+            "\\0 ends a tenant before any id byte"
+        );
+        assert_eq!(parse_due(&b), Some(("acme", 6, 1, 0)));
+    }
+
+    #[test]
+    fn round_trips() {
+        assert_eq!(parse_delivery(&delivery(7, 3)), Some((7, 3)));
+        assert_eq!(parse_inflight(&inflight(7, 3)), Some((7, 3)));
+        assert_eq!(parse_dead(&dead(1, 2, 3)), Some((1, 2, 3)));
+        assert_eq!(
+            parse_dead_tenant(&dead_tenant("t", 1, 2, 3)),
+            Some(("t", 1, 2, 3))
+        );
+        let dk = dedupe("t", "s", "evt_1");
+        assert_eq!(parse_dedupe_expiry(&dedupe_expiry(42, &dk)), Some((42, dk)));
+        assert_eq!(prefix_end(b"d"), b"e".to_vec());
+        assert_eq!(prefix_end(&[1, 0xff]), vec![2]);
+    }
+}

@@ -1,0 +1,569 @@
+//! Delivery rows as a queue: claim due rows, record attempt outcomes, recover claims after a
+//! restart. Outcome writes are not individually synced: power loss can undo one, which means
+//! a redelivery, never a loss (the next synced ingest commit makes them durable).
+
+use std::collections::{HashMap, HashSet};
+
+use rocksdb::{DB, IteratorMode, ReadOptions, WriteBatch};
+
+use super::codec::{DeadSummary, DeliveryRow, Envelope, ErrorClass, RowState};
+use super::{Store, StoreError, classify, keys};
+
+/// A claimed row with its hook, ready for an attempt.
+#[derive(Debug, Clone)]
+pub struct Claimed {
+    pub seq: u64,
+    pub sink: u16,
+    pub row: DeliveryRow,
+    pub hook: Envelope,
+}
+
+/// What an attempt (or a decision without one) did to a claimed row.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    /// The sink confirmed: the row is done.
+    Delivered {
+        seq: u64,
+        sink: u16,
+        row: DeliveryRow,
+    },
+    /// Due again at `row.due_at` (attempts, errors and horizon already updated).
+    Retry {
+        seq: u64,
+        sink: u16,
+        row: DeliveryRow,
+    },
+    /// Dead-lettered (`row.state` is `Dead`, `dead_at`, `error_class`, `last_error` set).
+    Dead {
+        seq: u64,
+        sink: u16,
+        row: DeliveryRow,
+    },
+}
+
+/// Pending/in-flight and dead rows of one source.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SourceCounts {
+    pub pending: i64,
+    pub dead: i64,
+}
+
+pub(crate) fn c_pending_source(source: &str) -> Vec<u8> {
+    [b"c:pending_src:".as_slice(), source.as_bytes()].concat()
+}
+
+pub(crate) fn c_dead_source(source: &str) -> Vec<u8> {
+    [b"c:dead_src:".as_slice(), source.as_bytes()].concat()
+}
+
+/// Merges the counter deltas of one row moving between pending and dead.
+pub(crate) fn count(batch: &mut WriteBatch, row: &DeliveryRow, pending: i64, dead: i64) {
+    if pending != 0 {
+        batch.merge(keys::C_PENDING, pending.to_le_bytes());
+        batch.merge(keys::c_pending_tenant(&row.tenant), pending.to_le_bytes());
+        batch.merge(c_pending_source(&row.source_id), pending.to_le_bytes());
+    }
+    if dead != 0 {
+        batch.merge(keys::C_DEAD, dead.to_le_bytes());
+        batch.merge(keys::c_dead_tenant(&row.tenant), dead.to_le_bytes());
+        batch.merge(c_dead_source(&row.source_id), dead.to_le_bytes());
+    }
+}
+
+/// Puts the two dead-index keys of a dead row.
+pub(crate) fn put_dead_index(
+    batch: &mut WriteBatch,
+    index: &rocksdb::ColumnFamily,
+    seq: u64,
+    sink: u16,
+    row: &DeliveryRow,
+) {
+    let dead_at = row.dead_at.unwrap_or(row.due_at);
+    let summary = DeadSummary {
+        tenant: row.tenant.clone(),
+        source_id: row.source_id.clone(),
+        sink,
+        sink_type: row.sink_type.clone(),
+        error_class: row.error_class.unwrap_or(ErrorClass::Transient),
+        hook_id: row.hook_id,
+    }
+    .encode();
+    batch.put_cf(index, keys::dead(dead_at, seq, sink), &summary);
+    batch.put_cf(
+        index,
+        keys::dead_tenant(&row.tenant, dead_at, seq, sink),
+        &summary,
+    );
+}
+
+pub(crate) fn delete_dead_index(
+    batch: &mut WriteBatch,
+    index: &rocksdb::ColumnFamily,
+    seq: u64,
+    sink: u16,
+    row: &DeliveryRow,
+) {
+    let dead_at = row.dead_at.unwrap_or(row.due_at);
+    batch.delete_cf(index, keys::dead(dead_at, seq, sink));
+    batch.delete_cf(index, keys::dead_tenant(&row.tenant, dead_at, seq, sink));
+}
+
+impl Store {
+    /// Every tenant with due rows and the due time of its earliest row: one seek per tenant.
+    pub fn due_tenants(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        let db = self.db()?;
+        let index = Self::cf(&db, keys::CF_INDEX)?;
+        let mut out = Vec::new();
+        let mut seek = vec![keys::IX_DUE];
+        loop {
+            let mut ro = ReadOptions::default();
+            ro.set_iterate_upper_bound(vec![keys::IX_DUE + 1]);
+            let mut it = db.iterator_cf_opt(
+                &index,
+                ro,
+                IteratorMode::From(&seek, rocksdb::Direction::Forward),
+            );
+            let Some(item) = it.next() else { break };
+            let (k, _) = item.map_err(|e| classify(&e))?;
+            let Some((tenant, due_at, _, _)) = keys::parse_due(&k) else {
+                return Err(StoreError::Corrupt("malformed due key".into()));
+            };
+            out.push((tenant.to_string(), due_at));
+            seek = keys::prefix_end(&keys::due_tenant_prefix(tenant));
+        }
+        Ok(out)
+    }
+
+    /// The earliest due time of one tenant's rows, if it has any.
+    pub fn tenant_next_due(&self, tenant: &str) -> Result<Option<u64>, StoreError> {
+        let db = self.db()?;
+        let index = Self::cf(&db, keys::CF_INDEX)?;
+        let prefix = keys::due_tenant_prefix(tenant);
+        let mut ro = ReadOptions::default();
+        ro.set_iterate_upper_bound(keys::prefix_end(&prefix));
+        let mut it = db.iterator_cf_opt(
+            &index,
+            ro,
+            IteratorMode::From(&prefix, rocksdb::Direction::Forward),
+        );
+        match it.next() {
+            None => Ok(None),
+            Some(item) => {
+                let (k, _) = item.map_err(|e| classify(&e))?;
+                Ok(keys::parse_due(&k).map(|(_, at, _, _)| at))
+            }
+        }
+    }
+
+    /// Claims up to `max` rows of `tenant` due at or before `now`, stopping early once their
+    /// bodies reach `max_bytes` (at least one row is claimed if any is due). Claimed rows leave
+    /// the due index for the in-flight index; the horizon starts at the first claim.
+    /// Returns the claims and the tenant's next due time after them.
+    pub fn claim_due(
+        &self,
+        tenant: &str,
+        now: u64,
+        max: usize,
+        max_bytes: u64,
+    ) -> Result<(Vec<Claimed>, Option<u64>), StoreError> {
+        let db = self.db()?;
+        let index = Self::cf(&db, keys::CF_INDEX)?;
+        let deliveries = Self::cf(&db, keys::CF_DELIVERIES)?;
+        let hooks = Self::cf(&db, keys::CF_HOOKS)?;
+        let prefix = keys::due_tenant_prefix(tenant);
+        let mut ro = ReadOptions::default();
+        ro.set_iterate_upper_bound(keys::prefix_end(&prefix));
+        let it = db.iterator_cf_opt(
+            &index,
+            ro,
+            IteratorMode::From(&prefix, rocksdb::Direction::Forward),
+        );
+
+        let mut batch = WriteBatch::default();
+        let mut claimed = Vec::new();
+        let mut bytes = 0u64;
+        let mut next_due = None;
+        for item in it {
+            let (k, _) = item.map_err(|e| classify(&e))?;
+            let Some((_, due_at, seq, sink)) = keys::parse_due(&k) else {
+                return Err(StoreError::Corrupt("malformed due key".into()));
+            };
+            if due_at > now || claimed.len() >= max || (bytes >= max_bytes && !claimed.is_empty()) {
+                next_due = Some(due_at);
+                break;
+            }
+            batch.delete_cf(&index, &k);
+            let Some(rv) = db
+                .get_pinned_cf(&deliveries, keys::delivery(seq, sink))
+                .map_err(|e| classify(&e))?
+            else {
+                // A due key without its row: a leftover of an interrupted write. Drop it.
+                tracing::warn!(seq, sink, "due key without a delivery row removed");
+                continue;
+            };
+            let mut row = DeliveryRow::decode(&rv)?;
+            let Some(hv) = db
+                .get_pinned_cf(&hooks, keys::hook(seq))
+                .map_err(|e| classify(&e))?
+            else {
+                tracing::error!(seq, sink, "delivery row without its hook removed");
+                batch.delete_cf(&deliveries, keys::delivery(seq, sink));
+                count(&mut batch, &row, -1, 0);
+                continue;
+            };
+            let hook = super::codec::decode_envelope(seq, &hv)?;
+            row.state = RowState::Inflight;
+            if row.first_attempt_at.is_none() {
+                row.first_attempt_at = Some(now);
+            }
+            batch.put_cf(&deliveries, keys::delivery(seq, sink), row.encode());
+            batch.put_cf(&index, keys::inflight(seq, sink), []);
+            bytes += row.size;
+            claimed.push(Claimed {
+                seq,
+                sink,
+                row,
+                hook,
+            });
+        }
+        if !batch.is_empty() {
+            self.write(&db, batch, false)?;
+        }
+        Ok((claimed, next_due))
+    }
+
+    /// Records outcomes in one batch. A hook whose last row clears is deleted with it.
+    pub fn apply_outcomes(&self, outcomes: &[Outcome]) -> Result<(), StoreError> {
+        if outcomes.is_empty() {
+            return Ok(());
+        }
+        let db = self.db()?;
+        let index = Self::cf(&db, keys::CF_INDEX)?;
+        let deliveries = Self::cf(&db, keys::CF_DELIVERIES)?;
+        let mut batch = WriteBatch::default();
+        let mut deleted: HashSet<(u64, u16)> = HashSet::new();
+        let mut done_hooks: Vec<(u64, &DeliveryRow)> = Vec::new();
+        for o in outcomes {
+            match o {
+                Outcome::Delivered { seq, sink, row } => {
+                    batch.delete_cf(&deliveries, keys::delivery(*seq, *sink));
+                    batch.delete_cf(&index, keys::inflight(*seq, *sink));
+                    count(&mut batch, row, -1, 0);
+                    if let Some(job) = &row.replay_id {
+                        batch.merge(super::jobs::c_job_delivered(job), 1i64.to_le_bytes());
+                    }
+                    deleted.insert((*seq, *sink));
+                    done_hooks.push((*seq, row));
+                }
+                Outcome::Retry { seq, sink, row } => {
+                    let mut row = row.clone();
+                    row.state = RowState::Pending;
+                    batch.put_cf(&deliveries, keys::delivery(*seq, *sink), row.encode());
+                    batch.delete_cf(&index, keys::inflight(*seq, *sink));
+                    batch.put_cf(&index, keys::due(&row.tenant, row.due_at, *seq, *sink), []);
+                }
+                Outcome::Dead { seq, sink, row } => {
+                    let mut row = row.clone();
+                    row.state = RowState::Dead;
+                    batch.put_cf(&deliveries, keys::delivery(*seq, *sink), row.encode());
+                    batch.delete_cf(&index, keys::inflight(*seq, *sink));
+                    put_dead_index(&mut batch, index, *seq, *sink, &row);
+                    count(&mut batch, &row, -1, 1);
+                    if let Some(job) = &row.replay_id {
+                        batch.merge(super::jobs::c_job_failed(job), 1i64.to_le_bytes());
+                    }
+                }
+            }
+        }
+        let mut checked = HashSet::new();
+        for (seq, row) in done_hooks {
+            if checked.insert(seq) {
+                self.delete_hook_if_done(&db, &mut batch, seq, row, &deleted)?;
+            }
+        }
+        self.write(&db, batch, false)
+    }
+
+    /// Adds the deletion of hook `seq` to the batch when none of its rows remains outside
+    /// `deleted`.
+    pub(crate) fn delete_hook_if_done(
+        &self,
+        db: &DB,
+        batch: &mut WriteBatch,
+        seq: u64,
+        row: &DeliveryRow,
+        deleted: &HashSet<(u64, u16)>,
+    ) -> Result<(), StoreError> {
+        let deliveries = Self::cf(db, keys::CF_DELIVERIES)?;
+        let mut ro = ReadOptions::default();
+        ro.set_iterate_upper_bound(keys::delivery(seq + 1, 0).to_vec());
+        let it = db.iterator_cf_opt(
+            &deliveries,
+            ro,
+            IteratorMode::From(&keys::delivery(seq, 0), rocksdb::Direction::Forward),
+        );
+        for item in it {
+            let (k, _) = item.map_err(|e| classify(&e))?;
+            if let Some(key) = keys::parse_delivery(&k) {
+                if !deleted.contains(&key) {
+                    return Ok(());
+                }
+            }
+        }
+        let hooks = Self::cf(db, keys::CF_HOOKS)?;
+        let index = Self::cf(db, keys::CF_INDEX)?;
+        batch.delete_cf(&hooks, keys::hook(seq));
+        batch.delete_cf(&index, keys::hook_id(&row.hook_id));
+        batch.merge(keys::C_HOOKS, (-1i64).to_le_bytes());
+        batch.merge(keys::C_HOOK_BYTES, (-(row.size as i64)).to_le_bytes());
+        Ok(())
+    }
+
+    /// Puts rows claimed by a previous process back in the due index, due now, attempts
+    /// unchanged. Runs at open, before anything claims.
+    pub(crate) fn recover_inflight(&self) -> Result<usize, StoreError> {
+        let db = self.db()?;
+        let index = Self::cf(&db, keys::CF_INDEX)?;
+        let deliveries = Self::cf(&db, keys::CF_DELIVERIES)?;
+        let mut ro = ReadOptions::default();
+        ro.set_iterate_upper_bound(vec![keys::IX_INFLIGHT + 1]);
+        let it = db.iterator_cf_opt(
+            &index,
+            ro,
+            IteratorMode::From(&[keys::IX_INFLIGHT], rocksdb::Direction::Forward),
+        );
+        let now = super::now_ms();
+        let mut batch = WriteBatch::default();
+        let mut n = 0;
+        for item in it {
+            let (k, _) = item.map_err(|e| classify(&e))?;
+            let Some((seq, sink)) = keys::parse_inflight(&k) else {
+                continue;
+            };
+            batch.delete_cf(&index, &k);
+            if let Some(v) = db
+                .get_pinned_cf(&deliveries, keys::delivery(seq, sink))
+                .map_err(|e| classify(&e))?
+            {
+                let mut row = DeliveryRow::decode(&v)?;
+                if row.state == RowState::Dead {
+                    continue;
+                }
+                row.state = RowState::Pending;
+                row.due_at = now;
+                batch.put_cf(&deliveries, keys::delivery(seq, sink), row.encode());
+                batch.put_cf(&index, keys::due(&row.tenant, now, seq, sink), []);
+                n += 1;
+            }
+        }
+        if !batch.is_empty() {
+            self.write(&db, batch, true)?;
+        }
+        Ok(n)
+    }
+
+    /// Pending and dead rows of a source, from counters.
+    pub fn source_counts(&self, source_id: &str) -> Result<SourceCounts, StoreError> {
+        Ok(SourceCounts {
+            pending: self.counter(&c_pending_source(source_id))?,
+            dead: self.counter(&c_dead_source(source_id))?,
+        })
+    }
+
+    /// Dead-letters up to `limit` pending (not in-flight) rows of a source with `reason`;
+    /// returns how many moved and whether more may remain. Used when a source is deleted with
+    /// `deliveries=dead_letter`.
+    pub fn dead_letter_source(
+        &self,
+        source_id: &str,
+        reason: &str,
+        now: u64,
+        limit: usize,
+    ) -> Result<(usize, bool), StoreError> {
+        let db = self.db()?;
+        let index = Self::cf(&db, keys::CF_INDEX)?;
+        let deliveries = Self::cf(&db, keys::CF_DELIVERIES)?;
+        let mut batch = WriteBatch::default();
+        let mut moved = 0;
+        let mut more = false;
+        for item in db.iterator_cf(&deliveries, IteratorMode::Start) {
+            let (k, v) = item.map_err(|e| classify(&e))?;
+            let Some((seq, sink)) = keys::parse_delivery(&k) else {
+                continue;
+            };
+            let mut row = DeliveryRow::decode(&v)?;
+            if row.source_id != source_id || row.state != RowState::Pending {
+                continue;
+            }
+            if moved >= limit {
+                more = true;
+                break;
+            }
+            batch.delete_cf(&index, keys::due(&row.tenant, row.due_at, seq, sink));
+            row.state = RowState::Dead;
+            row.dead_at = Some(now);
+            row.error_class = Some(ErrorClass::Permanent);
+            row.last_error = Some(reason.to_string());
+            batch.put_cf(&deliveries, &k, row.encode());
+            put_dead_index(&mut batch, index, seq, sink, &row);
+            count(&mut batch, &row, -1, 1);
+            moved += 1;
+        }
+        if moved > 0 {
+            self.write(&db, batch, true)?;
+        }
+        Ok((moved, more))
+    }
+
+    /// Counts of delivery rows by state, scanning every row (for tests and `ankusa store`).
+    pub fn scan_row_states(&self) -> Result<HashMap<&'static str, u64>, StoreError> {
+        let db = self.db()?;
+        let deliveries = Self::cf(&db, keys::CF_DELIVERIES)?;
+        let mut out = HashMap::new();
+        for item in db.iterator_cf(&deliveries, IteratorMode::Start) {
+            let (_, v) = item.map_err(|e| classify(&e))?;
+            let row = DeliveryRow::decode(&v)?;
+            let k = match row.state {
+                RowState::Pending => "pending",
+                RowState::Inflight => "inflight",
+                RowState::Dead => "dead",
+            };
+            *out.entry(k).or_default() += 1;
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::test_util::temp_store;
+    use crate::store::{DedupeClaim, IngestRecord, IngestResult};
+
+    fn ingest(s: &Store, tenant: &str, n: usize, now: u64) -> Vec<u64> {
+        let recs: Vec<_> = (0..n)
+            .map(|_| IngestRecord {
+                envelope: crate::store::ingest_test_envelope(tenant, "src"),
+                sinks: vec!["log"],
+                dedupe: None::<DedupeClaim>,
+            })
+            .collect();
+        s.commit_ingest(&recs, now, false)
+            .unwrap()
+            .into_iter()
+            .map(|r| match r {
+                IngestResult::Accepted { seq, .. } => seq,
+                IngestResult::Duplicate { .. } => panic!(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn claim_deliver_and_reclaim_the_hook() {
+        let (_d, s) = temp_store();
+        let seqs = ingest(&s, "t1", 3, 10);
+        assert_eq!(s.due_tenants().unwrap(), vec![("t1".to_string(), 10)]);
+        let (c, next) = s.claim_due("t1", 10, 2, u64::MAX).unwrap();
+        assert_eq!(c.len(), 2);
+        assert_eq!(next, Some(10));
+        assert_eq!(c[0].row.first_attempt_at, Some(10));
+        let outcomes: Vec<_> = c
+            .iter()
+            .map(|c| Outcome::Delivered {
+                seq: c.seq,
+                sink: c.sink,
+                row: c.row.clone(),
+            })
+            .collect();
+        s.apply_outcomes(&outcomes).unwrap();
+        assert!(s.get_hook(seqs[0]).unwrap().is_none());
+        assert!(s.get_hook(seqs[2]).unwrap().is_some());
+        assert_eq!(s.counter(keys::C_HOOKS).unwrap(), 1);
+        assert_eq!(s.counter(keys::C_PENDING).unwrap(), 1);
+    }
+
+    #[test]
+    fn retry_is_due_later_and_dead_goes_to_the_index() {
+        let (_d, s) = temp_store();
+        ingest(&s, "t1", 2, 10);
+        let (c, _) = s.claim_due("t1", 10, 10, u64::MAX).unwrap();
+        let mut r0 = c[0].row.clone();
+        r0.attempts = 1;
+        r0.due_at = 500;
+        let mut r1 = c[1].row.clone();
+        r1.dead_at = Some(20);
+        r1.error_class = Some(ErrorClass::Permanent);
+        s.apply_outcomes(&[
+            Outcome::Retry {
+                seq: c[0].seq,
+                sink: 0,
+                row: r0,
+            },
+            Outcome::Dead {
+                seq: c[1].seq,
+                sink: 0,
+                row: r1,
+            },
+        ])
+        .unwrap();
+        assert_eq!(s.claim_due("t1", 100, 10, u64::MAX).unwrap().0.len(), 0);
+        assert_eq!(s.tenant_next_due("t1").unwrap(), Some(500));
+        assert_eq!(s.claim_due("t1", 500, 10, u64::MAX).unwrap().0.len(), 1);
+        assert_eq!(s.counter(keys::C_DEAD).unwrap(), 1);
+        assert_eq!(
+            s.source_counts("src").unwrap(),
+            SourceCounts {
+                pending: 1,
+                dead: 1
+            }
+        );
+    }
+
+    #[test]
+    fn claims_survive_a_restart_as_due_rows() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("store");
+        {
+            let s = Store::open(&p).unwrap();
+            ingest(&s, "t1", 2, 10);
+            assert_eq!(s.claim_due("t1", 10, 10, u64::MAX).unwrap().0.len(), 2);
+        }
+        let s = Store::open(&p).unwrap();
+        let (c, _) = s.claim_due("t1", u64::MAX - 1, 10, u64::MAX).unwrap();
+        assert_eq!(c.len(), 2, "claimed rows come back after a restart");
+        assert_eq!(
+            c[0].row.first_attempt_at,
+            Some(10),
+            "the horizon origin survives"
+        );
+    }
+
+    #[test]
+    fn due_tenants_costs_one_seek_per_tenant() {
+        let (_d, s) = temp_store();
+        ingest(&s, "a", 50, 10);
+        ingest(&s, "b", 1, 99);
+        assert_eq!(
+            s.due_tenants().unwrap(),
+            vec![("a".into(), 10), ("b".into(), 99)]
+        );
+    }
+
+    #[test]
+    fn dead_letter_source_moves_pending_rows() {
+        let (_d, s) = temp_store();
+        ingest(&s, "t1", 3, 10);
+        let (n, more) = s.dead_letter_source("src", "source_gone", 50, 2).unwrap();
+        assert_eq!((n, more), (2, true));
+        let (n, more) = s.dead_letter_source("src", "source_gone", 50, 10).unwrap();
+        assert_eq!((n, more), (1, false));
+        assert_eq!(
+            s.source_counts("src").unwrap(),
+            SourceCounts {
+                pending: 0,
+                dead: 3
+            }
+        );
+        assert!(s.due_tenants().unwrap().is_empty());
+    }
+}
