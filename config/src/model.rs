@@ -425,6 +425,9 @@ pub struct ClaimCheckConfig {
     pub port: u16,
     /// Days a checked-in body is kept (absent: kept until deleted by hand).
     pub retention_days: Option<u32>,
+    /// Bearer tokens readers must present; empty means the claim port is open (it binds
+    /// loopback by default).
+    pub tokens: Vec<String>,
 }
 
 impl Default for ClaimCheckConfig {
@@ -434,6 +437,7 @@ impl Default for ClaimCheckConfig {
             ip: IpAddr::from([127, 0, 0, 1]),
             port: 4001,
             retention_days: None,
+            tokens: Vec::new(),
         }
     }
 }

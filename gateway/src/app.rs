@@ -10,6 +10,7 @@ use ankusa_config::{Config, Role};
 use tokio::net::TcpListener;
 
 use crate::batcher::{Batcher, CommitListener};
+use crate::claims::LocalClaims;
 use crate::dispatch::Dispatcher;
 use crate::edge::ratelimit::RateLimiter;
 use crate::metrics::Metrics;
@@ -95,12 +96,26 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
     }
     metrics.config_generation.set(1);
 
+    let claims = if config.claim_check.enabled {
+        let dir = config
+            .node
+            .data_dir
+            .join(&config.node.instance)
+            .join("claims");
+        Some(LocalClaims::new(dir, config.claim_check.tokens.clone())?)
+    } else {
+        None
+    };
     let dispatcher = if config.has_role(Role::Dispatch) {
+        let claim_store: Option<Arc<dyn ankusa_core::ClaimStore>> = claims
+            .clone()
+            .map(|c| c as Arc<dyn ankusa_core::ClaimStore>);
         Some(Dispatcher::start(
             store.clone(),
             handle.clone(),
             metrics.clone(),
             tokio::runtime::Handle::current(),
+            claim_store,
         )?)
     } else {
         None
@@ -161,6 +176,32 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
             crate::admin::router(app.clone()),
             stop_rx.clone(),
         )));
+    }
+    if let Some(c) = &claims {
+        let addr = SocketAddr::new(config.claim_check.ip, config.claim_check.port);
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot bind claim check {addr}: {e}"))?;
+        tracing::info!(addr = %listener.local_addr()?, "claim check listening");
+        servers.push(tokio::spawn(serve(
+            listener,
+            crate::claims::router(c.clone()),
+            stop_rx.clone(),
+        )));
+        if let Some(days) = config.claim_check.retention_days {
+            let c = c.clone();
+            tokio::spawn(async move {
+                loop {
+                    let c2 = c.clone();
+                    match tokio::task::spawn_blocking(move || c2.sweep(days)).await {
+                        Ok(Ok(n)) if n > 0 => tracing::info!(deleted = n, "expired claims deleted"),
+                        Ok(Err(e)) => tracing::warn!(error = %e, "claim sweep failed"),
+                        _ => {}
+                    }
+                    tokio::time::sleep(Duration::from_secs(3600)).await;
+                }
+            });
+        }
     }
     spawn_reload_triggers(app.clone());
     spawn_housekeeping(app.clone());

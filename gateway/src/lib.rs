@@ -8,6 +8,7 @@
 pub mod admin;
 pub mod app;
 pub mod batcher;
+pub mod claims;
 pub mod cli;
 pub mod dispatch;
 pub mod edge;

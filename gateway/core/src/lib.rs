@@ -5,4 +5,4 @@ mod envelope;
 mod sink;
 
 pub use envelope::{Envelope, Verification, VerifyStatus};
-pub use sink::{ClaimRef, DeliveryCtx, Sink, SinkError};
+pub use sink::{ClaimRef, ClaimStore, DeliveryCtx, Sink, SinkError};

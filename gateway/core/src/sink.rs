@@ -79,3 +79,9 @@ pub struct ClaimRef {
     /// Lowercase hex SHA-256 of the body.
     pub sha256: String,
 }
+
+/// Where bodies too large to travel inline are checked in. A check-in is idempotent per hook:
+/// every sink and every retry of one hook share one claim.
+pub trait ClaimStore: Send + Sync {
+    fn check_in<'a>(&'a self, env: &'a Envelope) -> BoxFuture<'a, Result<ClaimRef, String>>;
+}

@@ -27,7 +27,7 @@ use serde::Serialize;
 use crate::batcher::CommitListener;
 use crate::metrics::Metrics;
 use crate::runtime::ConfigHandle;
-use crate::sink::{DeliveryCtx, Sink, SinkError, forward};
+use crate::sink::{ClaimStore, DeliveryCtx, Sink, SinkError, forward};
 use crate::store::{Claimed, DeliveryRow, Envelope, ErrorClass, Outcome, Store, now_ms};
 
 /// Shared with the replayer and the admin API.
@@ -139,6 +139,7 @@ impl Dispatcher {
         config: Arc<ConfigHandle>,
         metrics: Arc<Metrics>,
         rt: tokio::runtime::Handle,
+        claims: Option<Arc<dyn ClaimStore>>,
     ) -> Result<Arc<Dispatcher>, crate::store::StoreError> {
         let (tx, rx) = mpsc::channel();
         let stats = Arc::new(DispatchStats::default());
@@ -148,6 +149,7 @@ impl Dispatcher {
             config,
             metrics,
             rt,
+            claims,
             tx: tx.clone(),
             rx,
             stats: stats.clone(),
@@ -215,6 +217,7 @@ struct Scheduler {
     config: Arc<ConfigHandle>,
     metrics: Arc<Metrics>,
     rt: tokio::runtime::Handle,
+    claims: Option<Arc<dyn ClaimStore>>,
     tx: mpsc::Sender<Event>,
     rx: mpsc::Receiver<Event>,
     stats: Arc<DispatchStats>,
@@ -552,7 +555,16 @@ impl Scheduler {
                 return;
             }
         };
-        let ctx = DeliveryCtx {
+        // A body larger than the smallest inline limit of the source's sinks is checked in
+        // once per hook (inside the attempt's deadline) and every sink gets the claim.
+        let inline_limit = src.sinks.iter().filter_map(|s| s.inline_max_bytes()).min();
+        let needs_claim = inline_limit.is_some_and(|l| claim.hook.body.len() as u64 > l);
+        let claims = if needs_claim {
+            self.claims.clone()
+        } else {
+            None
+        };
+        let mut ctx = DeliveryCtx {
             instance: rt.config.node.instance.clone(),
             region: rt.config.node.region.clone(),
             attempt: claim.row.attempts + 1,
@@ -565,7 +577,18 @@ impl Scheduler {
         let tx = self.tx.clone();
         self.rt.spawn(async move {
             let started = Instant::now();
-            let fut = AssertUnwindSafe(sink.deliver(&claim.hook, &ctx)).catch_unwind();
+            let attempt = async {
+                if let Some(store) = claims {
+                    ctx.claim = Some(
+                        store
+                            .check_in(&claim.hook)
+                            .await
+                            .map_err(SinkError::Transient)?,
+                    );
+                }
+                sink.deliver(&claim.hook, &ctx).await
+            };
+            let fut = AssertUnwindSafe(attempt).catch_unwind();
             let result = match tokio::time::timeout(timeout, fut).await {
                 Err(_) => Err(SinkError::Transient(format!(
                     "attempt_timeout: {} ms",

@@ -1,0 +1,1 @@
+//! Ankusa's custom resources.

@@ -1,0 +1,291 @@
+//! Test support: starts the real `ankusa` binary on free loopback ports with a temp data
+//! dir, waits for readiness, kills it (`SIGKILL` or `SIGTERM`) and restarts it on the same
+//! data. Every child is killed on drop.
+#![allow(dead_code)]
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_ankusa");
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+pub struct Gateway {
+    pub dir: tempfile::TempDir,
+    pub config_path: PathBuf,
+    pub ingest: SocketAddr,
+    pub admin: SocketAddr,
+    pub claims: SocketAddr,
+    pub env: Vec<(String, String)>,
+    child: Option<Child>,
+    pub log_path: PathBuf,
+    starts: u32,
+}
+
+impl Gateway {
+    /// Writes `config` (YAML; `node`, ports and data dir are set through the environment) and
+    /// starts the gateway.
+    pub fn start(config: &str) -> Gateway {
+        Self::start_with(config, &[])
+    }
+
+    pub fn start_with(config: &str, env: &[(&str, &str)]) -> Gateway {
+        let dir = tempfile::tempdir().expect("tempdir");
+        Self::start_in(dir, config, env)
+    }
+
+    pub fn start_in(dir: tempfile::TempDir, config: &str, env: &[(&str, &str)]) -> Gateway {
+        let config_path = dir.path().join("ankusa.yml");
+        std::fs::write(&config_path, config).expect("write config");
+        let mut g = Gateway {
+            ingest: SocketAddr::from(([127, 0, 0, 1], free_port())),
+            admin: SocketAddr::from(([127, 0, 0, 1], free_port())),
+            claims: SocketAddr::from(([127, 0, 0, 1], free_port())),
+            log_path: dir.path().join("gateway.log"),
+            config_path,
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            dir,
+            child: None,
+            starts: 0,
+        };
+        g.spawn();
+        g.wait_ready(Duration::from_secs(30));
+        g
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    fn command(&self) -> Command {
+        let mut c = Command::new(BIN);
+        c.arg("--config")
+            .arg(&self.config_path)
+            .env("ANKUSA_DATA_DIR", self.data_dir())
+            .env("ANKUSA_HTTP_IP", "127.0.0.1")
+            .env("ANKUSA_HTTP_PORT", self.ingest.port().to_string())
+            .env("ANKUSA_ADMIN_IP", "127.0.0.1")
+            .env("ANKUSA_ADMIN_PORT", self.admin.port().to_string())
+            .env("ANKUSA_CLAIM_CHECK_IP", "127.0.0.1")
+            .env("ANKUSA_CLAIM_CHECK_PORT", self.claims.port().to_string())
+            .env_remove("ANKUSA_CONFIG")
+            .env_remove("RUST_LOG");
+        for (k, v) in &self.env {
+            c.env(k, v);
+        }
+        c
+    }
+
+    fn spawn(&mut self) {
+        self.starts += 1;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log_path)
+            .expect("log file");
+        let child = self
+            .command()
+            .stdout(Stdio::from(log.try_clone().expect("log")))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("spawn ankusa");
+        self.child = Some(child);
+    }
+
+    /// Runs a one-shot subcommand with this gateway's config and environment.
+    pub fn run_subcommand(&self, args: &[&str]) -> std::process::Output {
+        let mut c = self.command();
+        c.args(args);
+        c.output().expect("run ankusa")
+    }
+
+    pub fn wait_ready(&mut self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        let url = format!("http://{}/ready", self.admin);
+        loop {
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                panic!(
+                    "gateway exited with {status} before ready:\n{}",
+                    self.log_tail()
+                );
+            }
+            if let Ok(r) = blocking_get(&url) {
+                if r == 200 {
+                    return;
+                }
+            }
+            if Instant::now() > deadline {
+                panic!("gateway not ready after {timeout:?}:\n{}", self.log_tail());
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    /// `kill -9`: no shutdown code runs.
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGTERM and wait for the exit.
+    pub fn terminate(&mut self) -> Option<std::process::ExitStatus> {
+        let mut c = self.child.take()?;
+        unsafe_sigterm(c.id());
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(Some(s)) = c.try_wait() {
+                return Some(s);
+            }
+            if Instant::now() > deadline {
+                let _ = c.kill();
+                return c.wait().ok();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn restart(&mut self) {
+        self.kill9();
+        self.spawn();
+        self.wait_ready(Duration::from_secs(30));
+    }
+
+    /// Starts again after `kill9`/`terminate` without waiting for readiness.
+    pub fn spawn_again(&mut self) {
+        self.spawn();
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.ingest, path)
+    }
+
+    pub fn admin_url(&self, path: &str) -> String {
+        format!("http://{}{}", self.admin, path)
+    }
+
+    pub fn log_tail(&self) -> String {
+        let s = std::fs::read_to_string(&self.log_path).unwrap_or_default();
+        let lines: Vec<&str> = s.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log_path).unwrap_or_default()
+    }
+
+    pub fn write_config(&self, text: &str) {
+        // Replace atomically, as an editor or the kubelet would.
+        let tmp = self.config_path.with_extension("tmp");
+        std::fs::write(&tmp, text).expect("write");
+        std::fs::rename(&tmp, &self.config_path).expect("rename");
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+fn unsafe_sigterm(pid: u32) {
+    let _ = Command::new("kill")
+        .arg("-TERM")
+        .arg(pid.to_string())
+        .status();
+}
+
+/// A tiny blocking GET for readiness polls (no runtime needed).
+pub fn blocking_get(url: &str) -> std::io::Result<u16> {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://").unwrap_or(url);
+    let (host, path) = rest
+        .split_once('/')
+        .map(|(h, p)| (h, format!("/{p}")))
+        .unwrap_or((rest, "/".into()));
+    let mut s = std::net::TcpStream::connect(host)?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf)?;
+    buf.split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| std::io::Error::other("no status"))
+}
+
+/// Standard Webhooks headers for a body, signed with `secret` at `ts`.
+pub fn standard_webhooks_headers(
+    secret: &str,
+    msg_id: &str,
+    ts: i64,
+    body: &[u8],
+) -> Vec<(String, String)> {
+    let key = ankusa_verify::standard_webhooks_key(secret).expect("secret");
+    vec![
+        ("webhook-id".into(), msg_id.into()),
+        ("webhook-timestamp".into(), ts.to_string()),
+        (
+            "webhook-signature".into(),
+            ankusa_verify::sign_standard_webhooks(&[key], msg_id, ts, body),
+        ),
+    ]
+}
+
+pub fn now_secs() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+pub fn github_signature(secret: &str, body: &[u8]) -> String {
+    use hmac::{Mac, SimpleHmac};
+    let mut m = SimpleHmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).expect("key");
+    m.update(body);
+    format!("sha256={}", hex::encode(m.finalize().into_bytes()))
+}
+
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .pool_max_idle_per_host(64)
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("client")
+}
+
+/// Whether this process may mount filesystems (tests that need a full disk use tmpfs).
+pub fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| o.stdout.starts_with(b"0"))
+        .unwrap_or(false)
+}
+
+pub fn path_str(p: &Path) -> String {
+    p.display().to_string()
+}

@@ -1,0 +1,293 @@
+//! Config loading through the binary: refusals name the field and exit 78; hot reload swaps a
+//! secret with no restart and no failed request; a bad reload keeps the old config.
+
+mod common;
+
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::Value;
+
+fn check(config: &str, env: &[(&str, &str)]) -> (i32, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("c.yml");
+    std::fs::write(&p, config).unwrap();
+    let mut c = Command::new(BIN);
+    c.arg("check-config")
+        .arg("--config")
+        .arg(&p)
+        .env_remove("ANKUSA_CONFIG");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = c.output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout),
+    )
+}
+
+#[test]
+fn refused_configs_name_the_field_and_exit_78() {
+    let (code, err) = check(
+        "sources:\n  s:\n    sinks: [{type: log}]\n    sinkz: []\n",
+        &[],
+    );
+    assert_eq!(code, 78, "{err}");
+    assert!(err.contains("sources.s") && err.contains("sinkz"), "{err}");
+
+    let (code, err) = check(
+        "sources:\n  s:\n    verify: {type: github, secret: \"${ANKUSA_TEST_UNSET_SECRET}\"}\n    sinks: [{type: log}]\n",
+        &[],
+    );
+    assert_eq!(code, 78, "{err}");
+    assert!(
+        err.contains("sources.s.verify.secret") && err.contains("ANKUSA_TEST_UNSET_SECRET"),
+        "{err}"
+    );
+
+    let (code, err) = check(
+        "sources:\n  s:\n    verify: {type: stripe, secret: [\"new\", \"${OLD:-}\"]}\n    sinks: [{type: log}]\n",
+        &[],
+    );
+    assert_eq!(code, 78, "{err}");
+    assert!(
+        err.contains("sources.s.verify.secret[1]") && err.contains("must not be empty"),
+        "{err}"
+    );
+
+    let (code, err) = check("dispatch:\n  concurrency: 0\n", &[]);
+    assert_eq!(code, 78);
+    assert!(
+        err.contains("dispatch.concurrency must be >= 1, got 0"),
+        "{err}"
+    );
+
+    let (code, out) = check(
+        "sources:\n  s:\n    verify: {type: github, secret: \"${GH:-fallback}\"}\n    sinks: [{type: log}]\n",
+        &[],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("config OK") && out.contains("sources=s"),
+        "{out}"
+    );
+
+    // `run` refuses the same way, before binding anything.
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("c.yml");
+    std::fs::write(&p, "http: {port: 4000, bogus: true}\n").unwrap();
+    let out = Command::new(BIN).arg("--config").arg(&p).output().unwrap();
+    assert_eq!(out.status.code(), Some(78));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("http.bogus"));
+}
+
+#[test]
+fn print_config_redacts_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("c.yml");
+    std::fs::write(
+        &p,
+        "sources:\n  s:\n    verify: {type: github, secret: topsecretvalue}\n    sinks:\n      - type: http\n        url: https://hooks.example.com/in?token=abc\n        secret: whsec_c2VjcmV0\n",
+    )
+    .unwrap();
+    let out = Command::new(BIN)
+        .arg("print-config")
+        .arg("--config")
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for leak in ["topsecretvalue", "whsec_c2VjcmV0", "abc"] {
+        assert!(!text.contains(leak), "{leak} leaked:\n{text}");
+    }
+    assert!(text.contains("github") && text.contains("hooks.example.com"));
+}
+
+const A: &str = "whsec_QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUE=";
+const B: &str = "whsec_QkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkI=";
+
+fn sw_config(secrets: &[&str]) -> String {
+    let list: Vec<String> = secrets.iter().map(|s| format!("\"{s}\"")).collect();
+    format!(
+        "node: {{roles: [edge]}}\nsources:\n  sw:\n    verify: {{type: standard_webhooks, secret: [{}]}}\n    sinks: [{{type: log}}]\n",
+        list.join(", ")
+    )
+}
+
+async fn status(c: &reqwest::Client, g: &Gateway) -> Value {
+    c.get(g.admin_url("/v1/status"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+async fn send(c: &reqwest::Client, g: &Gateway, secret: &str, n: u64) -> u16 {
+    let body = format!("{{\"n\":{n}}}");
+    let mut r = c.post(g.url("/webhooks/sw")).body(body.clone());
+    for (k, v) in
+        standard_webhooks_headers(secret, &format!("msg_{n}"), now_secs(), body.as_bytes())
+    {
+        r = r.header(k, v);
+    }
+    match r.send().await {
+        Ok(resp) => resp.status().as_u16(),
+        Err(_) => 0,
+    }
+}
+
+async fn wait_generation(c: &reqwest::Client, g: &Gateway, want: u64) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        if status(c, g).await["generation"].as_u64() == Some(want) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "generation {want} not reached:\n{}",
+            g.log_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn hot_reload_rotates_a_secret_without_restart_or_failed_request() {
+    let g = Gateway::start(&sw_config(&[A]));
+    let pid = g.pid();
+    let c = client();
+    let before = status(&c, &g).await;
+    assert_eq!(before["generation"], 1);
+
+    // A provider keeps sending hooks signed with A through the whole rotation.
+    let stop = Arc::new(AtomicBool::new(false));
+    let sent = Arc::new(AtomicU64::new(0));
+    let failures = Arc::new(AtomicU64::new(0));
+    let sender = {
+        let (stop, sent, failures, c, url_g) = (
+            stop.clone(),
+            sent.clone(),
+            failures.clone(),
+            c.clone(),
+            (g.ingest, g.admin),
+        );
+        tokio::spawn(async move {
+            let mut n = 1_000_000;
+            while !stop.load(Ordering::SeqCst) {
+                n += 1;
+                let body = format!("{{\"n\":{n}}}");
+                let mut r = c
+                    .post(format!("http://{}/webhooks/sw", url_g.0))
+                    .body(body.clone());
+                for (k, v) in
+                    standard_webhooks_headers(A, &format!("msg_{n}"), now_secs(), body.as_bytes())
+                {
+                    r = r.header(k, v);
+                }
+                let s = r.send().await.map(|r| r.status().as_u16()).unwrap_or(0);
+                sent.fetch_add(1, Ordering::SeqCst);
+                if s != 201 {
+                    failures.fetch_add(1, Ordering::SeqCst);
+                }
+                tokio::time::sleep(Duration::from_millis(3)).await;
+            }
+        })
+    };
+
+    // Rotation window: both secrets verify.
+    assert_eq!(send(&c, &g, B, 1).await, 401, "B is not valid yet");
+    g.write_config(&sw_config(&[B, A]));
+    wait_generation(&c, &g, 2).await;
+    assert_eq!(send(&c, &g, B, 2).await, 201);
+    assert_eq!(send(&c, &g, A, 3).await, 201);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, Ordering::SeqCst);
+    sender.await.unwrap();
+    assert!(sent.load(Ordering::SeqCst) > 20, "the sender ran");
+    assert_eq!(
+        failures.load(Ordering::SeqCst),
+        0,
+        "no request failed during the reload"
+    );
+
+    // The old secret removed: A is refused now. SIGHUP triggers the reload this time.
+    std::fs::write(&g.config_path, sw_config(&[B])).unwrap();
+    let _ = Command::new("kill")
+        .arg("-HUP")
+        .arg(pid.unwrap().to_string())
+        .status();
+    wait_generation(&c, &g, 3).await;
+    assert_eq!(send(&c, &g, A, 4).await, 401);
+    assert_eq!(send(&c, &g, B, 5).await, 201);
+    assert_eq!(g.pid(), pid, "no restart");
+    let st = status(&c, &g).await;
+    assert_ne!(st["config_hash"], before["config_hash"]);
+    assert!(st["last_reload_error"].is_null());
+}
+
+#[tokio::test]
+async fn a_bad_reload_keeps_the_old_config_and_reports_the_error() {
+    let g = Gateway::start(&sw_config(&[A]));
+    let c = client();
+    let before = status(&c, &g).await;
+    g.write_config("node: {roles: [edge]}\nsources:\n  sw:\n    verify: {type: standard_webhooks, secret: [\"\"]}\n    sinks: [{type: log}]\n");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let st = loop {
+        let st = status(&c, &g).await;
+        if !st["last_reload_error"].is_null() {
+            break st;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no reload error reported:\n{}",
+            g.log_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let msg = st["last_reload_error"]["message"].as_str().unwrap();
+    assert!(msg.contains("sources.sw.verify.secret"), "{msg}");
+    assert_eq!(st["generation"], before["generation"]);
+    assert_eq!(st["config_hash"], before["config_hash"]);
+    assert_eq!(send(&c, &g, A, 1).await, 201, "the old config still serves");
+
+    // The admin push refuses a bad config too, naming the field.
+    let r = c
+        .put(g.admin_url("/v1/config"))
+        .body("http: {prot: 1}\n")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["error"], "invalid_config");
+    assert_eq!(v["field"], "http.prot");
+    // And installs a good one.
+    let r = c
+        .put(g.admin_url("/v1/config"))
+        .body(sw_config(&[B]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(send(&c, &g, B, 2).await, 201);
+}
+
+#[test]
+fn the_embedded_config_runs_a_demo_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .arg("check-config")
+        .current_dir(dir.path())
+        .env_remove("ANKUSA_CONFIG")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("sources=demo"));
+}
