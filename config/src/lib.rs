@@ -8,6 +8,7 @@ mod load;
 mod model;
 mod redact;
 mod secrets;
+mod sinks;
 mod validate;
 
 pub use error::ConfigError;
@@ -15,6 +16,7 @@ pub use load::{Loaded, apply_env_overrides, from_yaml_str, from_yaml_value, load
 pub use model::*;
 pub use redact::{redact_url, redacted_json};
 pub use secrets::{MAX_SECRETS, Secrets};
+pub use sinks::*;
 pub use validate::{
     ADMIN_SCOPES, parse_cidr, signed_tokens, valid_header_name, valid_id, validate,
 };

@@ -743,6 +743,18 @@ pub enum SinkConfig {
     Log(LogSinkConfig),
     /// POSTs the raw body to a URL, signed per Standard Webhooks.
     Http(HttpSinkConfig),
+    /// Produces the queue message to a Kafka topic (`acks=all`).
+    Kafka(crate::sinks::KafkaSinkConfig),
+    /// Publishes the queue message to a RabbitMQ exchange (mandatory, confirmed, persistent).
+    Rabbitmq(crate::sinks::RabbitmqSinkConfig),
+    /// Publishes the queue message to a NATS JetStream subject (acked by the stream).
+    Nats(crate::sinks::NatsSinkConfig),
+    /// PUBLISHes the queue message to a Redis pub/sub channel (not durable).
+    Redis(crate::sinks::RedisSinkConfig),
+    /// Sends the queue message to an SQS queue (standard or FIFO).
+    Sqs(crate::sinks::SqsSinkConfig),
+    /// Publishes the queue message to a Google Cloud Pub/Sub topic.
+    GooglePubsub(crate::sinks::GooglePubsubSinkConfig),
 }
 
 impl SinkConfig {
@@ -751,6 +763,12 @@ impl SinkConfig {
         match self {
             SinkConfig::Log(_) => "log",
             SinkConfig::Http(_) => "http",
+            SinkConfig::Kafka(_) => "kafka",
+            SinkConfig::Rabbitmq(_) => "rabbitmq",
+            SinkConfig::Nats(_) => "nats",
+            SinkConfig::Redis(_) => "redis",
+            SinkConfig::Sqs(_) => "sqs",
+            SinkConfig::GooglePubsub(_) => "google_pubsub",
         }
     }
 
@@ -758,6 +776,12 @@ impl SinkConfig {
         match self {
             SinkConfig::Log(s) => (s.ordered, s.ordering_key.as_ref()),
             SinkConfig::Http(s) => (s.ordered, s.ordering_key.as_ref()),
+            SinkConfig::Kafka(s) => (s.ordered, s.ordering_key.as_ref()),
+            SinkConfig::Rabbitmq(s) => (s.ordered, s.ordering_key.as_ref()),
+            SinkConfig::Nats(s) => (s.ordered, s.ordering_key.as_ref()),
+            SinkConfig::Redis(s) => (s.ordered, s.ordering_key.as_ref()),
+            SinkConfig::Sqs(s) => (s.ordered, s.ordering_key.as_ref()),
+            SinkConfig::GooglePubsub(s) => (s.ordered, s.ordering_key.as_ref()),
         }
     }
 }

@@ -108,7 +108,42 @@ const SHOWN: &[&str] = &[
     "cacertfile",
     "allow_insecure_tls",
     "ordered",
+    // queue sinks (credential keys such as password, token, secret_access_key, session_token,
+    // access_key_id, username, nkey_seed, jwt and sasl's children stay redacted)
+    "topic",
+    "key",
+    "inline_max_bytes",
+    "max_record_bytes",
+    "produce_timeout_ms",
+    "idle_timeout_ms",
+    "sasl",
+    "mechanism",
+    "exchange",
+    "exchange_type",
+    "routing_key",
+    "confirm_timeout_ms",
+    "retry_ms",
+    "subject",
+    "publish_timeout_ms",
+    "max_message_bytes",
+    "tls",
+    "channel",
+    "message_group_id",
+    "batch_linger_ms",
+    "batch_max_entries",
+    "batch_max_bytes",
+    "batch_queue_max",
+    "batch_queue_max_bytes",
+    "batch_queue_tenant_max",
+    "batch_max_inflight",
+    "project",
+    "auth",
+    "message_ordering_key",
 ];
+
+/// Keys holding a URL, or a list of `host:port` / URL entries, that may carry userinfo:
+/// shown without it (and without query values).
+const URL_KEYS: &[&str] = &["url", "queue_url", "endpoint", "servers", "brokers"];
 
 /// Keys whose children are keyed by an id (shown) and hold structures walked by the rule.
 const ID_MAPS: &[&str] = &["sources", "tenants", "overrides"];
@@ -148,9 +183,18 @@ fn walk_map(m: Map<String, Value>) -> Map<String, Value> {
                 ),
                 _ => REDACTED.into(),
             }
-        } else if k == "url" {
+        } else if URL_KEYS.contains(&k.as_str()) {
             match v {
-                Value::String(u) => Value::String(redact_url(&u)),
+                Value::String(u) => Value::String(redact_server(&u)),
+                Value::Array(items) => Value::Array(
+                    items
+                        .into_iter()
+                        .map(|i| match i {
+                            Value::String(u) => Value::String(redact_server(&u)),
+                            _ => REDACTED.into(),
+                        })
+                        .collect(),
+                ),
                 _ => REDACTED.into(),
             }
         } else if k == "tokens" {
@@ -178,6 +222,24 @@ fn walk_shown(v: Value) -> Value {
     }
 }
 
+/// A URL, or a scheme-less `host:port` entry, without userinfo (and, for a URL, without query
+/// values). Whatever does not parse is redacted whole.
+fn redact_server(raw: &str) -> String {
+    if raw.contains("://") {
+        return redact_url(raw);
+    }
+    // `host:port` (or `user:pw@host:port`): keep what follows the last `@`.
+    let host = raw.rsplit('@').next().unwrap_or(raw);
+    if host
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b".-:[]_".contains(&b))
+    {
+        host.to_string()
+    } else {
+        REDACTED.into()
+    }
+}
+
 /// A URL without userinfo and with every query value replaced.
 pub fn redact_url(raw: &str) -> String {
     match url::Url::parse(raw) {
@@ -202,6 +264,7 @@ mod tests {
     use super::*;
     use crate::model::*;
     use crate::secrets::Secrets;
+    use crate::sinks::*;
 
     #[test]
     fn secrets_tokens_and_header_values_are_redacted() {
@@ -238,5 +301,81 @@ mod tests {
         );
         assert_eq!(v["admin"]["tokens"][0]["scopes"][0], "*");
         assert_eq!(v["http"]["port"], 4000);
+    }
+
+    #[test]
+    fn queue_sink_credentials_are_redacted() {
+        let mut c = Config::default();
+        let mut k = KafkaSinkConfig::new(
+            vec!["kuser:kpw1@127.0.0.1:9092".into(), "h2:9092".into()],
+            "hooks",
+        );
+        k.sasl = Some(KafkaSasl {
+            mechanism: KafkaSaslMechanism::Plain,
+            username: "sasl-user-x".into(),
+            password: "sasl-pass-x".into(),
+        });
+        let r = RabbitmqSinkConfig::new("amqp://ruser:rabbit-pw@127.0.0.1:5672/%2f", "ex");
+        let mut n = NatsSinkConfig::new(vec!["nats://nuser:nats-pw@127.0.0.1:4222".into()], "a.b");
+        n.auth = Some(NatsAuth {
+            nkey_seed: Some("SUACSEED".into()),
+            jwt: Some("eyJ-jwt".into()),
+            ..Default::default()
+        });
+        let d = RedisSinkConfig::new("redis://:redis-pw@127.0.0.1:6379/0", "ch");
+        let mut q =
+            SqsSinkConfig::new("https://sqs.us-east-1.amazonaws.com/1/q?X-Amz-Security-Token=qtok");
+        q.endpoint = Some("http://eu:endpoint-pw@127.0.0.1:5000".into());
+        q.access_key_id = Some("AKIAEXAMPLE".into());
+        q.secret_access_key = Some("aws-secret-key".into());
+        q.session_token = Some("aws-session-tok".into());
+        let mut g = GooglePubsubSinkConfig::new("proj", "topic1");
+        g.auth = PubsubAuth::Token;
+        g.token = Some("ya29.gcp-token".into());
+        c.sources.insert(
+            "q".into(),
+            SourceConfig::with_sinks(vec![
+                SinkConfig::Kafka(k),
+                SinkConfig::Rabbitmq(r),
+                SinkConfig::Nats(n),
+                SinkConfig::Redis(d),
+                SinkConfig::Sqs(q),
+                SinkConfig::GooglePubsub(g),
+            ]),
+        );
+        let v = redacted_json(&c);
+        let text = v.to_string();
+        for needle in [
+            "kpw1",
+            "kuser",
+            "sasl-user-x",
+            "sasl-pass-x",
+            "rabbit-pw",
+            "ruser",
+            "nats-pw",
+            "nuser",
+            "SUACSEED",
+            "eyJ-jwt",
+            "redis-pw",
+            "qtok",
+            "endpoint-pw",
+            "AKIAEXAMPLE",
+            "aws-secret-key",
+            "aws-session-tok",
+            "ya29.gcp-token",
+        ] {
+            assert!(!text.contains(needle), "{needle} leaked: {text}");
+        }
+        let sinks = &v["sources"]["q"]["sinks"];
+        assert_eq!(sinks[0]["brokers"][0], "127.0.0.1:9092");
+        assert_eq!(sinks[0]["topic"], "hooks");
+        assert_eq!(sinks[0]["sasl"]["mechanism"], "plain");
+        assert_eq!(sinks[1]["url"], "amqp://127.0.0.1:5672/%2f");
+        assert_eq!(sinks[1]["exchange"], "ex");
+        assert_eq!(sinks[2]["servers"][0], "nats://127.0.0.1:4222");
+        assert_eq!(sinks[3]["channel"], "ch");
+        assert_eq!(sinks[4]["batch_max_entries"], 10);
+        assert_eq!(sinks[5]["auth"], "token");
+        assert_eq!(sinks[5]["token"], "[redacted]");
     }
 }

@@ -641,6 +641,12 @@ fn sink_config(p: &str, s: &SinkConfig) -> Result<(), ConfigError> {
     match s {
         SinkConfig::Log(_) => Ok(()),
         SinkConfig::Http(h) => http_sink(p, h),
+        SinkConfig::Kafka(k) => crate::sinks::kafka_sink(p, k),
+        SinkConfig::Rabbitmq(r) => crate::sinks::rabbitmq_sink(p, r),
+        SinkConfig::Nats(n) => crate::sinks::nats_sink(p, n),
+        SinkConfig::Redis(r) => crate::sinks::redis_sink(p, r),
+        SinkConfig::Sqs(s) => crate::sinks::sqs_sink(p, s),
+        SinkConfig::GooglePubsub(g) => crate::sinks::pubsub_sink(p, g),
     }
 }
 

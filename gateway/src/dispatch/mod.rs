@@ -844,6 +844,136 @@ impl Scheduler {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::{Runtime, SourceRt};
+    use crate::store::{IngestRecord, IngestResult};
+    use ankusa_config::{Config, LogSinkConfig, SinkConfig, SourceConfig};
+    use futures::future::BoxFuture;
+    use std::sync::atomic::AtomicUsize;
+
+    struct PanicSink;
+    impl Sink for PanicSink {
+        fn deliver<'a>(
+            &'a self,
+            _: &'a Envelope,
+            _: &'a DeliveryCtx,
+        ) -> BoxFuture<'a, Result<(), SinkError>> {
+            Box::pin(async { panic!("boom in a sink") })
+        }
+        fn type_name(&self) -> &'static str {
+            "log"
+        }
+    }
+
+    struct CountSink(Arc<AtomicUsize>);
+    impl Sink for CountSink {
+        fn deliver<'a>(
+            &'a self,
+            _: &'a Envelope,
+            _: &'a DeliveryCtx,
+        ) -> BoxFuture<'a, Result<(), SinkError>> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async { Ok(()) })
+        }
+        fn type_name(&self) -> &'static str {
+            "log"
+        }
+    }
+
+    fn source(id: &str, sink: Arc<dyn Sink>) -> (String, Arc<SourceRt>) {
+        let cfg = SourceConfig::with_sinks(vec![SinkConfig::Log(LogSinkConfig::default())]);
+        (
+            id.into(),
+            Arc::new(SourceRt {
+                id: id.into(),
+                cfg,
+                verifier: None,
+                sinks: vec![sink],
+                sink_types: vec!["log"],
+            }),
+        )
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_panicking_sink_is_a_failed_attempt_and_dispatch_keeps_running() {
+        let (_d, store) = crate::store::test_util::temp_store();
+        let store = Arc::new(store);
+        let delivered = Arc::new(AtomicUsize::new(0));
+        let mut config = Config::default();
+        config.dispatch.retry.base_ms = 10;
+        config.dispatch.retry.max_ms = 20;
+        config.dispatch.breaker_failures = 0;
+        let sources = [
+            source("bad", Arc::new(PanicSink)),
+            source("good", Arc::new(CountSink(delivered.clone()))),
+        ]
+        .into_iter()
+        .collect();
+        let rt = Runtime {
+            config,
+            file_hash: "h".into(),
+            generation: 1,
+            loaded_at: 0,
+            sources,
+        };
+        let metrics = Arc::new(Metrics::new());
+        let factory = Arc::new(crate::sink::SinkFactory::new(
+            crate::sink::http::HttpPools::new(&Default::default(), metrics.clone()),
+        ));
+        let handle = ConfigHandle::new(rt, None, factory);
+        let d = Dispatcher::start(
+            store.clone(),
+            handle,
+            metrics,
+            tokio::runtime::Handle::current(),
+            None,
+        )
+        .unwrap();
+        let recs: Vec<IngestRecord> = (0..20)
+            .map(|i| IngestRecord {
+                envelope: crate::store::ingest_test_envelope(
+                    "t",
+                    if i % 2 == 0 { "bad" } else { "good" },
+                ),
+                sinks: vec!["log"],
+                dedupe: None,
+            })
+            .collect();
+        let results = store.commit_ingest(&recs, now_ms(), false).unwrap();
+        d.wake(vec!["t".into()], now_ms());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while delivered.load(Ordering::SeqCst) < 10 {
+            assert!(
+                Instant::now() < deadline,
+                "good deliveries stalled behind a panicking sink"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // The panicking source's rows are retried, with the panic recorded as the failure.
+        let IngestResult::Accepted { seq, .. } = results[0] else {
+            panic!()
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let rows = store.rows_of(seq).unwrap();
+            if rows[0].1.attempts >= 2 {
+                assert!(
+                    rows[0]
+                        .1
+                        .last_error
+                        .as_deref()
+                        .unwrap()
+                        .contains("sink panicked: boom in a sink")
+                );
+                break;
+            }
+            assert!(Instant::now() < deadline);
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let d2 = d.clone();
+        tokio::task::spawn_blocking(move || d2.shutdown(Duration::from_secs(2)))
+            .await
+            .unwrap();
+    }
 
     #[test]
     fn tenant_window_defaults_to_a_quarter_and_half() {

@@ -42,6 +42,14 @@ impl SinkFactory {
                 self.http.clone(),
                 field,
             )?)),
+            // Queue sink types are wired in by the ankusa-sinks integration.
+            other => Err(ConfigError::field(
+                format!("{field}.type"),
+                format!(
+                    "sink type {} is not available in this build",
+                    other.type_name()
+                ),
+            )),
         }
     }
 }

@@ -387,6 +387,36 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn one_scan_examines_at_most_ten_thousand_keys() {
+        let (_d, s) = temp_store();
+        seed_dead(&s, "a", "src", 12_000, 1_000, ErrorClass::Transient);
+        // A filter that matches nothing: a short (empty) page with a cursor, not a full scan.
+        let f = DeadFilter {
+            error_class: Some(ErrorClass::Permanent),
+            ..Default::default()
+        };
+        let p = s.list_dead(&f, None, 100).unwrap();
+        assert_eq!(p.examined, MAX_EXAMINED);
+        assert!(p.entries.is_empty());
+        assert!(
+            p.total.is_none(),
+            "not free: the scan did not reach the end"
+        );
+        let c = DeadCursor::decode(p.next_cursor.as_deref().unwrap()).unwrap();
+        let p2 = s.list_dead(&f, Some(c), 100).unwrap();
+        assert_eq!(p2.examined, 2_000);
+        assert!(p2.next_cursor.is_none());
+        // The tenant index: a tenant page reads only that tenant's keys.
+        seed_dead(&s, "b", "src", 5, 50_000, ErrorClass::Permanent);
+        let fb = DeadFilter {
+            tenant: Some("b".into()),
+            ..Default::default()
+        };
+        let p = s.list_dead(&fb, None, 100).unwrap();
+        assert_eq!((p.entries.len(), p.examined), (5, 5));
+    }
+
+    #[test]
     fn delete_removes_rows_and_hooks() {
         let (_d, s) = temp_store();
         seed_dead(&s, "a", "src", 3, 100, ErrorClass::Transient);

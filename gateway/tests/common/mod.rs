@@ -3,6 +3,8 @@
 //! data. Every child is killed on drop.
 #![allow(dead_code)]
 
+pub mod receiver;
+
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

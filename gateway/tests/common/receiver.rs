@@ -1,0 +1,187 @@
+//! A scripted HTTP receiver for sink tests: records every request and answers what the test's
+//! script says (status, headers, delay, body size).
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+
+#[derive(Clone, Debug)]
+pub struct Received {
+    pub path: String,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+    pub at: Instant,
+}
+
+impl Received {
+    pub fn header(&self, name: &str) -> Option<String> {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(String::from)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub delay: Duration,
+    /// Bytes of response body to stream back.
+    pub body_bytes: usize,
+}
+
+impl Reply {
+    pub fn status(status: u16) -> Reply {
+        Reply {
+            status,
+            headers: vec![],
+            delay: Duration::ZERO,
+            body_bytes: 0,
+        }
+    }
+    pub fn header(mut self, k: &str, v: &str) -> Reply {
+        self.headers.push((k.into(), v.into()));
+        self
+    }
+    pub fn delay(mut self, d: Duration) -> Reply {
+        self.delay = d;
+        self
+    }
+    pub fn body(mut self, n: usize) -> Reply {
+        self.body_bytes = n;
+        self
+    }
+}
+
+pub type Script = Arc<dyn Fn(usize, &Received) -> Reply + Send + Sync>;
+
+#[derive(Clone)]
+struct St {
+    received: Arc<Mutex<Vec<Received>>>,
+    script: Arc<Mutex<Script>>,
+}
+
+pub struct Receiver {
+    pub addr: SocketAddr,
+    received: Arc<Mutex<Vec<Received>>>,
+    script: Arc<Mutex<Script>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Receiver {
+    /// Starts on 127.0.0.1 answering every request with `script`.
+    pub async fn start(
+        script: impl Fn(usize, &Received) -> Reply + Send + Sync + 'static,
+    ) -> Receiver {
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let script: Arc<Mutex<Script>> = Arc::new(Mutex::new(Arc::new(script)));
+        let st = St {
+            received: received.clone(),
+            script: script.clone(),
+        };
+        let app = axum::Router::new().fallback(handle).with_state(st);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Receiver {
+            addr,
+            received,
+            script,
+            task,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    pub fn set(&self, script: impl Fn(usize, &Received) -> Reply + Send + Sync + 'static) {
+        *self.script.lock().unwrap() = Arc::new(script);
+    }
+
+    pub fn received(&self) -> Vec<Received> {
+        self.received.lock().unwrap().clone()
+    }
+
+    pub fn count(&self) -> usize {
+        self.received.lock().unwrap().len()
+    }
+
+    /// Waits until `pred` holds over what was received.
+    pub async fn wait_for(
+        &self,
+        timeout: Duration,
+        pred: impl Fn(&[Received]) -> bool,
+    ) -> Vec<Received> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let r = self.received();
+            if pred(&r) {
+                return r;
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "receiver condition not met after {timeout:?}; got {} requests",
+                    r.len()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn handle(State(st): State<St>, req: axum::extract::Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let body = axum::body::to_bytes(body, 64 << 20)
+        .await
+        .unwrap_or_default();
+    let rec = Received {
+        path: parts.uri.path().to_string(),
+        headers: parts.headers,
+        body,
+        at: Instant::now(),
+    };
+    let n = {
+        let mut r = st.received.lock().unwrap();
+        r.push(rec.clone());
+        r.len()
+    };
+    let script = st.script.lock().unwrap().clone();
+    let reply = script(n, &rec);
+    if !reply.delay.is_zero() {
+        tokio::time::sleep(reply.delay).await;
+    }
+    let body = if reply.body_bytes > 0 {
+        let chunks = reply.body_bytes.div_ceil(65_536);
+        let stream = futures::stream::iter(
+            (0..chunks).map(|_| Ok::<_, std::io::Error>(Bytes::from(vec![b'r'; 65_536]))),
+        );
+        Body::from_stream(stream)
+    } else {
+        Body::empty()
+    };
+    let mut resp = Response::new(body);
+    *resp.status_mut() = StatusCode::from_u16(reply.status).unwrap();
+    for (k, v) in reply.headers {
+        resp.headers_mut().insert(
+            axum::http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+            v.parse().unwrap(),
+        );
+    }
+    resp
+}
