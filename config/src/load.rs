@@ -122,13 +122,13 @@ pub fn apply_env_overrides(c: &mut Config, env: &dyn Lookup) -> Result<(), Confi
     if let Some(v) = parsed(env, "ANKUSA_CLAIM_CHECK_PORT")? {
         c.claim_check.port = v;
     }
-    if let Some(token) = parsed::<String>(env, "ANKUSA_ADMIN_TOKEN")? {
-        if !c.admin.tokens.iter().any(|t| t.token == token) {
-            c.admin.tokens.push(AdminToken {
-                token,
-                scopes: vec!["*".into()],
-            });
-        }
+    if let Some(token) = parsed::<String>(env, "ANKUSA_ADMIN_TOKEN")?
+        && !c.admin.tokens.iter().any(|t| t.token == token)
+    {
+        c.admin.tokens.push(AdminToken {
+            token,
+            scopes: vec!["*".into()],
+        });
     }
     Ok(())
 }

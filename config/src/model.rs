@@ -18,6 +18,7 @@ use schemars::JsonSchema;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(deny_unknown_fields, default)]
+#[derive(Default)]
 pub struct Config {
     pub node: NodeConfig,
     pub log: LogConfig,
@@ -30,23 +31,6 @@ pub struct Config {
     pub claim_check: ClaimCheckConfig,
     /// Sources by id (`[A-Za-z0-9_-]{1,64}`); the id is the last path segment of the ingest URL.
     pub sources: BTreeMap<String, SourceConfig>,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            node: NodeConfig::default(),
-            log: LogConfig::default(),
-            http: HttpConfig::default(),
-            admin: AdminConfig::default(),
-            batcher: BatcherConfig::default(),
-            rate_limits: RateLimitsConfig::default(),
-            dispatch: DispatchConfig::default(),
-            egress: EgressConfig::default(),
-            claim_check: ClaimCheckConfig::default(),
-            sources: BTreeMap::new(),
-        }
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -362,6 +346,7 @@ impl Default for DispatchConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(deny_unknown_fields, default)]
+#[derive(Default)]
 pub struct EgressConfig {
     /// Allow `http://` destinations (default: https only).
     pub allow_http: bool,
@@ -374,19 +359,6 @@ pub struct EgressConfig {
     /// CIDRs allowed whatever their range (e.g. one private receiver).
     pub allow_cidrs: Vec<String>,
     pub pools: PoolConfig,
-}
-
-impl Default for EgressConfig {
-    fn default() -> Self {
-        EgressConfig {
-            allow_http: false,
-            allow_loopback: false,
-            allow_private: false,
-            allow_link_local: false,
-            allow_cidrs: Vec::new(),
-            pools: PoolConfig::default(),
-        }
-    }
 }
 
 /// HTTP connection pools, one per receiver address and TLS profile.

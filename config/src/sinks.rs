@@ -570,22 +570,21 @@ fn err(field: impl Into<String>, msg: impl Into<String>) -> ConfigError {
     ConfigError::field(field, msg)
 }
 
+/// `<field> must be >= <lo>, got <v>`, the form validate.rs uses for ranges.
 fn min(p: &str, name: &str, v: u64, lo: u64) -> Result<(), ConfigError> {
     if v < lo {
-        return Err(err(
-            format!("{p}.{name}"),
-            format!("must be >= {lo}, got {v}"),
-        ));
+        return Err(ConfigError::general(format!(
+            "{p}.{name} must be >= {lo}, got {v}"
+        )));
     }
     Ok(())
 }
 
 fn max(p: &str, name: &str, v: u64, hi: u64) -> Result<(), ConfigError> {
     if v > hi {
-        return Err(err(
-            format!("{p}.{name}"),
-            format!("must be <= {hi}, got {v}"),
-        ));
+        return Err(ConfigError::general(format!(
+            "{p}.{name} must be <= {hi}, got {v}"
+        )));
     }
     Ok(())
 }
@@ -616,13 +615,13 @@ fn server_entry(
         Some((sc, rest)) => (Some(sc), rest),
         None => (None, s),
     };
-    if let Some(sc) = scheme {
-        if !schemes.contains(&sc) {
-            return Err(err(
-                f,
-                format!("scheme must be one of {}, got {sc}", schemes.join(", ")),
-            ));
-        }
+    if let Some(sc) = scheme
+        && !schemes.contains(&sc)
+    {
+        return Err(err(
+            f,
+            format!("scheme must be one of {}, got {sc}", schemes.join(", ")),
+        ));
     }
     let rest = rest.trim_end_matches('/');
     let ok = match rest.rsplit_once(':') {
@@ -739,10 +738,10 @@ pub(crate) fn rabbitmq_sink(p: &str, r: &RabbitmqSinkConfig) -> Result<(), Confi
     if r.exchange.len() > 255 {
         return Err(err(format!("{p}.exchange"), "must be at most 255 bytes"));
     }
-    if let Some(k) = &r.routing_key {
-        if k.len() > 255 {
-            return Err(err(format!("{p}.routing_key"), "must be at most 255 bytes"));
-        }
+    if let Some(k) = &r.routing_key
+        && k.len() > 255
+    {
+        return Err(err(format!("{p}.routing_key"), "must be at most 255 bytes"));
     }
     inline(p, r.inline_max_bytes)?;
     min(p, "max_inflight", r.max_inflight as u64, 1)?;
@@ -844,13 +843,13 @@ pub(crate) fn sqs_sink(p: &str, s: &SqsSinkConfig) -> Result<(), ConfigError> {
     if let Some(r) = &s.region {
         non_empty(p, "region", r)?;
     }
-    if let Some(g) = &s.message_group_id {
-        if !sqs_id_chars(g) {
-            return Err(err(
-                format!("{p}.message_group_id"),
-                "must be 1-128 printable ASCII characters",
-            ));
-        }
+    if let Some(g) = &s.message_group_id
+        && !sqs_id_chars(g)
+    {
+        return Err(err(
+            format!("{p}.message_group_id"),
+            "must be 1-128 printable ASCII characters",
+        ));
     }
     match (&s.access_key_id, &s.secret_access_key) {
         (Some(_), None) | (None, Some(_)) => {
@@ -1180,7 +1179,7 @@ sources:
         assert!(msg(check(SinkConfig::GooglePubsub(g))).contains(".topic"));
         let mut g = ok.clone();
         g.auth = PubsubAuth::Token;
-        assert!(msg(check(SinkConfig::GooglePubsub(g))).contains(".token is required"));
+        assert!(msg(check(SinkConfig::GooglePubsub(g))).contains(".token: is required"));
         let mut g = ok.clone();
         g.batch_max_entries = 1001;
         assert!(

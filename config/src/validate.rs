@@ -98,10 +98,10 @@ fn node(c: &Config) -> Result<(), ConfigError> {
     if unique.len() != n.roles.len() {
         return Err(err("node.roles", "must not repeat a role"));
     }
-    if let Some(r) = &n.region {
-        if r.is_empty() || r.len() > 64 {
-            return Err(err("node.region", "must be 1 to 64 characters"));
-        }
+    if let Some(r) = &n.region
+        && (r.is_empty() || r.len() > 64)
+    {
+        return Err(err("node.region", "must be 1 to 64 characters"));
     }
     if let Err(e) = c.log.level.parse::<LevelCheck>() {
         return Err(err("log.level", e));
@@ -402,12 +402,10 @@ fn secrets(field: &str, s: &Secrets, whsec: bool) -> Result<(), ConfigError> {
                 "must not be empty (an empty HMAC key would verify anything; is a ${VAR:-} unset?)",
             ));
         }
-        if whsec {
-            if let Some(b64) = v.strip_prefix("whsec_") {
-                match base64::engine::general_purpose::STANDARD.decode(b64) {
-                    Ok(k) if !k.is_empty() => {}
-                    _ => return Err(err(f, "must be whsec_ followed by base64 of the key")),
-                }
+        if whsec && let Some(b64) = v.strip_prefix("whsec_") {
+            match base64::engine::general_purpose::STANDARD.decode(b64) {
+                Ok(k) if !k.is_empty() => {}
+                _ => return Err(err(f, "must be whsec_ followed by base64 of the key")),
             }
         }
     }
@@ -419,13 +417,13 @@ fn source(c: &Config, id: &str, s: &SourceConfig) -> Result<(), ConfigError> {
     if !valid_id(id) {
         return Err(err(&p, "source id must match [A-Za-z0-9_-]{1,64}"));
     }
-    if let Some(t) = &s.tenant {
-        if !valid_id(t) {
-            return Err(err(
-                format!("{p}.tenant"),
-                format!("must match [A-Za-z0-9_-]{{1,64}}, got {t:?}"),
-            ));
-        }
+    if let Some(t) = &s.tenant
+        && !valid_id(t)
+    {
+        return Err(err(
+            format!("{p}.tenant"),
+            format!("must match [A-Za-z0-9_-]{{1,64}}, got {t:?}"),
+        ));
     }
     verify(&p, &s.verify)?;
     match s.on_verify_failure {
@@ -463,21 +461,21 @@ fn source(c: &Config, id: &str, s: &SourceConfig) -> Result<(), ConfigError> {
                 "must name exactly one of preset, header, json",
             ));
         }
-        if let Some(h) = &d.header {
-            if !valid_header_name(h) {
-                return Err(err(
-                    format!("{p}.dedupe.header"),
-                    format!("is not a header name: {h:?}"),
-                ));
-            }
+        if let Some(h) = &d.header
+            && !valid_header_name(h)
+        {
+            return Err(err(
+                format!("{p}.dedupe.header"),
+                format!("is not a header name: {h:?}"),
+            ));
         }
-        if let Some(j) = &d.json {
-            if j.is_empty() || j.split('.').any(str::is_empty) {
-                return Err(err(
-                    format!("{p}.dedupe.json"),
-                    format!("must be a dot path like data.id, got {j:?}"),
-                ));
-            }
+        if let Some(j) = &d.json
+            && (j.is_empty() || j.split('.').any(str::is_empty))
+        {
+            return Err(err(
+                format!("{p}.dedupe.json"),
+                format!("must be a dot path like data.id, got {j:?}"),
+            ));
         }
         at_least(&format!("{p}.dedupe.ttl_seconds"), d.ttl_seconds, 1)?;
     }
@@ -566,13 +564,13 @@ fn hmac(p: &str, h: &HmacVerify) -> Result<(), ConfigError> {
         return Err(err(format!("{v}.signed"), "must include {body}"));
     }
     for t in &tokens {
-        if let Some(name) = t.strip_prefix("header:") {
-            if !valid_header_name(name) {
-                return Err(err(
-                    format!("{v}.signed"),
-                    format!("{{header:{name}}} is not a header name"),
-                ));
-            }
+        if let Some(name) = t.strip_prefix("header:")
+            && !valid_header_name(name)
+        {
+            return Err(err(
+                format!("{v}.signed"),
+                format!("{{header:{name}}} is not a header name"),
+            ));
         }
     }
     match h.parse {
@@ -590,13 +588,13 @@ fn hmac(p: &str, h: &HmacVerify) -> Result<(), ConfigError> {
         }
         _ => {}
     }
-    if let Some(th) = &h.timestamp_header {
-        if !valid_header_name(th) {
-            return Err(err(
-                format!("{v}.timestamp_header"),
-                format!("is not a header name: {th:?}"),
-            ));
-        }
+    if let Some(th) = &h.timestamp_header
+        && !valid_header_name(th)
+    {
+        return Err(err(
+            format!("{v}.timestamp_header"),
+            format!("is not a header name: {th:?}"),
+        ));
     }
     if let Some(t) = h.tolerance_seconds {
         at_least(&format!("{v}.tolerance_seconds"), t, 1)?;

@@ -110,15 +110,15 @@ impl CreateJob {
             Some(f) => f.clone(),
             None => top,
         };
-        if let Some(t) = &f.tenant {
-            if !ankusa_config::valid_id(t) {
-                return Err(invalid("tenant", "must match [A-Za-z0-9_-]{1,64}"));
-            }
+        if let Some(t) = &f.tenant
+            && !ankusa_config::valid_id(t)
+        {
+            return Err(invalid("tenant", "must match [A-Za-z0-9_-]{1,64}"));
         }
-        if let (Some(s), Some(u)) = (f.since, f.until) {
-            if s > u {
-                return Err(invalid("since", "must not be after until"));
-            }
+        if let (Some(s), Some(u)) = (f.since, f.until)
+            && s > u
+        {
+            return Err(invalid("since", "must not be after until"));
         }
         Ok(f)
     }
@@ -294,7 +294,7 @@ impl Replayer {
             .values()
             .map(|j| j.job.clone())
             .collect();
-        jobs.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+        jobs.sort_by_key(|j| std::cmp::Reverse(j.created_at));
         let mut out = Vec::with_capacity(jobs.len());
         for j in jobs {
             out.push(self.view(j).await?);

@@ -101,6 +101,9 @@ pub struct Status {
     pub config_path: Option<String>,
 }
 
+/// Run after every successful reload, before the new runtime is installed.
+pub type ReloadHook = Box<dyn Fn(&Runtime) + Send + Sync>;
+
 pub struct ConfigHandle {
     current: ArcSwap<Runtime>,
     path: Option<PathBuf>,
@@ -111,7 +114,7 @@ pub struct ConfigHandle {
     reload_lock: tokio::sync::Mutex<()>,
     /// The config fixed at start (listeners, data dir, batcher).
     started: Config,
-    on_reload: Mutex<Vec<Box<dyn Fn(&Runtime) + Send + Sync>>>,
+    on_reload: Mutex<Vec<ReloadHook>>,
 }
 
 impl ConfigHandle {
@@ -145,7 +148,7 @@ impl ConfigHandle {
     }
 
     /// Runs `f` after every successful reload (e.g. to resize pools).
-    pub fn on_reload(&self, f: Box<dyn Fn(&Runtime) + Send + Sync>) {
+    pub fn on_reload(&self, f: ReloadHook) {
         self.on_reload
             .lock()
             .unwrap_or_else(|p| p.into_inner())

@@ -46,10 +46,10 @@ async fn wait_row(
 ) -> Value {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        if let Some(h) = hook(c, g, id).await {
-            if pred(&h["deliveries"][0]) {
-                return h["deliveries"][0].clone();
-            }
+        if let Some(h) = hook(c, g, id).await
+            && pred(&h["deliveries"][0])
+        {
+            return h["deliveries"][0].clone();
         }
         assert!(
             Instant::now() < deadline,

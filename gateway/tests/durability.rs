@@ -47,8 +47,8 @@ async fn load(url: String, stop: tokio::sync::watch::Receiver<bool>) -> Vec<Stri
     for t in tasks {
         let _ = t.await;
     }
-    let v = acked.lock().unwrap().clone();
-    v
+
+    acked.lock().unwrap().clone()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

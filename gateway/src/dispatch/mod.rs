@@ -204,10 +204,10 @@ impl Dispatcher {
             .unwrap_or_else(|p| p.into_inner())
             .send(Event::Shutdown(done_tx));
         let _ = done_rx.recv_timeout(grace + Duration::from_secs(1));
-        if let Some(t) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            if t.is_finished() {
-                let _ = t.join();
-            }
+        if let Some(t) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take()
+            && t.is_finished()
+        {
+            let _ = t.join();
         }
     }
 }
@@ -254,10 +254,10 @@ impl Scheduler {
             }
             self.start_attempts(&d);
             self.publish(&d);
-            if let Some((_, deadline)) = &shutdown {
-                if self.running == 0 || Instant::now() >= *deadline {
-                    break;
-                }
+            if let Some((_, deadline)) = &shutdown
+                && (self.running == 0 || Instant::now() >= *deadline)
+            {
+                break;
             }
             let sleep = if shutdown.is_some() {
                 Duration::from_millis(50)
@@ -421,7 +421,7 @@ impl Scheduler {
             }
             active = still;
             if !self.global_room(d) {
-                self.unreached.extend(active.drain(..));
+                self.unreached.append(&mut active);
                 break;
             }
         }
@@ -657,13 +657,13 @@ impl Scheduler {
                 }
             }
             Err(e) => {
-                if let SinkError::Transient(m) = &e {
-                    if m.starts_with("attempt_timeout") {
-                        self.metrics
-                            .dispatch_attempt_timeouts
-                            .with_label_values(&[sink_type])
-                            .inc();
-                    }
+                if let SinkError::Transient(m) = &e
+                    && m.starts_with("attempt_timeout")
+                {
+                    self.metrics
+                        .dispatch_attempt_timeouts
+                        .with_label_values(&[sink_type])
+                        .inc();
                 }
                 if matches!(e, SinkError::PermanentConfig(_)) {
                     self.metrics
@@ -827,7 +827,7 @@ impl Scheduler {
             .filter(|(_, t)| t.inflight_rows > 0)
             .map(|(k, t)| (k, t.inflight_rows))
             .collect();
-        top.sort_by(|a, b| b.1.cmp(&a.1));
+        top.sort_by_key(|t| std::cmp::Reverse(t.1));
         m.dispatch_tenant_inflight.reset();
         for (t, n) in top.into_iter().take(100) {
             m.dispatch_tenant_inflight

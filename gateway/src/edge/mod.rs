@@ -3,6 +3,9 @@
 //! within the limit → verify (`401`) → tenant rate limit (`429`) → dedupe key → group commit
 //! (`503` overload or store failure) → `201`. Nothing is stored before the commit, and a `201`
 //! is sent only after the hook's batch is fsynced.
+// Handlers return `Result<_, Response>`: the error is the HTTP answer, built once per refused
+// request, so boxing it would only add an allocation.
+#![allow(clippy::result_large_err)]
 
 pub mod dedupe;
 pub mod ratelimit;
@@ -131,16 +134,16 @@ async fn handle(app: &App, req: Request) -> (&'static str, Response) {
             None,
         );
     };
-    if let Some(t) = url_tenant {
-        if !ankusa_config::valid_id(t) {
-            return refuse(
-                app,
-                "invalid_tenant",
-                StatusCode::NOT_FOUND,
-                "invalid_tenant",
-                None,
-            );
-        }
+    if let Some(t) = url_tenant
+        && !ankusa_config::valid_id(t)
+    {
+        return refuse(
+            app,
+            "invalid_tenant",
+            StatusCode::NOT_FOUND,
+            "invalid_tenant",
+            None,
+        );
     }
     if parts.method != Method::POST {
         let mut r = error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", None);
@@ -240,12 +243,12 @@ async fn handle(app: &App, req: Request) -> (&'static str, Response) {
         .tenants
         .get(&tenant)
         .or(cfg.rate_limits.default.as_ref());
-    if let Some(limit) = limit {
-        if let Err(wait_ms) = app.limiter.check(&tenant, limit, now.saturating_mul(1000)) {
-            app.metrics.rate_limit_rejected.inc();
-            let r = error(StatusCode::TOO_MANY_REQUESTS, "rate_limited", None);
-            return ("rate_limited", with_retry_after(r, wait_ms.div_ceil(1000)));
-        }
+    if let Some(limit) = limit
+        && let Err(wait_ms) = app.limiter.check(&tenant, limit, now.saturating_mul(1000))
+    {
+        app.metrics.rate_limit_rejected.inc();
+        let r = error(StatusCode::TOO_MANY_REQUESTS, "rate_limited", None);
+        return ("rate_limited", with_retry_after(r, wait_ms.div_ceil(1000)));
     }
 
     // A hook accepted despite a failed check never claims (nor carries) a dedupe key: a forged

@@ -43,10 +43,10 @@ pub fn forwarded(
         if never_forwarded(name) {
             continue;
         }
-        if let Some(list) = &source.forward_headers {
-            if !list.iter().any(|h| h.eq_ignore_ascii_case(name)) {
-                continue;
-            }
+        if let Some(list) = &source.forward_headers
+            && !list.iter().any(|h| h.eq_ignore_ascii_case(name))
+        {
+            continue;
         }
         if out.len() >= source.max_headers as usize {
             if let Some(m) = metrics {

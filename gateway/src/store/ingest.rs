@@ -179,10 +179,10 @@ impl Store {
             if claimed_here.contains_key(dkey.as_slice()) {
                 continue;
             }
-            if let Some(v) = db.get_pinned_cf(index, &dkey).map_err(|e| classify(&e))? {
-                if DedupeEntry::decode(&v)?.expires_at <= expires_at {
-                    batch.delete_cf(index, &dkey);
-                }
+            if let Some(v) = db.get_pinned_cf(index, &dkey).map_err(|e| classify(&e))?
+                && DedupeEntry::decode(&v)?.expires_at <= expires_at
+            {
+                batch.delete_cf(index, &dkey);
             }
         }
         Ok(())

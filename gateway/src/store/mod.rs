@@ -244,10 +244,10 @@ pub fn create_dir_synced(path: &Path) -> std::io::Result<()> {
     }
     std::fs::create_dir_all(path)?;
     for dir in missing.iter().rev() {
-        if let Some(parent) = dir.parent() {
-            if let Ok(f) = std::fs::File::open(parent) {
-                let _ = f.sync_all();
-            }
+        if let Some(parent) = dir.parent()
+            && let Ok(f) = std::fs::File::open(parent)
+        {
+            let _ = f.sync_all();
         }
     }
     Ok(())
@@ -513,10 +513,10 @@ impl Store {
         );
         for item in it {
             let (k, v) = item.map_err(|e| classify(&e))?;
-            if let Some((s, sink)) = keys::parse_delivery(&k) {
-                if s == seq {
-                    out.push((sink, DeliveryRow::decode(&v)?));
-                }
+            if let Some((s, sink)) = keys::parse_delivery(&k)
+                && s == seq
+            {
+                out.push((sink, DeliveryRow::decode(&v)?));
             }
         }
         Ok(out)

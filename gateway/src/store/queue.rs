@@ -304,10 +304,10 @@ impl Store {
         );
         for item in it {
             let (k, _) = item.map_err(|e| classify(&e))?;
-            if let Some(key) = keys::parse_delivery(&k) {
-                if !deleted.contains(&key) {
-                    return Ok(());
-                }
+            if let Some(key) = keys::parse_delivery(&k)
+                && !deleted.contains(&key)
+            {
+                return Ok(());
             }
         }
         let hooks = Self::cf(db, keys::CF_HOOKS)?;

@@ -126,10 +126,10 @@ impl Gateway {
                     self.log_tail()
                 );
             }
-            if let Ok(r) = blocking_get(&url) {
-                if r == 200 {
-                    return;
-                }
+            if let Ok(r) = blocking_get(&url)
+                && r == 200
+            {
+                return;
             }
             if Instant::now() > deadline {
                 panic!("gateway not ready after {timeout:?}:\n{}", self.log_tail());
