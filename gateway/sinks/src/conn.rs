@@ -53,7 +53,11 @@ pub struct Lease<'a, C: Conn> {
 
 impl<C: Conn> Drop for Lease<'_, C> {
     fn drop(&mut self) {
-        *self.slot.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+        *self
+            .slot
+            .last_used
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Instant::now();
         self.slot.in_flight.fetch_sub(1, Ordering::SeqCst);
     }
 }
@@ -274,6 +278,23 @@ pub fn digest(parts: &[&str]) -> String {
         h.update(p.as_bytes());
     }
     hex::encode(h.finalize())
+}
+
+/// The password of a URL's userinfo, as written and percent-decoded, for `scrub`.
+pub fn url_secrets(raw: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Ok(u) = url::Url::parse(raw) {
+        if let Some(p) = u.password() {
+            out.push(p.to_string());
+            let decoded: String = url::form_urlencoded::parse(format!("p={p}").as_bytes())
+                .map(|(_, v)| v.into_owned())
+                .collect();
+            if decoded != p {
+                out.push(decoded);
+            }
+        }
+    }
+    out
 }
 
 /// Removes every occurrence of the given secrets from a client library's error text.

@@ -10,6 +10,7 @@
 //! `attempt_timeout_ms`; a panic or a timeout is a failed attempt. Outcomes are written to the
 //! store in batches by this thread, so the "last obligation" check of a hook never races.
 
+pub mod breaker;
 pub mod retry;
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
@@ -29,6 +30,7 @@ use crate::metrics::Metrics;
 use crate::runtime::ConfigHandle;
 use crate::sink::{ClaimStore, DeliveryCtx, Sink, SinkError, forward};
 use crate::store::{Claimed, DeliveryRow, Envelope, ErrorClass, Outcome, Store, now_ms};
+use breaker::{Breaker, Gate, Transition};
 
 /// Shared with the replayer and the admin API.
 #[derive(Default)]
@@ -164,6 +166,8 @@ impl Dispatcher {
             inflight_rows: 0,
             inflight_bytes: 0,
             pending: Vec::new(),
+            breakers: HashMap::new(),
+            probes: Default::default(),
             last_gauges: Instant::now() - Duration::from_secs(10),
             store_backoff_until: None,
         };
@@ -236,6 +240,9 @@ struct Scheduler {
     inflight_bytes: u64,
     /// Outcomes not yet written (kept across a failed write).
     pending: Vec<Outcome>,
+    breakers: HashMap<SinkKey, Breaker>,
+    /// Rows running as a half-open breaker's probe.
+    probes: std::collections::HashSet<(u64, u16)>,
     last_gauges: Instant,
     store_backoff_until: Option<Instant>,
 }
@@ -464,6 +471,7 @@ impl Scheduler {
     fn start_attempts(&mut self, d: &DispatchConfig) {
         let sink_cap = d.sink_concurrency.unwrap_or(u32::MAX);
         let mut idle = 0;
+        let mut parked: Vec<(Arc<Claim>, u64)> = Vec::new();
         while self.running < d.concurrency && idle < self.runnable.len() {
             let Some(tenant) = self.runnable.pop_front() else {
                 break;
@@ -490,8 +498,29 @@ impl Scheduler {
                     t.keys.push_back(key);
                     continue;
                 }
+                let (gate, transition) =
+                    self.breakers.entry(key.clone()).or_default().gate(now_ms());
+                if let Some(tr) = transition {
+                    note_transition(&self.metrics, &key, tr);
+                }
+                match gate {
+                    Gate::Wait => {
+                        t.keys.push_back(key);
+                        continue;
+                    }
+                    Gate::Park { until } => {
+                        // Open: every queued row of the key goes back to the store, due when
+                        // the period ends, attempts unchanged.
+                        parked.extend(q.rows.drain(..).map(|c| (c, until)));
+                        continue;
+                    }
+                    Gate::Run | Gate::Probe => {}
+                }
                 let claim = q.rows.pop_front().expect("non-empty queue");
                 q.running += 1;
+                if gate == Gate::Probe {
+                    self.probes.insert((claim.seq, claim.sink));
+                }
                 if !q.rows.is_empty() {
                     t.keys.push_back(key);
                 }
@@ -516,6 +545,9 @@ impl Scheduler {
                     idle += 1;
                 }
             }
+        }
+        for (claim, until) in parked {
+            self.park(claim, until, d);
         }
     }
 
@@ -620,20 +652,24 @@ impl Scheduler {
         elapsed: Duration,
         d: &DispatchConfig,
     ) {
-        let spawned = elapsed != Duration::ZERO || result.is_ok();
-        if let Some(q) = self.queues.get_mut(&claim.key) {
-            q.running = q.running.saturating_sub(1);
-        }
-        if let Some(t) = self.tenants.get_mut(&claim.key.tenant) {
-            t.running = t.running.saturating_sub(1);
-            t.inflight_rows = t.inflight_rows.saturating_sub(1);
-            t.inflight_bytes = t.inflight_bytes.saturating_sub(claim.row.size);
-        }
-        self.running = self.running.saturating_sub(1);
-        self.inflight_rows = self.inflight_rows.saturating_sub(1);
-        self.inflight_bytes = self.inflight_bytes.saturating_sub(claim.row.size);
-        let _ = spawned;
+        self.release(&claim, true);
         let now = now_ms();
+        let was_probe = self.probes.remove(&(claim.seq, claim.sink));
+        let settings = breaker::Settings {
+            failures: d.breaker_failures,
+            open_ms: d.breaker_open_ms,
+            max_open_ms: d.breaker_max_open_ms,
+        };
+        let transition = self.breakers.entry(claim.key.clone()).or_default().record(
+            settings,
+            result.is_ok(),
+            result.as_ref().err().is_some_and(SinkError::is_permanent),
+            was_probe,
+            now,
+        );
+        if let Some(tr) = transition {
+            note_transition(&self.metrics, &claim.key, tr);
+        }
         let mut row = claim.row.clone();
         row.attempts += 1;
         let sink_type = claim.key.sink_type.as_str();
@@ -725,6 +761,68 @@ impl Scheduler {
                         }
                     }
                 }
+            }
+        };
+        self.pending.push(outcome);
+    }
+
+    /// Frees a claimed row's place in its windows (and its slot, if it ran).
+    fn release(&mut self, claim: &Claim, ran: bool) {
+        if ran {
+            if let Some(q) = self.queues.get_mut(&claim.key) {
+                q.running = q.running.saturating_sub(1);
+            }
+        }
+        if let Some(t) = self.tenants.get_mut(&claim.key.tenant) {
+            if ran {
+                t.running = t.running.saturating_sub(1);
+            }
+            t.inflight_rows = t.inflight_rows.saturating_sub(1);
+            t.inflight_bytes = t.inflight_bytes.saturating_sub(claim.row.size);
+        }
+        if ran {
+            self.running = self.running.saturating_sub(1);
+        }
+        self.inflight_rows = self.inflight_rows.saturating_sub(1);
+        self.inflight_bytes = self.inflight_bytes.saturating_sub(claim.row.size);
+    }
+
+    /// Parks a row behind an open breaker: due again at `until` with its attempts unchanged,
+    /// but never past its retry horizon, where it is dead-lettered without another attempt.
+    fn park(&mut self, claim: Arc<Claim>, until: u64, d: &DispatchConfig) {
+        self.release(&claim, false);
+        let now = now_ms();
+        let mut row = claim.row.clone();
+        let policy = self.retry_policy(&row.source_id, d);
+        let horizon = row
+            .first_attempt_at
+            .unwrap_or(now)
+            .saturating_add(policy.max_elapsed_ms);
+        self.job_feedback(&row, false);
+        let outcome = if now >= horizon {
+            row.dead_at = Some(now);
+            row.error_class = Some(ErrorClass::Transient);
+            row.last_error = Some(format!(
+                "retry_horizon: {} (parked behind an open circuit breaker; last error: {})",
+                claim.key.sink_type,
+                row.last_error.as_deref().unwrap_or("none")
+            ));
+            self.metrics
+                .dispatch_dead_lettered
+                .with_label_values(&[claim.key.sink_type.as_str()])
+                .inc();
+            Outcome::Dead {
+                seq: claim.seq,
+                sink: claim.sink,
+                row,
+            }
+        } else {
+            row.due_at = until.min(horizon);
+            self.set_due(&row.tenant.clone(), row.due_at);
+            Outcome::Retry {
+                seq: claim.seq,
+                sink: claim.sink,
+                row,
             }
         };
         self.pending.push(outcome);
@@ -839,6 +937,29 @@ impl Scheduler {
         self.queues
             .retain(|_, q| q.running > 0 || !q.rows.is_empty());
     }
+}
+
+fn note_transition(m: &Metrics, key: &SinkKey, tr: Transition) {
+    let to = match tr {
+        Transition::Opened { period_ms } => {
+            tracing::warn!(
+                tenant = %key.tenant, source = %key.source, sink = key.sink, sink_type = %key.sink_type,
+                period_ms, "circuit breaker opened: parking this sink's deliveries"
+            );
+            "open"
+        }
+        Transition::HalfOpened => {
+            tracing::info!(tenant = %key.tenant, source = %key.source, sink = key.sink, "circuit breaker half-open: probing");
+            "half_open"
+        }
+        Transition::Closed => {
+            tracing::info!(tenant = %key.tenant, source = %key.source, sink = key.sink, "circuit breaker closed");
+            "closed"
+        }
+    };
+    m.dispatch_breaker_transitions
+        .with_label_values(&[to])
+        .inc();
 }
 
 #[cfg(test)]

@@ -1,0 +1,126 @@
+//! Ingest benchmark: 1 KiB JSON hooks signed with Standard Webhooks (verification on), 64
+//! keep-alive connections on loopback. Prints accepted/s and p50/p99 ack latency for
+//! (1) a no-op handler on the same HTTP stack (the ceiling), (2) the durable gateway
+//! (edge only: every 201 waits for its fsynced group commit), (3) the gateway with dispatch
+//! delivering to the log sink at the same time, and the ratio of (2) to (1).
+//!
+//! `cargo build --release -p ankusa-gateway -p ankusa-bench && target/release/ingest [seconds]`
+
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ankusa_bench::*;
+use serde_json::json;
+
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+const CONNECTIONS: usize = 64;
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("noop") {
+        let port: u16 = args[2].parse()?;
+        return run_noop_server(SocketAddr::from(([127, 0, 0, 1], port)), 201);
+    }
+    let secs: u64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(10);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let key = ankusa_verify::standard_webhooks_key(SECRET).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let make: MakeRequest = Arc::new(move |n| signed_request("/webhooks/bench", &key, n));
+    let duration = Duration::from_secs(secs);
+    let warmup = Duration::from_secs(2);
+
+    // 1. The ceiling: a no-op server in its own process.
+    let port = free_port();
+    let _noop = ChildGuard(
+        Command::new(std::env::current_exe()?)
+            .args(["noop", &port.to_string()])
+            .stdout(Stdio::null())
+            .spawn()?,
+    );
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    wait_connect(addr)?;
+    let mut ceiling = rt.block_on(closed_loop(
+        addr,
+        CONNECTIONS,
+        warmup,
+        duration,
+        None,
+        make.clone(),
+    ))?;
+    report("noop_ceiling", &mut ceiling);
+    drop(_noop);
+
+    // 2. The durable gateway, ingest only.
+    let cfg = |roles: &str| {
+        format!(
+            "node: {{roles: [{roles}]}}\nsources:\n  bench:\n    verify: {{type: standard_webhooks, secret: \"{SECRET}\"}}\n    sinks: [{{type: log}}]\n"
+        )
+    };
+    let g = start_gateway(&cfg("edge"))?;
+    let mut durable = rt.block_on(closed_loop(
+        g.ingest,
+        CONNECTIONS,
+        warmup,
+        duration,
+        None,
+        make.clone(),
+    ))?;
+    report("ingest_durable", &mut durable);
+    let wal = rt.block_on(get_json(g.admin, "/v1/wal"))?;
+    drop(g);
+
+    // 3. With dispatch delivering every hook to the log sink meanwhile.
+    let g = start_gateway(&cfg("edge, dispatch"))?;
+    let mut with_dispatch = rt.block_on(closed_loop(
+        g.ingest,
+        CONNECTIONS,
+        warmup,
+        duration,
+        None,
+        make,
+    ))?;
+    report("ingest_durable_with_dispatch", &mut with_dispatch);
+    drop(g);
+
+    let ratio = durable.per_sec() / ceiling.per_sec();
+    let p99 = durable.latencies.quantile_ms(0.99);
+    emit(json!({
+        "case": "summary",
+        "durable_to_ceiling_ratio": (ratio * 1000.0).round() / 1000.0,
+        "target_ratio": 0.6,
+        "durable_p99_ms": p99,
+        "target_p99_ms": 10.0,
+        "meets_target": ratio >= 0.6 && p99 < 10.0,
+        "hooks_stored_in_case_2": wal["hooks"],
+    }));
+    Ok(())
+}
+
+fn report(case: &str, r: &mut LoadResult) {
+    emit(json!({
+        "case": case,
+        "connections": CONNECTIONS,
+        "body_bytes": 1024,
+        "seconds": (r.elapsed.as_secs_f64() * 100.0).round() / 100.0,
+        "accepted": r.ok,
+        "accepted_per_s": r.per_sec().round(),
+        "refused": r.refused,
+        "errors": r.errors,
+        "p50_ms": r.latencies.quantile_ms(0.50),
+        "p99_ms": r.latencies.quantile_ms(0.99),
+        "max_ms": r.latencies.quantile_ms(1.0),
+    }));
+}
+
+fn wait_connect(addr: SocketAddr) -> anyhow::Result<()> {
+    for _ in 0..500 {
+        if std::net::TcpStream::connect(addr).is_ok() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    anyhow::bail!("{addr} never accepted a connection")
+}

@@ -1,0 +1,310 @@
+//! Shared pieces of the benchmark binaries: a latency histogram, a keep-alive HTTP/1 load
+//! generator, a no-op server (the ceiling of the HTTP stack), and starting the release
+//! `ankusa` binary on free ports.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::Request;
+use hyper_util::rt::TokioIo;
+
+/// Microsecond latencies, kept whole (a few million entries at most).
+#[derive(Default, Clone)]
+pub struct Latencies(pub Vec<u32>);
+
+impl Latencies {
+    pub fn record(&mut self, d: Duration) {
+        self.0.push(d.as_micros().min(u32::MAX as u128) as u32);
+    }
+    pub fn merge(&mut self, other: Latencies) {
+        self.0.extend(other.0);
+    }
+    /// The q-quantile in milliseconds.
+    pub fn quantile_ms(&mut self, q: f64) -> f64 {
+        if self.0.is_empty() {
+            return 0.0;
+        }
+        self.0.sort_unstable();
+        let i = ((self.0.len() as f64 - 1.0) * q).round() as usize;
+        self.0[i] as f64 / 1000.0
+    }
+}
+
+/// What one request of the load looks like.
+pub type MakeRequest = Arc<dyn Fn(u64) -> Request<Full<Bytes>> + Send + Sync>;
+
+pub struct LoadResult {
+    pub ok: u64,
+    pub refused: u64,
+    pub errors: u64,
+    pub elapsed: Duration,
+    pub latencies: Latencies,
+}
+
+impl LoadResult {
+    pub fn per_sec(&self) -> f64 {
+        self.ok as f64 / self.elapsed.as_secs_f64()
+    }
+}
+
+/// Drives `connections` keep-alive HTTP/1 connections, each sending its next request as soon
+/// as the previous answer arrived, for `duration` (after `warmup`). A 2xx counts as ok.
+/// `per_conn_rate` paces each connection (requests per second) when set.
+pub async fn closed_loop(
+    addr: SocketAddr,
+    connections: usize,
+    warmup: Duration,
+    duration: Duration,
+    per_conn_rate: Option<f64>,
+    make: MakeRequest,
+) -> anyhow::Result<LoadResult> {
+    let measuring = Arc::new(AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
+    let seq = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..connections {
+        let (measuring, stop, seq, make) =
+            (measuring.clone(), stop.clone(), seq.clone(), make.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Latencies::default();
+            let (mut ok, mut refused, mut errors) = (0u64, 0u64, 0u64);
+            'reconnect: while !stop.load(Ordering::Relaxed) {
+                let Ok(stream) = tokio::net::TcpStream::connect(addr).await else {
+                    errors += 1;
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                };
+                let _ = stream.set_nodelay(true);
+                let Ok((mut sender, conn)) =
+                    hyper::client::conn::http1::handshake(TokioIo::new(stream)).await
+                else {
+                    errors += 1;
+                    continue;
+                };
+                tokio::spawn(conn);
+                let interval = per_conn_rate.map(|r| Duration::from_secs_f64(1.0 / r));
+                let mut next = Instant::now();
+                while !stop.load(Ordering::Relaxed) {
+                    if let Some(iv) = interval {
+                        next += iv;
+                        let now = Instant::now();
+                        if next > now {
+                            tokio::time::sleep(next - now).await;
+                        }
+                    }
+                    let req = make(seq.fetch_add(1, Ordering::Relaxed));
+                    let t = Instant::now();
+                    let resp = match sender.send_request(req).await {
+                        Ok(r) => r,
+                        Err(_) => {
+                            errors += 1;
+                            continue 'reconnect;
+                        }
+                    };
+                    let status = resp.status();
+                    if resp.into_body().collect().await.is_err() {
+                        errors += 1;
+                        continue 'reconnect;
+                    }
+                    if measuring.load(Ordering::Relaxed) {
+                        if status.is_success() {
+                            ok += 1;
+                            lat.record(t.elapsed());
+                        } else {
+                            refused += 1;
+                        }
+                    }
+                }
+            }
+            (ok, refused, errors, lat)
+        }));
+    }
+    tokio::time::sleep(warmup).await;
+    measuring.store(true, Ordering::SeqCst);
+    let started = Instant::now();
+    tokio::time::sleep(duration).await;
+    measuring.store(false, Ordering::SeqCst);
+    let elapsed = started.elapsed();
+    stop.store(true, Ordering::SeqCst);
+    let mut out = LoadResult {
+        ok: 0,
+        refused: 0,
+        errors: 0,
+        elapsed,
+        latencies: Latencies::default(),
+    };
+    for t in tasks {
+        let (ok, refused, errors, lat) = t.await?;
+        out.ok += ok;
+        out.refused += refused;
+        out.errors += errors;
+        out.latencies.merge(lat);
+    }
+    Ok(out)
+}
+
+/// Runs a no-op HTTP server (axum on hyper, the gateway's own stack) answering 201 with a
+/// small JSON body to every POST. Blocks; meant for a child process.
+pub fn run_noop_server(addr: SocketAddr, status: u16) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        loop {
+            let (stream, _) = listener.accept().await?;
+            let _ = stream.set_nodelay(true);
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| async move {
+                    let _ = req.into_body().collect().await;
+                    let mut r = hyper::Response::new(Full::new(Bytes::from_static(
+                        b"{\"status\":\"accepted\",\"id\":\"01a2290a-306d-73ad-b310-cd19dd355968\"}",
+                    )));
+                    *r.status_mut() = hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::OK);
+                    Ok::<_, std::convert::Infallible>(r)
+                });
+                let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await;
+            });
+        }
+    })
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+/// The release `ankusa` binary next to this benchmark's own executable.
+pub fn ankusa_bin() -> PathBuf {
+    if let Ok(p) = std::env::var("ANKUSA_BIN") {
+        return p.into();
+    }
+    let me = std::env::current_exe().expect("current exe");
+    me.parent().expect("exe dir").join("ankusa")
+}
+
+/// A child process killed on drop.
+pub struct ChildGuard(pub Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+pub struct GatewayProc {
+    pub child: ChildGuard,
+    pub ingest: SocketAddr,
+    pub admin: SocketAddr,
+    pub dir: tempfile::TempDir,
+}
+
+/// Starts the release gateway with `config` on free ports and waits for `/ready`.
+pub fn start_gateway(config: &str) -> anyhow::Result<GatewayProc> {
+    let dir = tempfile::tempdir()?;
+    let cfg = dir.path().join("ankusa.yml");
+    std::fs::write(&cfg, config)?;
+    let ingest = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let admin = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let claims = free_port();
+    let child = Command::new(ankusa_bin())
+        .arg("--config")
+        .arg(&cfg)
+        .env("ANKUSA_DATA_DIR", dir.path().join("data"))
+        .env("ANKUSA_HTTP_IP", "127.0.0.1")
+        .env("ANKUSA_HTTP_PORT", ingest.port().to_string())
+        .env("ANKUSA_ADMIN_PORT", admin.port().to_string())
+        .env("ANKUSA_CLAIM_CHECK_PORT", claims.to_string())
+        .env("ANKUSA_LOG_LEVEL", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()?;
+    let child = ChildGuard(child);
+    wait_http_ok(admin, "/ready", Duration::from_secs(60))?;
+    Ok(GatewayProc {
+        child,
+        ingest,
+        admin,
+        dir,
+    })
+}
+
+/// Polls `GET path` until it answers 200.
+pub fn wait_http_ok(addr: SocketAddr, path: &str, timeout: Duration) -> anyhow::Result<()> {
+    use std::io::{Read, Write};
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Ok(mut s) = std::net::TcpStream::connect(addr) {
+            let _ = write!(
+                s,
+                "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+            );
+            let mut buf = String::new();
+            let _ = s.read_to_string(&mut buf);
+            if buf.starts_with("HTTP/1.1 200") {
+                return Ok(());
+            }
+        }
+        if Instant::now() > deadline {
+            anyhow::bail!("{addr}{path} not ready after {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// GET a JSON document from the admin API.
+pub async fn get_json(addr: SocketAddr, path: &str) -> anyhow::Result<serde_json::Value> {
+    let stream = tokio::net::TcpStream::connect(addr).await?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(conn);
+    let req = Request::get(path)
+        .header("host", "bench")
+        .body(Full::new(Bytes::new()))?;
+    let resp = sender.send_request(req).await?;
+    let body = resp.into_body().collect().await?.to_bytes();
+    Ok(serde_json::from_slice(&body)?)
+}
+
+/// A 1 KiB JSON body with a counter in it.
+pub fn body_1k(n: u64) -> Bytes {
+    let head = format!("{{\"id\":\"evt_{n}\",\"type\":\"invoice.paid\",\"pad\":\"");
+    let pad = 1024 - head.len() - 2;
+    let mut s = head;
+    s.push_str(&"x".repeat(pad));
+    s.push_str("\"}");
+    Bytes::from(s)
+}
+
+/// A Standard Webhooks signed POST of a 1 KiB body to `path`.
+pub fn signed_request(path: &str, secret_key: &[u8], n: u64) -> Request<Full<Bytes>> {
+    let body = body_1k(n);
+    let id = format!("msg_{n}");
+    let ts = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let sig = ankusa_verify::sign_standard_webhooks(&[secret_key.to_vec()], &id, ts, &body);
+    Request::post(path)
+        .header("host", "bench")
+        .header("content-type", "application/json")
+        .header("webhook-id", id)
+        .header("webhook-timestamp", ts.to_string())
+        .header("webhook-signature", sig)
+        .body(Full::new(body))
+        .expect("request")
+}
+
+/// Prints one JSON line.
+pub fn emit(v: serde_json::Value) {
+    println!("{v}");
+}

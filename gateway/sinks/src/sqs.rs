@@ -1,0 +1,529 @@
+//! The SQS sink: sends the queue message to a standard or FIFO queue over the SQS JSON
+//! protocol, SigV4-signed, and answers `Ok` only on SQS's 200 for that message with an
+//! `MD5OfMessageBody` matching the body sent. Deliveries are batched (`SendMessageBatch`, up to
+//! 10 entries, settled per entry); `batch: false` sends one `SendMessage` per delivery.
+//!
+//! | Outcome | Result |
+//! |---|---|
+//! | body + attributes over `max_message_bytes` | permanent `message_too_large`, no request |
+//! | `InvalidMessageContents`, `InvalidParameterValue`, `MissingParameter`, `InvalidAttributeName`, `InvalidAttributeValue` | permanent `sqs <status> <code>: <message>` |
+//! | `AccessDenied`, `QueueDoesNotExist`, `InvalidClientTokenId`, `UnrecognizedClientException`, `SignatureDoesNotMatch`, `InvalidAccessKeyId`, `MissingAuthenticationToken` | permanent config |
+//! | throttling codes, any 429 / 503 | retry_after, full jitter |
+//! | any other SQS error (5xx, expired token) | transient |
+//! | a non-2xx that is not an SQS error document | transient `status <n>` (429/503: retry_after) |
+//! | a 200 with another MD5, an entry missing from the reply, no credentials, transport | transient |
+//!
+//! FIFO (URL ends `.fifo`): MessageGroupId = `message_group_id` or `<tenant>/<source_id>`;
+//! MessageDeduplicationId = the hook id, or `<id>:replay:<replay_id>`. A standard queue gets
+//! no deduplication id, and a group id only when `message_group_id` is set. An entry's `Id` in
+//! a batch is its position, since a hook id may appear twice (an original and its replay).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ankusa_config::SqsSinkConfig;
+use ankusa_core::{DeliveryCtx, Envelope, Sink, SinkError};
+use futures::future::BoxFuture;
+use md5::{Digest, Md5};
+use serde_json::{Map, Value, json};
+
+use crate::aws::{CredentialSource, region_from_host, sign_headers};
+use crate::batcher::{BatchConfig, Batcher, Flush, Item};
+use crate::message::{self, Limits};
+use crate::util::{full_jitter, snippet};
+
+/// One message ready for SQS.
+pub struct SqsEntry {
+    body: String,
+    attributes: Vec<(&'static str, String)>,
+    group_id: Option<String>,
+    dedup_id: Option<String>,
+    md5: String,
+}
+
+impl SqsEntry {
+    fn to_json(&self) -> Map<String, Value> {
+        let mut m = Map::new();
+        m.insert("MessageBody".into(), Value::String(self.body.clone()));
+        let mut attrs = Map::new();
+        for (k, v) in &self.attributes {
+            attrs.insert(
+                (*k).to_string(),
+                json!({"DataType": "String", "StringValue": v}),
+            );
+        }
+        m.insert("MessageAttributes".into(), Value::Object(attrs));
+        if let Some(g) = &self.group_id {
+            m.insert("MessageGroupId".into(), Value::String(g.clone()));
+        }
+        if let Some(d) = &self.dedup_id {
+            m.insert("MessageDeduplicationId".into(), Value::String(d.clone()));
+        }
+        m
+    }
+}
+
+/// The queue's client: endpoint, region, credentials; shared by a batcher and the sinks.
+pub struct SqsClient {
+    http: reqwest::Client,
+    queue_url: String,
+    endpoint: String,
+    region: String,
+    creds: CredentialSource,
+    timeout: Duration,
+}
+
+/// Why a request as a whole failed, classified as the spec's table says.
+fn classify(status: u16, code: Option<&str>, msg: &str, attempt: u32) -> SinkError {
+    let reason = match code {
+        Some(c) => format!("sqs {status} {c}: {}", snippet(msg, 300)),
+        None => format!("status {status}: {}", snippet(msg, 300)),
+    };
+    if let Some(c) = code {
+        match c {
+            "InvalidMessageContents"
+            | "InvalidParameterValue"
+            | "MissingParameter"
+            | "InvalidAttributeName"
+            | "InvalidAttributeValue" => return SinkError::Permanent(reason),
+            "AccessDenied"
+            | "AccessDeniedException"
+            | "QueueDoesNotExist"
+            | "InvalidClientTokenId"
+            | "UnrecognizedClientException"
+            | "SignatureDoesNotMatch"
+            | "InvalidAccessKeyId"
+            | "MissingAuthenticationToken" => return SinkError::PermanentConfig(reason),
+            "Throttling"
+            | "ThrottlingException"
+            | "RequestThrottled"
+            | "TooManyRequestsException"
+            | "ServiceUnavailable"
+            | "KmsThrottled" => {
+                return SinkError::RetryAfter {
+                    ms: full_jitter(attempt),
+                    reason,
+                };
+            }
+            _ => {}
+        }
+    }
+    if status == 429 || status == 503 {
+        return SinkError::RetryAfter {
+            ms: full_jitter(attempt),
+            reason,
+        };
+    }
+    SinkError::Transient(reason)
+}
+
+/// The error code of an SQS JSON error: `__type` after its `#`, or the query-compatible
+/// `x-amzn-query-error` header's code (`AWS.SimpleQueueService.NonExistentQueue` means
+/// `QueueDoesNotExist`).
+fn error_code(body: &Value, query_error: Option<&str>) -> Option<String> {
+    if let Some(q) = query_error {
+        let code = q.split(';').next().unwrap_or(q);
+        let code = match code {
+            "AWS.SimpleQueueService.NonExistentQueue" => "QueueDoesNotExist",
+            other => other.rsplit('.').next().unwrap_or(other),
+        };
+        if !code.is_empty() {
+            return Some(code.to_string());
+        }
+    }
+    let t = body
+        .get("__type")
+        .or_else(|| body.get("code"))
+        .and_then(Value::as_str)?;
+    Some(t.rsplit('#').next().unwrap_or(t).to_string())
+}
+
+fn error_message(body: &Value) -> String {
+    body.get("message")
+        .or_else(|| body.get("Message"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string()
+}
+
+enum Reply {
+    Ok(Value),
+    Failed(SinkError),
+}
+
+impl SqsClient {
+    async fn call(&self, target: &str, payload: &Value, attempt: u32) -> Reply {
+        let creds = match self.creds.get().await {
+            Ok(c) => c,
+            Err(e) => return Reply::Failed(SinkError::Transient(e)),
+        };
+        let body = match serde_json::to_vec(payload) {
+            Ok(b) => b,
+            Err(e) => return Reply::Failed(SinkError::Transient(format!("encode: {e}"))),
+        };
+        let url = format!("{}/", self.endpoint.trim_end_matches('/'));
+        let target = format!("AmazonSQS.{target}");
+        let base = [
+            ("content-type", "application/x-amz-json-1.0"),
+            ("x-amz-target", target.as_str()),
+        ];
+        let signed = match sign_headers(creds, &self.region, "sqs", "POST", &url, &base, &body) {
+            Ok(h) => h,
+            Err(e) => return Reply::Failed(SinkError::Transient(e)),
+        };
+        let mut req = self.http.post(&url).timeout(self.timeout).body(body);
+        for (k, v) in base {
+            req = req.header(k, v);
+        }
+        for (k, v) in &signed {
+            req = req.header(k.as_str(), v.as_str());
+        }
+        let resp = match req.send().await {
+            Ok(r) => r,
+            Err(e) if e.is_timeout() => {
+                return Reply::Failed(SinkError::Transient(format!(
+                    "timeout: no answer within {} ms",
+                    self.timeout.as_millis()
+                )));
+            }
+            Err(e) => {
+                return Reply::Failed(SinkError::Transient(format!(
+                    "transport: {}",
+                    e.without_url()
+                )));
+            }
+        };
+        let status = resp.status().as_u16();
+        let query_error = resp
+            .headers()
+            .get("x-amzn-query-error")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let text = match resp.text().await {
+            Ok(t) => t,
+            Err(e) => {
+                return Reply::Failed(SinkError::Transient(format!(
+                    "transport: {}",
+                    e.without_url()
+                )));
+            }
+        };
+        let parsed: Option<Value> = serde_json::from_str(&text).ok();
+        if (200..300).contains(&status) {
+            return match parsed {
+                Some(v) => Reply::Ok(v),
+                None => Reply::Failed(SinkError::Transient(format!(
+                    "unexpected_reply: {}",
+                    snippet(&text, 200)
+                ))),
+            };
+        }
+        let code = parsed
+            .as_ref()
+            .and_then(|v| error_code(v, query_error.as_deref()));
+        match code {
+            Some(c) => {
+                let msg = parsed.as_ref().map(error_message).unwrap_or_default();
+                Reply::Failed(classify(status, Some(&c), &msg, attempt))
+            }
+            None => Reply::Failed(classify(status, None, &text, attempt)),
+        }
+    }
+
+    /// One `SendMessage`.
+    pub async fn send_one(&self, e: &SqsEntry, attempt: u32) -> Result<(), SinkError> {
+        let mut m = e.to_json();
+        m.insert("QueueUrl".into(), Value::String(self.queue_url.clone()));
+        match self.call("SendMessage", &Value::Object(m), attempt).await {
+            Reply::Failed(err) => Err(err),
+            Reply::Ok(v) => check_md5(&v, &e.md5),
+        }
+    }
+
+    /// One `SendMessageBatch`, answered per entry.
+    pub async fn send_batch(&self, items: &[Item<SqsEntry>]) -> Vec<Result<(), SinkError>> {
+        let entries: Vec<Value> = items
+            .iter()
+            .enumerate()
+            .map(|(i, it)| {
+                let mut m = it.payload.to_json();
+                m.insert("Id".into(), Value::String(i.to_string()));
+                Value::Object(m)
+            })
+            .collect();
+        let payload = json!({"QueueUrl": self.queue_url, "Entries": entries});
+        let attempt = items.iter().map(|i| i.attempt).max().unwrap_or(1);
+        let v = match self.call("SendMessageBatch", &payload, attempt).await {
+            Reply::Ok(v) => v,
+            Reply::Failed(err) => {
+                // The whole request failed: each entry gets that failure, with its own
+                // jitter draw.
+                return items
+                    .iter()
+                    .map(|it| match &err {
+                        SinkError::RetryAfter { reason, .. } => Err(SinkError::RetryAfter {
+                            ms: full_jitter(it.attempt),
+                            reason: reason.clone(),
+                        }),
+                        other => Err(other.clone()),
+                    })
+                    .collect();
+            }
+        };
+        let mut results: Vec<Result<(), SinkError>> = items
+            .iter()
+            .map(|_| {
+                Err(SinkError::Transient(
+                    "unexpected_reply: entry absent from the SendMessageBatch reply".into(),
+                ))
+            })
+            .collect();
+        let index = |e: &Value| -> Option<usize> {
+            e.get("Id")
+                .and_then(Value::as_str)
+                .and_then(|s| s.parse::<usize>().ok())
+                .filter(|i| *i < items.len())
+        };
+        if let Some(ok) = v.get("Successful").and_then(Value::as_array) {
+            for e in ok {
+                if let Some(i) = index(e) {
+                    results[i] = check_md5(e, &items[i].payload.md5);
+                }
+            }
+        }
+        if let Some(failed) = v.get("Failed").and_then(Value::as_array) {
+            for e in failed {
+                if let Some(i) = index(e) {
+                    let code = e.get("Code").and_then(Value::as_str).unwrap_or("Unknown");
+                    let msg = e.get("Message").and_then(Value::as_str).unwrap_or("");
+                    // An entry's failure has no HTTP status of its own (the batch was a 200),
+                    // so only its code classifies it.
+                    results[i] = Err(classify(200, Some(code), msg, items[i].attempt));
+                }
+            }
+        }
+        results
+    }
+}
+
+fn check_md5(reply: &Value, expected: &str) -> Result<(), SinkError> {
+    match reply.get("MD5OfMessageBody").and_then(Value::as_str) {
+        Some(m) if m.eq_ignore_ascii_case(expected) => Ok(()),
+        Some(m) => Err(SinkError::Transient(format!(
+            "md5_mismatch: SQS stored a body with MD5 {m}, sent {expected}"
+        ))),
+        None => Err(SinkError::Transient(
+            "unexpected_reply: no MD5OfMessageBody".into(),
+        )),
+    }
+}
+
+struct SqsFlush(Arc<SqsClient>);
+
+impl Flush<SqsEntry> for SqsFlush {
+    fn flush<'a>(
+        &'a self,
+        items: &'a [Item<SqsEntry>],
+    ) -> BoxFuture<'a, Vec<Result<(), SinkError>>> {
+        Box::pin(self.0.send_batch(items))
+    }
+}
+
+pub struct SqsSink {
+    client: Arc<SqsClient>,
+    batcher: Option<Arc<Batcher<SqsEntry>>>,
+    fifo: bool,
+    group_id: Option<String>,
+    limits: Limits,
+    reported_inline: u64,
+}
+
+/// Builds the client a sink (and its batcher) uses.
+pub fn client(cfg: &SqsSinkConfig, http: reqwest::Client) -> Arc<SqsClient> {
+    let queue = url::Url::parse(&cfg.queue_url).ok();
+    let endpoint = cfg.endpoint.clone().unwrap_or_else(|| {
+        queue
+            .as_ref()
+            .map(|u| u.origin().ascii_serialization())
+            .unwrap_or_default()
+    });
+    let region = cfg
+        .region
+        .clone()
+        .or_else(|| {
+            queue
+                .as_ref()
+                .and_then(|u| u.host_str().and_then(region_from_host))
+        })
+        .or_else(|| std::env::var("AWS_REGION").ok())
+        .or_else(|| std::env::var("AWS_DEFAULT_REGION").ok())
+        .unwrap_or_else(|| "us-east-1".into());
+    Arc::new(SqsClient {
+        http,
+        queue_url: cfg.queue_url.clone(),
+        endpoint,
+        region,
+        creds: CredentialSource::from_config(
+            cfg.access_key_id.as_deref(),
+            cfg.secret_access_key.as_deref(),
+            cfg.session_token.as_deref(),
+        ),
+        timeout: Duration::from_millis(cfg.timeout_ms),
+    })
+}
+
+/// The batcher for a queue, from a client.
+pub fn batcher(
+    cfg: &SqsSinkConfig,
+    client: Arc<SqsClient>,
+    default_inflight: u32,
+    stats: Arc<crate::batcher::BatchStats>,
+) -> Batcher<SqsEntry> {
+    Batcher::start(
+        BatchConfig {
+            linger: Duration::from_millis(cfg.batch_linger_ms),
+            max_entries: cfg.batch_max_entries as usize,
+            max_bytes: cfg.batch_max_bytes,
+            queue_max: cfg.batch_queue_max as usize,
+            queue_max_bytes: cfg.batch_queue_max_bytes,
+            tenant_max: cfg.batch_queue_tenant_max as usize,
+            max_inflight: cfg.batch_max_inflight.unwrap_or(default_inflight) as usize,
+        },
+        Arc::new(SqsFlush(client)),
+        stats,
+    )
+}
+
+impl SqsSink {
+    pub fn new(
+        cfg: &SqsSinkConfig,
+        client: Arc<SqsClient>,
+        batcher: Option<Arc<Batcher<SqsEntry>>>,
+        forward_headers_max_bytes: u64,
+    ) -> SqsSink {
+        let limits = Limits {
+            inline_max: cfg.inline_max_bytes,
+            max_message: cfg.max_message_bytes,
+        };
+        SqsSink {
+            client,
+            batcher: if cfg.batch { batcher } else { None },
+            fifo: cfg.is_fifo(),
+            group_id: cfg.message_group_id.clone(),
+            limits,
+            reported_inline: limits.reported_inline_max(forward_headers_max_bytes),
+        }
+    }
+
+    async fn attempt(&self, env: &Envelope, ctx: &DeliveryCtx) -> Result<(), SinkError> {
+        let attributes = message::attributes(env, ctx);
+        // SQS counts each attribute's name, type ("String") and value.
+        let overhead: u64 = attributes
+            .iter()
+            .map(|(k, v)| (k.len() + "String".len() + v.len()) as u64)
+            .sum();
+        let prepared = message::prepare(env, ctx, self.limits, overhead)?;
+        // The message is JSON, so UTF-8: a valid SQS body.
+        let body = String::from_utf8(prepared.json)
+            .map_err(|_| SinkError::Permanent("message is not UTF-8".into()))?;
+        let md5 = hex::encode(Md5::digest(body.as_bytes()));
+        let bytes = body.len() as u64 + overhead;
+        let (group_id, dedup_id) = if self.fifo {
+            (
+                Some(
+                    self.group_id
+                        .clone()
+                        .unwrap_or_else(|| message::tenant_source_key(env)),
+                ),
+                Some(message::dedupe_id(env, ctx)),
+            )
+        } else {
+            (self.group_id.clone(), None)
+        };
+        let entry = SqsEntry {
+            body,
+            attributes,
+            group_id: group_id.clone(),
+            dedup_id,
+            md5,
+        };
+        match &self.batcher {
+            // Only FIFO groups are ordered; a standard queue's group id (fair queues) is not.
+            Some(b) => {
+                let order = if self.fifo { group_id } else { None };
+                b.submit(entry, bytes, &env.tenant, order, ctx.attempt)
+                    .await
+            }
+            None => self.client.send_one(&entry, ctx.attempt).await,
+        }
+    }
+}
+
+impl Sink for SqsSink {
+    fn deliver<'a>(
+        &'a self,
+        env: &'a Envelope,
+        ctx: &'a DeliveryCtx,
+    ) -> BoxFuture<'a, Result<(), SinkError>> {
+        Box::pin(self.attempt(env, ctx))
+    }
+
+    fn inline_max_bytes(&self) -> Option<u64> {
+        Some(self.reported_inline)
+    }
+
+    fn type_name(&self) -> &'static str {
+        "sqs"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_table() {
+        assert!(matches!(
+            classify(400, Some("InvalidParameterValue"), "m", 1),
+            SinkError::Permanent(_)
+        ));
+        assert!(matches!(
+            classify(400, Some("QueueDoesNotExist"), "m", 1),
+            SinkError::PermanentConfig(_)
+        ));
+        assert!(matches!(
+            classify(403, Some("SignatureDoesNotMatch"), "m", 1),
+            SinkError::PermanentConfig(_)
+        ));
+        assert!(matches!(
+            classify(400, Some("ThrottlingException"), "m", 1),
+            SinkError::RetryAfter { .. }
+        ));
+        assert!(matches!(
+            classify(500, Some("InternalError"), "m", 1),
+            SinkError::Transient(_)
+        ));
+        assert!(matches!(
+            classify(503, None, "<html>", 1),
+            SinkError::RetryAfter { .. }
+        ));
+        assert!(matches!(
+            classify(502, None, "<html>", 1),
+            SinkError::Transient(ref r) if r.starts_with("status 502")
+        ));
+    }
+
+    #[test]
+    fn codes_from_json_and_query_header() {
+        let v = json!({"__type": "com.amazonaws.sqs#QueueDoesNotExist", "message": "x"});
+        assert_eq!(error_code(&v, None).as_deref(), Some("QueueDoesNotExist"));
+        assert_eq!(
+            error_code(
+                &json!({}),
+                Some("AWS.SimpleQueueService.NonExistentQueue;Sender")
+            )
+            .as_deref(),
+            Some("QueueDoesNotExist")
+        );
+    }
+}
