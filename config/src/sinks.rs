@@ -1096,9 +1096,15 @@ sources:
         let mut k = ok.clone();
         k.max_record_bytes = 10;
         assert!(msg(check(SinkConfig::Kafka(k))).contains("max_record_bytes must be >= 1024"));
+        // Ordering lanes: an ordered Kafka sink is fine; a key needs exactly one source.
         let mut k = ok;
         k.ordered = true;
-        assert!(msg(check(SinkConfig::Kafka(k))).contains("ordered"));
+        check(SinkConfig::Kafka(k.clone())).unwrap();
+        k.ordering_key = Some(crate::model::OrderingKey {
+            header: None,
+            json: None,
+        });
+        assert!(msg(check(SinkConfig::Kafka(k))).contains("ordering_key"));
     }
 
     #[test]
@@ -1163,9 +1169,15 @@ sources:
         let mut s = ok.clone();
         s.queue_url = "https://sqs.us-east-1.amazonaws.com/hooks".into();
         assert!(msg(check(SinkConfig::Sqs(s))).contains("queue_url"));
+        // Ordering lanes need a FIFO queue.
         let mut s = ok;
         s.ordered = true;
-        assert!(msg(check(SinkConfig::Sqs(s))).contains("ordered"));
+        let fifo = s.queue_url.ends_with(".fifo");
+        if fifo {
+            check(SinkConfig::Sqs(s.clone())).unwrap();
+            s.queue_url = s.queue_url.trim_end_matches(".fifo").to_string();
+        }
+        assert!(msg(check(SinkConfig::Sqs(s))).contains("FIFO"));
         assert!(!SqsSinkConfig::new("https://x/1/q").is_fifo());
     }
 

@@ -630,11 +630,45 @@ pub fn signed_tokens(tpl: &str) -> Result<Vec<String>, String> {
 
 fn sink_config(p: &str, s: &SinkConfig) -> Result<(), ConfigError> {
     let (ordered, key) = s.ordering();
-    if ordered || key.is_some() {
-        return Err(err(
-            format!("{p}.ordered"),
-            "ordering lanes are not available in this release",
-        ));
+    if let Some(k) = key {
+        if !ordered {
+            return Err(err(
+                format!("{p}.ordering_key"),
+                "is only read with ordered: true",
+            ));
+        }
+        match (&k.header, &k.json) {
+            (Some(h), None) if valid_header_name(h) => {}
+            (Some(h), None) => {
+                return Err(err(
+                    format!("{p}.ordering_key.header"),
+                    format!("is not a header name: {h:?}"),
+                ));
+            }
+            (None, Some(j)) if !j.is_empty() && !j.split('.').any(str::is_empty) => {}
+            (None, Some(j)) => {
+                return Err(err(
+                    format!("{p}.ordering_key.json"),
+                    format!("must be a dot path like data.id, got {j:?}"),
+                ));
+            }
+            _ => {
+                return Err(err(
+                    format!("{p}.ordering_key"),
+                    "must name exactly one of header, json",
+                ));
+            }
+        }
+    }
+    if ordered {
+        if let SinkConfig::Sqs(q) = s {
+            if !q.queue_url.ends_with(".fifo") {
+                return Err(err(
+                    format!("{p}.ordered"),
+                    "an ordered SQS sink needs a FIFO queue (queue_url ending in .fifo)",
+                ));
+            }
+        }
     }
     match s {
         SinkConfig::Log(_) => Ok(()),

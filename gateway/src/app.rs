@@ -58,7 +58,7 @@ pub const EMBEDDED_CONFIG: &str = include_str!("embedded.yml");
 
 struct NoDispatch;
 impl CommitListener for NoDispatch {
-    fn committed(&self, _: &[String], _: u64) {}
+    fn committed(&self, _: &[String], _: u64, _: &[Vec<u8>]) {}
 }
 
 /// The store directory of a config: `<data_dir>/<instance>/store`.

@@ -28,7 +28,8 @@ pub enum CommitError {
 
 /// Told about every commit, so dispatch wakes at once for the new rows.
 pub trait CommitListener: Send + Sync {
-    fn committed(&self, tenants: &[String], due_at: u64);
+    /// `lanes`: ordering lanes that got rows (dispatch makes a lane's head due).
+    fn committed(&self, tenants: &[String], due_at: u64, lanes: &[Vec<u8>]);
 }
 
 struct Job {
@@ -108,13 +109,17 @@ impl Batcher {
     /// Commits one record and waits until it is durable (or refused). Records with the same
     /// dedupe key always share a partition, so their dedupe decision is serialised.
     pub async fn commit(&self, rec: IngestRecord) -> Result<IngestResult, CommitError> {
-        let idx = match &rec.dedupe {
-            Some(d) => {
-                let mut h = std::collections::hash_map::DefaultHasher::new();
-                d.key.hash(&mut h);
-                (h.finish() % self.parts.len() as u64) as usize
-            }
-            None => self.rr.fetch_add(1, Ordering::Relaxed) % self.parts.len(),
+        // A source with ordered sinks commits through one partition, so seq order is commit
+        // order within its lanes; a dedupe key always meets its earlier copies.
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        let idx = if !rec.lanes.is_empty() {
+            (&rec.envelope.tenant, &rec.envelope.source_id).hash(&mut h);
+            (h.finish() % self.parts.len() as u64) as usize
+        } else if let Some(d) = &rec.dedupe {
+            d.key.hash(&mut h);
+            (h.finish() % self.parts.len() as u64) as usize
+        } else {
+            self.rr.fetch_add(1, Ordering::Relaxed) % self.parts.len()
         };
         let part = &self.parts[idx];
         let size = rec.envelope.body.len() as u64 + 512;
@@ -216,15 +221,31 @@ impl Worker {
             match outcome {
                 Ok((Ok(results), recs)) => {
                     let mut tenants: Vec<String> = Vec::new();
-                    for r in &recs {
+                    let mut lanes: Vec<Vec<u8>> = Vec::new();
+                    for (r, res) in recs.iter().zip(&results) {
                         if !tenants.contains(&r.envelope.tenant) {
                             tenants.push(r.envelope.tenant.clone());
+                        }
+                        if matches!(res, IngestResult::Accepted { .. }) {
+                            for (i, key) in r.lanes.iter().enumerate() {
+                                if let Some(key) = key {
+                                    let lane = crate::store::keys::lane_id(
+                                        &r.envelope.tenant,
+                                        &r.envelope.source_id,
+                                        i as u16,
+                                        key,
+                                    );
+                                    if !lanes.contains(&lane) {
+                                        lanes.push(lane);
+                                    }
+                                }
+                            }
                         }
                     }
                     for (reply, res) in replies.into_iter().zip(results) {
                         let _ = reply.send(Ok(res));
                     }
-                    self.listener.committed(&tenants, now);
+                    self.listener.committed(&tenants, now, &lanes);
                 }
                 Ok((Err(e), _)) => self.fail_all(replies, &e),
                 Err(join) => self.fail_all(

@@ -48,6 +48,9 @@ pub struct DeliveryCtx {
     /// Set when the body is larger than the smallest `inline_max_bytes` of the source's sinks:
     /// checked in once per hook, shared by every sink and retry.
     pub claim: Option<ClaimRef>,
+    /// The lane key when the sink entry is ordered (`""` for the keyless lane); sinks pass
+    /// it on (HTTP `x-ankusa-ordering-key`, Kafka record key, SQS group, Pub/Sub orderingKey).
+    pub ordering_key: Option<String>,
 }
 
 /// A destination of a source's hooks.

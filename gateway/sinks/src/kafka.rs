@@ -131,10 +131,14 @@ impl KafkaSink {
     }
 
     async fn attempt(&self, env: &Envelope, ctx: &DeliveryCtx) -> Result<(), SinkError> {
-        let key = self
-            .key
-            .clone()
-            .unwrap_or_else(|| message::tenant_source_key(env));
+        // An ordered sink's lane key picks the partition, so a lane stays on one.
+        let key = match message::lane_key(ctx) {
+            Some(k) => k.to_string(),
+            None => self
+                .key
+                .clone()
+                .unwrap_or_else(|| message::tenant_source_key(env)),
+        };
         let attrs = message::attributes(env, ctx);
         let overhead = key.len() as u64 + message::attributes_len(&attrs);
         let prepared = message::prepare(env, ctx, self.limits, overhead)?;

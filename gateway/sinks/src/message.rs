@@ -41,6 +41,9 @@ struct Wire<'a> {
     region: Option<&'a str>,
     traceparent: Option<&'a str>,
     tracestate: Option<&'a str>,
+    /// The ordering lane's key, on ordered sinks only (an additive v1 field).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ordering_key: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     body_base64: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -100,6 +103,12 @@ pub fn dedupe_id(env: &Envelope, ctx: &DeliveryCtx) -> String {
     }
 }
 
+/// The ordering lane's key of an ordered sink; `None` for an unordered sink and for the
+/// keyless lane (`""`).
+pub fn lane_key(ctx: &DeliveryCtx) -> Option<&str> {
+    ctx.ordering_key.as_deref().filter(|k| !k.is_empty())
+}
+
 /// `<tenant>/<source_id>` (`/<source_id>` without a tenant): the Kafka key and the FIFO
 /// MessageGroupId by default.
 pub fn tenant_source_key(env: &Envelope) -> String {
@@ -142,6 +151,7 @@ pub fn encode(env: &Envelope, ctx: &DeliveryCtx, claim: Option<&ClaimRef>) -> Ve
         region: ctx.region.as_deref(),
         traceparent: env.traceparent.as_deref(),
         tracestate: env.tracestate.as_deref(),
+        ordering_key: lane_key(ctx),
         body_base64,
         claim: claim_urn,
     };
@@ -151,8 +161,8 @@ pub fn encode(env: &Envelope, ctx: &DeliveryCtx, claim: Option<&ClaimRef>) -> Ve
 
 /// The `ankusa_*` metadata set, for transports with headers or attributes: always `ankusa_id`,
 /// `ankusa_source_id`, `ankusa_message_version`, `ankusa_idempotency_key`, `content_type`;
-/// `ankusa_tenant_id`, `ankusa_dedupe_key`, `ankusa_replay_id`, `traceparent`, `tracestate`
-/// when set. Empty values are left out (SQS refuses them).
+/// `ankusa_tenant_id`, `ankusa_dedupe_key`, `ankusa_replay_id`, `ankusa_ordering_key`,
+/// `traceparent`, `tracestate` when set. Empty values are left out (SQS refuses them).
 pub fn attributes(env: &Envelope, ctx: &DeliveryCtx) -> Vec<(&'static str, String)> {
     let mut a: Vec<(&'static str, String)> = Vec::with_capacity(10);
     a.push(("ankusa_id", env.id.to_string()));
@@ -168,6 +178,9 @@ pub fn attributes(env: &Envelope, ctx: &DeliveryCtx) -> Vec<(&'static str, Strin
     }
     if let Some(r) = &ctx.replay_id {
         a.push(("ankusa_replay_id", r.clone()));
+    }
+    if let Some(k) = lane_key(ctx) {
+        a.push(("ankusa_ordering_key", k.to_string()));
     }
     if let Some(t) = &env.traceparent {
         a.push(("traceparent", t.clone()));
@@ -317,6 +330,7 @@ mod tests {
 
     fn ctx() -> DeliveryCtx {
         DeliveryCtx {
+            ordering_key: None,
             instance: "default".into(),
             region: Some("eu-west-1".into()),
             attempt: 1,

@@ -35,6 +35,9 @@ use crate::util::{full_jitter, snippet};
 
 pub const DEFAULT_ENDPOINT: &str = "https://pubsub.googleapis.com";
 
+/// Pub/Sub's limit on an attribute value and on an ordering key.
+const MAX_ATTRIBUTE_VALUE: usize = 1024;
+
 /// One message ready for `topics.publish`.
 pub struct PubsubMessage {
     data: Vec<u8>,
@@ -43,6 +46,19 @@ pub struct PubsubMessage {
 }
 
 impl PubsubMessage {
+    /// A message as published; the sink builds these from hooks (tools and tests may too).
+    pub fn new(
+        data: Vec<u8>,
+        attributes: Vec<(&'static str, String)>,
+        ordering_key: Option<String>,
+    ) -> Self {
+        PubsubMessage {
+            data,
+            attributes,
+            ordering_key,
+        }
+    }
+
     fn to_json(&self) -> Value {
         let mut m = Map::new();
         m.insert(
@@ -387,26 +403,50 @@ impl PubsubSink {
     }
 
     async fn attempt(&self, env: &Envelope, ctx: &DeliveryCtx) -> Result<(), SinkError> {
-        let attributes = message::attributes(env, ctx);
+        let mut attributes = message::attributes(env, ctx);
+        // Pub/Sub refuses attribute values over 1024 bytes. The trace pair is also in the
+        // message, so an oversized one is left out; any other would fail the whole batch, so it
+        // is refused here, before the batch.
+        attributes.retain(|(k, v)| {
+            !(matches!(*k, "traceparent" | "tracestate") && v.len() > MAX_ATTRIBUTE_VALUE)
+        });
+        if let Some((k, v)) = attributes
+            .iter()
+            .find(|(_, v)| v.len() > MAX_ATTRIBUTE_VALUE)
+        {
+            return Err(SinkError::Permanent(format!(
+                "invalid attribute: {k} is {} bytes, Pub/Sub takes at most {MAX_ATTRIBUTE_VALUE}",
+                v.len()
+            )));
+        }
+        // An ordered sink's lane key is the orderingKey; else the sink's static one, if any.
+        let ordering_key = match message::lane_key(ctx) {
+            Some(k) => Some(k.to_string()),
+            None if ctx.ordering_key.is_some() => Some(message::tenant_source_key(env)),
+            None => self.ordering_key.clone(),
+        };
+        if let Some(k) = ordering_key
+            .as_ref()
+            .filter(|k| k.len() > MAX_ATTRIBUTE_VALUE)
+        {
+            return Err(SinkError::Permanent(format!(
+                "invalid ordering key: {} bytes, Pub/Sub takes at most {MAX_ATTRIBUTE_VALUE}",
+                k.len()
+            )));
+        }
         let overhead = message::attributes_len(&attributes)
-            + self.ordering_key.as_ref().map_or(0, |k| k.len() as u64);
+            + ordering_key.as_ref().map_or(0, |k| k.len() as u64);
         let prepared = message::prepare(env, ctx, self.limits, overhead)?;
         let bytes = prepared.json.len() as u64;
         let msg = PubsubMessage {
             data: prepared.json,
             attributes,
-            ordering_key: self.ordering_key.clone(),
+            ordering_key: ordering_key.clone(),
         };
         match &self.batcher {
             Some(b) => {
-                b.submit(
-                    msg,
-                    bytes,
-                    &env.tenant,
-                    self.ordering_key.clone(),
-                    ctx.attempt,
-                )
-                .await
+                b.submit(msg, bytes, &env.tenant, ordering_key, ctx.attempt)
+                    .await
             }
             None => {
                 let items = [Item {

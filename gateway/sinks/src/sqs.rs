@@ -270,40 +270,51 @@ impl SqsClient {
                     .collect();
             }
         };
-        let mut results: Vec<Result<(), SinkError>> = items
+        let expected: Vec<(&str, u32)> = items
             .iter()
-            .map(|_| {
-                Err(SinkError::Transient(
-                    "unexpected_reply: entry absent from the SendMessageBatch reply".into(),
-                ))
-            })
+            .map(|i| (i.payload.md5.as_str(), i.attempt))
             .collect();
-        let index = |e: &Value| -> Option<usize> {
-            e.get("Id")
-                .and_then(Value::as_str)
-                .and_then(|s| s.parse::<usize>().ok())
-                .filter(|i| *i < items.len())
-        };
-        if let Some(ok) = v.get("Successful").and_then(Value::as_array) {
-            for e in ok {
-                if let Some(i) = index(e) {
-                    results[i] = check_md5(e, &items[i].payload.md5);
-                }
-            }
-        }
-        if let Some(failed) = v.get("Failed").and_then(Value::as_array) {
-            for e in failed {
-                if let Some(i) = index(e) {
-                    let code = e.get("Code").and_then(Value::as_str).unwrap_or("Unknown");
-                    let msg = e.get("Message").and_then(Value::as_str).unwrap_or("");
-                    // An entry's failure has no HTTP status of its own (the batch was a 200),
-                    // so only its code classifies it.
-                    results[i] = Err(classify(200, Some(code), msg, items[i].attempt));
-                }
-            }
-        }
-        results
+        settle_batch(&v, &expected)
     }
+}
+
+/// Reads a `SendMessageBatch` reply entry by entry (`Id` is the entry's position):
+/// `Successful` with the MD5 of the body sent is `Ok`; another MD5, or an entry absent from
+/// the reply, is transient; a `Failed` entry is classified by its code alone.
+pub fn settle_batch(reply: &Value, expected: &[(&str, u32)]) -> Vec<Result<(), SinkError>> {
+    let mut results: Vec<Result<(), SinkError>> = expected
+        .iter()
+        .map(|_| {
+            Err(SinkError::Transient(
+                "unexpected_reply: entry absent from the SendMessageBatch reply".into(),
+            ))
+        })
+        .collect();
+    let index = |e: &Value| -> Option<usize> {
+        e.get("Id")
+            .and_then(Value::as_str)
+            .and_then(|s| s.parse::<usize>().ok())
+            .filter(|i| *i < expected.len())
+    };
+    if let Some(ok) = reply.get("Successful").and_then(Value::as_array) {
+        for e in ok {
+            if let Some(i) = index(e) {
+                results[i] = check_md5(e, expected[i].0);
+            }
+        }
+    }
+    if let Some(failed) = reply.get("Failed").and_then(Value::as_array) {
+        for e in failed {
+            if let Some(i) = index(e) {
+                let code = e.get("Code").and_then(Value::as_str).unwrap_or("Unknown");
+                let msg = e.get("Message").and_then(Value::as_str).unwrap_or("");
+                // An entry's failure has no HTTP status of its own (the batch was a 200), so
+                // only its code classifies it.
+                results[i] = Err(classify(200, Some(code), msg, expected[i].1));
+            }
+        }
+    }
+    results
 }
 
 fn check_md5(reply: &Value, expected: &str) -> Result<(), SinkError> {
@@ -416,7 +427,14 @@ impl SqsSink {
     }
 
     async fn attempt(&self, env: &Envelope, ctx: &DeliveryCtx) -> Result<(), SinkError> {
-        let attributes = message::attributes(env, ctx);
+        let mut attributes = message::attributes(env, ctx);
+        // SQS takes at most 10 attributes; the trace pair goes first (the message body carries
+        // it too).
+        for name in ["tracestate", "traceparent"] {
+            if attributes.len() > 10 {
+                attributes.retain(|(k, _)| *k != name);
+            }
+        }
         // SQS counts each attribute's name, type ("String") and value.
         let overhead: u64 = attributes
             .iter()
@@ -430,11 +448,14 @@ impl SqsSink {
         let bytes = body.len() as u64 + overhead;
         let (group_id, dedup_id) = if self.fifo {
             (
-                Some(
-                    self.group_id
+                Some(match message::lane_key(ctx) {
+                    // An ordered sink's group is its lane.
+                    Some(k) => k.to_string(),
+                    None => self
+                        .group_id
                         .clone()
                         .unwrap_or_else(|| message::tenant_source_key(env)),
-                ),
+                }),
                 Some(message::dedupe_id(env, ctx)),
             )
         } else {
@@ -511,6 +532,40 @@ mod tests {
             classify(502, None, "<html>", 1),
             SinkError::Transient(ref r) if r.starts_with("status 502")
         ));
+    }
+
+    #[test]
+    fn batch_reply_is_settled_per_entry() {
+        let md5 = |s: &str| hex::encode(Md5::digest(s.as_bytes()));
+        let (a, b, c, d, e, f) = (md5("a"), md5("b"), md5("c"), md5("d"), md5("e"), md5("f"));
+        let reply = json!({
+            "Successful": [
+                {"Id": "0", "MessageId": "m0", "MD5OfMessageBody": a},
+                {"Id": "1", "MessageId": "m1", "MD5OfMessageBody": "0000"},
+            ],
+            "Failed": [
+                {"Id": "2", "SenderFault": true, "Code": "InvalidParameterValue", "Message": "bad"},
+                {"Id": "3", "SenderFault": false, "Code": "ThrottlingException", "Message": "slow"},
+                {"Id": "4", "SenderFault": false, "Code": "InternalError", "Message": "oops"},
+            ]
+        });
+        let expected = [
+            (a.as_str(), 1),
+            (b.as_str(), 1),
+            (c.as_str(), 1),
+            (d.as_str(), 3),
+            (e.as_str(), 1),
+            (f.as_str(), 1),
+        ];
+        let r = settle_batch(&reply, &expected);
+        assert!(r[0].is_ok());
+        assert!(matches!(&r[1], Err(SinkError::Transient(m)) if m.starts_with("md5_mismatch")));
+        assert!(
+            matches!(&r[2], Err(SinkError::Permanent(m)) if m.contains("InvalidParameterValue"))
+        );
+        assert!(matches!(&r[3], Err(SinkError::RetryAfter { ms, .. }) if (1..=2000).contains(ms)));
+        assert!(matches!(&r[4], Err(SinkError::Transient(m)) if m.contains("InternalError")));
+        assert!(matches!(&r[5], Err(SinkError::Transient(m)) if m.starts_with("unexpected_reply")));
     }
 
     #[test]

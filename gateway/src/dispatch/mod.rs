@@ -57,6 +57,7 @@ enum Event {
     Due {
         tenants: Vec<String>,
         at: u64,
+        lanes: Vec<Vec<u8>>,
     },
     Done {
         claim: Arc<Claim>,
@@ -129,8 +130,8 @@ pub struct Dispatcher {
 }
 
 impl CommitListener for Dispatcher {
-    fn committed(&self, tenants: &[String], due_at: u64) {
-        self.wake(tenants.to_vec(), due_at);
+    fn committed(&self, tenants: &[String], due_at: u64, lanes: &[Vec<u8>]) {
+        self.wake_lanes(tenants.to_vec(), due_at, lanes.to_vec());
     }
 }
 
@@ -167,12 +168,19 @@ impl Dispatcher {
             inflight_bytes: 0,
             pending: Vec::new(),
             breakers: HashMap::new(),
+            lanes_active: Default::default(),
+            lanes_blocked: Default::default(),
             probes: Default::default(),
             last_gauges: Instant::now() - Duration::from_secs(10),
             store_backoff_until: None,
         };
         for (tenant, at) in sched.store.due_tenants()? {
             sched.set_due(&tenant, at);
+        }
+        let (heads, orphans) = sched.store.lane_state()?;
+        sched.lanes_active.extend(heads);
+        for lane in orphans {
+            sched.promote(lane, now_ms());
         }
         let thread = std::thread::Builder::new()
             .name("ankusa-dispatch".into())
@@ -191,11 +199,16 @@ impl Dispatcher {
 
     /// New rows of these tenants are due at `at`.
     pub fn wake(&self, tenants: Vec<String>, at: u64) {
+        self.wake_lanes(tenants, at, Vec::new());
+    }
+
+    /// As `wake`, and these ordering lanes got rows that may need a head.
+    pub fn wake_lanes(&self, tenants: Vec<String>, at: u64, lanes: Vec<Vec<u8>>) {
         let _ = self
             .tx
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .send(Event::Due { tenants, at });
+            .send(Event::Due { tenants, at, lanes });
     }
 
     /// Stops claiming, waits up to `grace` for running attempts, records their outcomes.
@@ -241,6 +254,10 @@ struct Scheduler {
     /// Outcomes not yet written (kept across a failed write).
     pending: Vec<Outcome>,
     breakers: HashMap<SinkKey, Breaker>,
+    /// Ordering lanes with a head (due, claimed or waiting for a retry).
+    lanes_active: std::collections::HashSet<Vec<u8>>,
+    /// Lanes whose head is waiting for a retry or parked.
+    lanes_blocked: std::collections::HashSet<Vec<u8>>,
     /// Rows running as a half-open breaker's probe.
     probes: std::collections::HashSet<(u64, u16)>,
     last_gauges: Instant,
@@ -296,9 +313,14 @@ impl Scheduler {
 
     fn handle(&mut self, ev: Event, d: &DispatchConfig) -> Option<mpsc::Sender<()>> {
         match ev {
-            Event::Due { tenants, at } => {
+            Event::Due { tenants, at, lanes } => {
                 for t in tenants {
                     self.set_due(&t, at);
+                }
+                for lane in lanes {
+                    if !self.lanes_active.contains(&lane) {
+                        self.promote(lane, at);
+                    }
                 }
                 None
             }
@@ -311,6 +333,20 @@ impl Scheduler {
                 None
             }
             Event::Shutdown(s) => Some(s),
+        }
+    }
+
+    /// Gives a lane without a head its head.
+    fn promote(&mut self, lane: Vec<u8>, now: u64) {
+        match self.store.promote_lane(&lane, now) {
+            Ok(Some((tenant, at))) => {
+                self.lanes_active.insert(lane);
+                self.set_due(&tenant, at);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::error!(error = %e, "promoting an ordering lane's head failed; it is retried at the next start")
+            }
         }
     }
 
@@ -604,6 +640,7 @@ impl Scheduler {
             forward_headers: forward::forwarded(&claim.hook.headers, &src.cfg, Some(&self.metrics)),
             tenant_for_pools: claim.row.tenant.clone(),
             claim: None,
+            ordering_key: claim.row.lane.clone(),
         };
         let timeout = Duration::from_millis(d.attempt_timeout_ms);
         let tx = self.tx.clone();
@@ -728,6 +765,15 @@ impl Scheduler {
                 };
                 match decision {
                     retry::Decision::RetryAt(at) => {
+                        if let Some(key) = &row.lane {
+                            let lane = crate::store::keys::lane_id(
+                                &row.tenant,
+                                &row.source_id,
+                                claim.sink,
+                                key,
+                            );
+                            self.lanes_blocked.insert(lane);
+                        }
                         row.due_at = at;
                         self.set_due(&row.tenant.clone(), at);
                         Outcome::Retry {
@@ -817,6 +863,11 @@ impl Scheduler {
                 row,
             }
         } else {
+            if let Some(key) = &row.lane {
+                let lane =
+                    crate::store::keys::lane_id(&row.tenant, &row.source_id, claim.sink, key);
+                self.lanes_blocked.insert(lane);
+            }
             row.due_at = until.min(horizon);
             self.set_due(&row.tenant.clone(), row.due_at);
             Outcome::Retry {
@@ -852,7 +903,18 @@ impl Scheduler {
             return;
         }
         match self.store.apply_outcomes(&self.pending) {
-            Ok(()) => self.pending.clear(),
+            Ok(advances) => {
+                self.pending.clear();
+                for a in advances {
+                    self.lanes_blocked.remove(&a.lane);
+                    match a.promoted {
+                        Some(at) => self.set_due(&a.tenant, at),
+                        None => {
+                            self.lanes_active.remove(&a.lane);
+                        }
+                    }
+                }
+            }
             Err(e) => {
                 tracing::error!(error = %e, outcomes = self.pending.len(), "recording outcomes failed; will retry");
                 let store = self.store.clone();
@@ -936,6 +998,12 @@ impl Scheduler {
             .retain(|_, t| t.inflight_rows > 0 || !t.keys.is_empty());
         self.queues
             .retain(|_, q| q.running > 0 || !q.rows.is_empty());
+        self.breakers.retain(|_, b| b.is_open() || b.failing());
+        m.dispatch_breakers_open
+            .set(self.breakers.values().filter(|b| b.is_open()).count() as i64);
+        m.dispatch_lanes.set(self.lanes_active.len() as i64);
+        m.dispatch_lanes_blocked
+            .set(self.lanes_blocked.len() as i64);
     }
 }
 
@@ -1056,6 +1124,7 @@ mod tests {
                     if i % 2 == 0 { "bad" } else { "good" },
                 ),
                 sinks: vec!["log"],
+                lanes: vec![],
                 dedupe: None,
             })
             .collect();

@@ -21,6 +21,22 @@ pub fn extract(cfg: &DedupeConfig, headers: &http::HeaderMap, body: &[u8]) -> Op
     Some(normalise(raw))
 }
 
+/// The lane key of an ordered sink: its `ordering_key` header or JSON path (read from the
+/// first 1 MiB of the body), normalised like dedupe keys. `None`: the hook has no key and
+/// goes to the sink's keyless lane.
+pub fn ordering_key(
+    k: &ankusa_config::OrderingKey,
+    headers: &http::HeaderMap,
+    body: &[u8],
+) -> Option<String> {
+    let raw = match (&k.header, &k.json) {
+        (Some(h), _) => header(headers, h),
+        (None, Some(path)) => json(&body[..body.len().min(1 << 20)], path),
+        (None, None) => None,
+    }?;
+    Some(normalise(raw))
+}
+
 fn header(headers: &http::HeaderMap, name: &str) -> Option<String> {
     let v = headers.get(name)?.to_str().ok()?.trim();
     (!v.is_empty()).then(|| v.to_string())

@@ -275,7 +275,9 @@ async fn handle(app: &App, req: Request) -> (&'static str, Response) {
         tracestate: trace_header(&parts.headers, "tracestate").filter(|v| v.len() <= 512),
         body,
     };
+    let lanes = lanes(app, &source, &parts.headers, &envelope.body);
     let record = IngestRecord {
+        lanes,
         dedupe: dedupe.map(|(k, ttl)| DedupeClaim {
             key: keys::dedupe(&tenant, &source.id, &k),
             ttl_ms: ttl.saturating_mul(1000),
@@ -362,6 +364,30 @@ fn verify(
             }
         }
     }
+}
+
+/// Per sink index, the ordering lane key of each ordered sink entry (`""`: the keyless lane);
+/// empty when the source has no ordered sink.
+fn lanes(app: &App, source: &SourceRt, headers: &HeaderMap, body: &[u8]) -> Vec<Option<String>> {
+    if !source.cfg.sinks.iter().any(|s| s.ordering().0) {
+        return Vec::new();
+    }
+    source
+        .cfg
+        .sinks
+        .iter()
+        .map(|s| match s.ordering() {
+            (false, _) => None,
+            (true, None) => Some(String::new()),
+            (true, Some(k)) => Some(dedupe::ordering_key(k, headers, body).unwrap_or_else(|| {
+                app.metrics
+                    .dispatch_lane_key_missing
+                    .with_label_values(&[s.type_name()])
+                    .inc();
+                String::new()
+            })),
+        })
+        .collect()
 }
 
 /// The first header whose value has a byte outside 0x20..=0x7E and tab (no obs-text).

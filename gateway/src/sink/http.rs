@@ -384,6 +384,9 @@ impl HttpSink {
         if let Some(r) = &ctx.replay_id {
             req = req.header("x-ankusa-replay-id", r.as_str());
         }
+        if let Some(k) = &ctx.ordering_key {
+            req = req.header("x-ankusa-ordering-key", k.as_str());
+        }
         if let Some(tp) = &env.traceparent {
             req = req.header("traceparent", tp.as_str());
         }

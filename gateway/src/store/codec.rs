@@ -145,6 +145,9 @@ pub struct DeliveryRow {
     pub dead_at: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay_id: Option<String>,
+    /// The ordering lane key of an ordered sink entry (`""`: the keyless lane).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lane: Option<String>,
 }
 
 impl DeliveryRow {

@@ -324,6 +324,7 @@ pub(crate) mod tests {
             .map(|_| IngestRecord {
                 envelope: crate::store::ingest_test_envelope(tenant, source),
                 sinks: vec!["http"],
+                lanes: vec![],
                 dedupe: None,
             })
             .collect();

@@ -24,6 +24,8 @@ pub struct IngestRecord {
     pub envelope: Envelope,
     /// Type names of the source's sinks at ack time, in index order: one row each.
     pub sinks: Vec<&'static str>,
+    /// Per sink index, the lane key of an ordered sink entry (empty: no ordered sinks).
+    pub lanes: Vec<Option<String>>,
     pub dedupe: Option<DedupeClaim>,
 }
 
@@ -104,9 +106,17 @@ impl Store {
                     error_class: None,
                     dead_at: None,
                     replay_id: None,
+                    lane: rec.lanes.get(i).cloned().flatten(),
                 };
                 batch.put_cf(&deliveries, keys::delivery(seq, sink), row.encode());
-                batch.put_cf(&index, keys::due(&env.tenant, now, seq, sink), []);
+                match &row.lane {
+                    // An ordered row waits in its lane; dispatch makes it due when it is the head.
+                    Some(key) => {
+                        let lane = keys::lane_id(&env.tenant, &env.source_id, sink, key);
+                        batch.put_cf(index, keys::lane_pending(&lane, seq), []);
+                    }
+                    None => batch.put_cf(index, keys::due(&env.tenant, now, seq, sink), []),
+                }
             }
             if let Some(claim) = &rec.dedupe {
                 let expires_at = now.saturating_add(claim.ttl_ms);
@@ -220,6 +230,7 @@ mod tests {
         IngestRecord {
             envelope: envelope("t", "s", b"{}"),
             sinks: vec!["log", "http"],
+            lanes: vec![],
             dedupe: key.map(|k| DedupeClaim {
                 key: keys::dedupe("t", "s", k),
                 ttl_ms: 1000,

@@ -112,6 +112,8 @@ pub struct StepResult {
     pub scanned: u64,
     /// Tenants whose rows became due, with their due time.
     pub tenants: Vec<String>,
+    /// Ordering lanes that got rows back (they wait for dispatch to make them the head).
+    pub lanes: Vec<Vec<u8>>,
     pub finished: bool,
 }
 
@@ -252,8 +254,18 @@ impl Store {
             row.dead_at = None;
             row.error_class = None;
             row.replay_id = Some(job.id.clone());
-            batch.put_cf(&deliveries, keys::delivery(seq, sink), row.encode());
-            batch.put_cf(&index, keys::due(&row.tenant, now, seq, sink), []);
+            batch.put_cf(deliveries, keys::delivery(seq, sink), row.encode());
+            match &row.lane {
+                // A replayed member of an ordering lane re-enters the lane.
+                Some(key) => {
+                    let lane = keys::lane_id(&row.tenant, &row.source_id, sink, key);
+                    batch.put_cf(index, keys::lane_pending(&lane, seq), []);
+                    if !res.lanes.contains(&lane) {
+                        res.lanes.push(lane);
+                    }
+                }
+                None => batch.put_cf(index, keys::due(&row.tenant, now, seq, sink), []),
+            }
             count(&mut batch, &row, 1, -1);
             if !res.tenants.contains(&row.tenant) {
                 res.tenants.push(row.tenant.clone());

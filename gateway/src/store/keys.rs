@@ -67,6 +67,8 @@ pub const IX_DEAD_TENANT: u8 = b'X';
 pub const IX_DEDUPE: u8 = b'u';
 pub const IX_DEDUPE_EXPIRY: u8 = b'e';
 pub const IX_HOOK_ID: u8 = b'i';
+pub const IX_LANE_PENDING: u8 = b'P';
+pub const IX_LANE_HEAD: u8 = b'H';
 
 fn tenant_prefix(tag: u8, tenant: &str) -> Vec<u8> {
     let mut k = Vec::with_capacity(2 + tenant.len() + 18);
@@ -196,6 +198,59 @@ pub fn parse_dedupe_expiry(k: &[u8]) -> Option<(u64, Vec<u8>)> {
     Some((be64(&k[1..9]), dk))
 }
 
+/// An ordering lane: `<tenant>\0<source>\0<sink:2><key>\0`. Keys never contain 0x00 (they
+/// come from validated header bytes or are hashed), so the last 0x00 ends the lane.
+pub fn lane_id(tenant: &str, source: &str, sink: u16, key: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(tenant.len() + source.len() + key.len() + 5);
+    k.extend_from_slice(tenant.as_bytes());
+    k.push(0);
+    k.extend_from_slice(source.as_bytes());
+    k.push(0);
+    k.extend_from_slice(&sink.to_be_bytes());
+    k.extend_from_slice(key.as_bytes());
+    k.push(0);
+    k
+}
+
+/// The tenant of a lane id.
+pub fn lane_tenant(lane: &[u8]) -> Option<&str> {
+    let nul = lane.iter().position(|&b| b == 0)?;
+    std::str::from_utf8(&lane[..nul]).ok()
+}
+
+/// A lane's waiting rows: `P<lane id><seq:8>` → empty. Only the head of a lane is due.
+pub fn lane_pending(lane: &[u8], seq: u64) -> Vec<u8> {
+    let mut k = Vec::with_capacity(1 + lane.len() + 8);
+    k.push(IX_LANE_PENDING);
+    k.extend_from_slice(lane);
+    k.extend_from_slice(&seq.to_be_bytes());
+    k
+}
+
+pub fn lane_pending_prefix(lane: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(1 + lane.len());
+    k.push(IX_LANE_PENDING);
+    k.extend_from_slice(lane);
+    k
+}
+
+/// (lane id, seq) of a lane-pending key.
+pub fn parse_lane_pending(k: &[u8]) -> Option<(&[u8], u64)> {
+    if k.first() != Some(&IX_LANE_PENDING) || k.len() < 1 + 5 + 8 {
+        return None;
+    }
+    let (lane, seq) = k[1..].split_at(k.len() - 9);
+    (lane.last() == Some(&0)).then(|| (lane, be64(seq)))
+}
+
+/// A lane's head: `H<lane id>` → `<seq:8>`. Present while the lane has a due or claimed head.
+pub fn lane_head(lane: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(1 + lane.len());
+    k.push(IX_LANE_HEAD);
+    k.extend_from_slice(lane);
+    k
+}
+
 /// Hook id → seq: `i<uuid:16>` → `<seq:8>`.
 pub fn hook_id(id: &uuid::Uuid) -> [u8; 17] {
     let mut k = [0u8; 17];
@@ -252,6 +307,17 @@ mod tests {
         let dk = dedupe("t", "s", "evt_1");
         assert_eq!(parse_dedupe_expiry(&dedupe_expiry(42, &dk)), Some((42, dk)));
         assert_eq!(prefix_end(b"d"), b"e".to_vec());
+        let lane = lane_id("t", "s", 256, "cus_1");
+        assert_eq!(lane_tenant(&lane), Some("t"));
+        assert_eq!(
+            parse_lane_pending(&lane_pending(&lane, 9)),
+            Some((lane.as_slice(), 9))
+        );
+        assert!(lane_pending(&lane, 9) < lane_pending(&lane, 10));
+        assert!(
+            lane_pending(&lane_id("t", "s", 0, ""), u64::MAX)
+                < lane_pending(&lane_id("t", "s", 0, "a"), 0)
+        );
         assert_eq!(prefix_end(&[1, 0xff]), vec![2]);
     }
 }

@@ -28,7 +28,7 @@ pub use codec::{
 pub use dlq::{DeadCursor, DeadEntry, DeadFilter, DeadPage, MAX_EXAMINED};
 pub use ingest::{DedupeClaim, IngestRecord, IngestResult};
 pub use jobs::{JobSettled, JobState, ReplayFilter, ReplayJob, StepResult};
-pub use queue::{Claimed, Outcome, SourceCounts};
+pub use queue::{Claimed, LaneAdvance, Outcome, SourceCounts};
 
 /// Why a store operation failed.
 #[derive(Debug, Clone, thiserror::Error)]

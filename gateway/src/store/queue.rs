@@ -41,11 +41,28 @@ pub enum Outcome {
     },
 }
 
+/// A lane whose head cleared (delivered or dead-lettered) in an outcome batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaneAdvance {
+    pub lane: Vec<u8>,
+    pub tenant: String,
+    /// The next row became the head, due at this time; `None`: the lane is empty now.
+    pub promoted: Option<u64>,
+}
+
 /// Pending/in-flight and dead rows of one source.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct SourceCounts {
     pub pending: i64,
     pub dead: i64,
+}
+
+/// The sink index of a lane id (`<tenant>\0<source>\0<sink:2>...`).
+fn lane_sink(lane: &[u8]) -> Option<u16> {
+    let first = lane.iter().position(|&b| b == 0)?;
+    let second = first + 1 + lane[first + 1..].iter().position(|&b| b == 0)?;
+    let s = lane.get(second + 1..second + 3)?;
+    Some(u16::from_be_bytes([s[0], s[1]]))
 }
 
 pub(crate) fn c_pending_source(source: &str) -> Vec<u8> {
@@ -232,11 +249,14 @@ impl Store {
         Ok((claimed, next_due))
     }
 
-    /// Records outcomes in one batch. A hook whose last row clears is deleted with it.
-    pub fn apply_outcomes(&self, outcomes: &[Outcome]) -> Result<(), StoreError> {
+    /// Records outcomes in one batch. A hook whose last row clears is deleted with it, and a
+    /// lane whose head cleared hands over to its next row in the same batch.
+    pub fn apply_outcomes(&self, outcomes: &[Outcome]) -> Result<Vec<LaneAdvance>, StoreError> {
         if outcomes.is_empty() {
-            return Ok(());
+            return Ok(Vec::new());
         }
+        let now = super::now_ms();
+        let mut advances = Vec::new();
         let db = self.db()?;
         let index = Self::cf(&db, keys::CF_INDEX)?;
         let deliveries = Self::cf(&db, keys::CF_DELIVERIES)?;
@@ -254,6 +274,9 @@ impl Store {
                     }
                     deleted.insert((*seq, *sink));
                     done_hooks.push((*seq, row));
+                    if let Some(key) = &row.lane {
+                        advances.push(self.advance_lane(&db, &mut batch, row, *sink, key, now)?);
+                    }
                 }
                 Outcome::Retry { seq, sink, row } => {
                     let mut row = row.clone();
@@ -272,6 +295,9 @@ impl Store {
                     if let Some(job) = &row.replay_id {
                         batch.merge(super::jobs::c_job_failed(job), 1i64.to_le_bytes());
                     }
+                    if let Some(key) = &row.lane {
+                        advances.push(self.advance_lane(&db, &mut batch, &row, *sink, key, now)?);
+                    }
                 }
             }
         }
@@ -281,7 +307,138 @@ impl Store {
                 self.delete_hook_if_done(&db, &mut batch, seq, row, &deleted)?;
             }
         }
-        self.write(&db, batch, false)
+        self.write(&db, batch, false)?;
+        Ok(advances)
+    }
+
+    /// Adds to the batch the hand-over of a lane whose head (of `row`) cleared: its lowest
+    /// waiting row becomes the head, due now; or the head pointer goes.
+    fn advance_lane(
+        &self,
+        db: &DB,
+        batch: &mut WriteBatch,
+        row: &DeliveryRow,
+        sink: u16,
+        key: &str,
+        now: u64,
+    ) -> Result<LaneAdvance, StoreError> {
+        let lane = keys::lane_id(&row.tenant, &row.source_id, sink, key);
+        let promoted = self.promote_in_batch(db, batch, &lane, sink, now)?;
+        if promoted.is_none() {
+            let index = Self::cf(db, keys::CF_INDEX)?;
+            batch.delete_cf(index, keys::lane_head(&lane));
+        }
+        Ok(LaneAdvance {
+            lane,
+            tenant: row.tenant.clone(),
+            promoted,
+        })
+    }
+
+    /// Makes the lane's lowest waiting row its head (due `now`) in the batch.
+    fn promote_in_batch(
+        &self,
+        db: &DB,
+        batch: &mut WriteBatch,
+        lane: &[u8],
+        sink: u16,
+        now: u64,
+    ) -> Result<Option<u64>, StoreError> {
+        let index = Self::cf(db, keys::CF_INDEX)?;
+        let deliveries = Self::cf(db, keys::CF_DELIVERIES)?;
+        let prefix = keys::lane_pending_prefix(lane);
+        let mut ro = ReadOptions::default();
+        ro.set_iterate_upper_bound(keys::prefix_end(&prefix));
+        let mut it = db.iterator_cf_opt(
+            index,
+            ro,
+            IteratorMode::From(&prefix, rocksdb::Direction::Forward),
+        );
+        let Some(item) = it.next() else {
+            return Ok(None);
+        };
+        let (k, _) = item.map_err(|e| classify(&e))?;
+        let Some((_, seq)) = keys::parse_lane_pending(&k) else {
+            return Err(StoreError::Corrupt("malformed lane key".into()));
+        };
+        batch.delete_cf(index, &k);
+        let Some(v) = db
+            .get_pinned_cf(deliveries, keys::delivery(seq, sink))
+            .map_err(|e| classify(&e))?
+        else {
+            tracing::warn!(seq, sink, "lane entry without its row dropped");
+            return Ok(None);
+        };
+        let mut next = DeliveryRow::decode(&v)?;
+        next.due_at = now;
+        next.state = RowState::Pending;
+        batch.put_cf(deliveries, keys::delivery(seq, sink), next.encode());
+        batch.put_cf(index, keys::due(&next.tenant, now, seq, sink), []);
+        batch.put_cf(index, keys::lane_head(lane), seq.to_be_bytes());
+        Ok(Some(now))
+    }
+
+    /// Gives a lane without a head its head. Returns the tenant and due time when it did.
+    pub fn promote_lane(&self, lane: &[u8], now: u64) -> Result<Option<(String, u64)>, StoreError> {
+        let db = self.db()?;
+        let index = Self::cf(&db, keys::CF_INDEX)?;
+        if db
+            .get_pinned_cf(index, keys::lane_head(lane))
+            .map_err(|e| classify(&e))?
+            .is_some()
+        {
+            return Ok(None);
+        }
+        let Some(tenant) = keys::lane_tenant(lane).map(String::from) else {
+            return Err(StoreError::Corrupt("malformed lane id".into()));
+        };
+        let sink =
+            lane_sink(lane).ok_or_else(|| StoreError::Corrupt("malformed lane id".into()))?;
+        let mut batch = WriteBatch::default();
+        let promoted = self.promote_in_batch(&db, &mut batch, lane, sink, now)?;
+        if promoted.is_some() {
+            self.write(&db, batch, false)?;
+        }
+        Ok(promoted.map(|at| (tenant, at)))
+    }
+
+    /// Lanes with a head, and lanes with waiting rows but no head (an ingest whose hand-over
+    /// to dispatch was cut by a restart). One seek per lane.
+    pub fn lane_state(&self) -> Result<(Vec<Vec<u8>>, Vec<Vec<u8>>), StoreError> {
+        let db = self.db()?;
+        let index = Self::cf(&db, keys::CF_INDEX)?;
+        let mut heads = Vec::new();
+        let mut ro = ReadOptions::default();
+        ro.set_iterate_upper_bound(vec![keys::IX_LANE_HEAD + 1]);
+        for item in db.iterator_cf_opt(
+            index,
+            ro,
+            IteratorMode::From(&[keys::IX_LANE_HEAD], rocksdb::Direction::Forward),
+        ) {
+            let (k, _) = item.map_err(|e| classify(&e))?;
+            heads.push(k[1..].to_vec());
+        }
+        let mut orphans = Vec::new();
+        let mut seek = vec![keys::IX_LANE_PENDING];
+        loop {
+            let mut ro = ReadOptions::default();
+            ro.set_iterate_upper_bound(vec![keys::IX_LANE_PENDING + 1]);
+            let mut it = db.iterator_cf_opt(
+                index,
+                ro,
+                IteratorMode::From(&seek, rocksdb::Direction::Forward),
+            );
+            let Some(item) = it.next() else { break };
+            let (k, _) = item.map_err(|e| classify(&e))?;
+            let Some((lane, _)) = keys::parse_lane_pending(&k) else {
+                return Err(StoreError::Corrupt("malformed lane key".into()));
+            };
+            if !heads.iter().any(|h| h.as_slice() == lane) {
+                orphans.push(lane.to_vec());
+            }
+            seek = keys::prefix_end(&keys::lane_pending_prefix(lane));
+        }
+        Ok((heads, orphans))
     }
 
     /// Adds the deletion of hook `seq` to the batch when none of its rows remains outside
@@ -399,7 +556,13 @@ impl Store {
                 more = true;
                 break;
             }
-            batch.delete_cf(&index, keys::due(&row.tenant, row.due_at, seq, sink));
+            batch.delete_cf(index, keys::due(&row.tenant, row.due_at, seq, sink));
+            if let Some(key) = &row.lane {
+                // Every waiting row of the source goes, so its lanes go with them.
+                let lane = keys::lane_id(&row.tenant, &row.source_id, sink, key);
+                batch.delete_cf(index, keys::lane_pending(&lane, seq));
+                batch.delete_cf(index, keys::lane_head(&lane));
+            }
             row.state = RowState::Dead;
             row.dead_at = Some(now);
             row.error_class = Some(ErrorClass::Permanent);
@@ -445,6 +608,7 @@ mod tests {
             .map(|_| IngestRecord {
                 envelope: crate::store::ingest_test_envelope(tenant, "src"),
                 sinks: vec!["log"],
+                lanes: vec![],
                 dedupe: None::<DedupeClaim>,
             })
             .collect();
