@@ -308,3 +308,76 @@ pub fn signed_request(path: &str, secret_key: &[u8], n: u64) -> Request<Full<Byt
 pub fn emit(v: serde_json::Value) {
     println!("{v}");
 }
+
+/// A receiver process: answers 200 after `delay`; `GET /stats?path=/x` reports how many
+/// deliveries to `/x` arrived (all paths without `path`) and their receipt→delivery latency
+/// (from `x-ankusa-received-at` to the answer), `GET /reset` clears the figures. Blocks.
+pub fn run_receiver(addr: SocketAddr, delay: Duration) -> anyhow::Result<()> {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    type Stats = Arc<Mutex<HashMap<String, (u64, Latencies)>>>;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let stats: Stats = Arc::default();
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        loop {
+            let (stream, _) = listener.accept().await?;
+            let _ = stream.set_nodelay(true);
+            let stats = stats.clone();
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+                    let stats = stats.clone();
+                    async move {
+                        let path = req.uri().path().to_string();
+                        let query = req.uri().query().unwrap_or("").to_string();
+                        let received_at = req
+                            .headers()
+                            .get("x-ankusa-received-at")
+                            .and_then(|v| v.to_str().ok())
+                            .and_then(|v| v.parse::<u64>().ok());
+                        let _ = req.into_body().collect().await;
+                        let body = match path.as_str() {
+                            "/stats" => {
+                                let want = query.strip_prefix("path=");
+                                let s = stats.lock().expect("lock");
+                                let mut count = 0;
+                                let mut lat = Latencies::default();
+                                for (p, (n, l)) in s.iter() {
+                                    if want.is_none_or(|w| w == p) {
+                                        count += n;
+                                        lat.merge(l.clone());
+                                    }
+                                }
+                                serde_json::json!({"count": count, "p50_ms": lat.quantile_ms(0.5), "p99_ms": lat.quantile_ms(0.99)}).to_string()
+                            }
+                            "/reset" => {
+                                stats.lock().expect("lock").clear();
+                                "{}".into()
+                            }
+                            _ => {
+                                if !delay.is_zero() {
+                                    tokio::time::sleep(delay).await;
+                                }
+                                let mut s = stats.lock().expect("lock");
+                                let e = s.entry(path).or_default();
+                                e.0 += 1;
+                                if let Some(at) = received_at {
+                                    let now = std::time::SystemTime::now()
+                                        .duration_since(std::time::UNIX_EPOCH)
+                                        .map(|d| d.as_millis() as u64)
+                                        .unwrap_or(0);
+                                    e.1.record(Duration::from_millis(now.saturating_sub(at)));
+                                }
+                                String::new()
+                            }
+                        };
+                        Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(Bytes::from(body))))
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await;
+            });
+        }
+    })
+}

@@ -86,8 +86,11 @@ fn is_whole_reference(s: &str) -> bool {
 /// A substituted whole-reference scalar keeps YAML's typing (numbers, booleans), but a value
 /// that YAML would read as a structure stays a string: a secret is never reinterpreted.
 fn reparse_scalar(text: String) -> Value {
+    // Only text that a number or boolean prints back exactly: `007`, `1e3` or `0x1f` stay
+    // strings, so a secret is never changed by being read as a number.
     match serde_yaml_ng::from_str::<Value>(&text) {
-        Ok(v @ (Value::Bool(_) | Value::Number(_))) => v,
+        Ok(Value::Bool(b)) if text == b.to_string() => Value::Bool(b),
+        Ok(Value::Number(n)) if text == n.to_string() => Value::Number(n),
         _ => Value::String(text),
     }
 }
@@ -242,6 +245,10 @@ mod tests {
         interpolate_tree(&mut v, &l).unwrap();
         assert_eq!(v["http"]["port"], Value::Number(4100.into()));
         assert_eq!(v["http"]["name"], Value::String("p4100".into()));
+        // Text a number would not print back stays a string.
+        assert_eq!(reparse_scalar("007".into()), Value::String("007".into()));
+        assert_eq!(reparse_scalar("1e3".into()), Value::String("1e3".into()));
+        assert_eq!(reparse_scalar("12".into()), Value::Number(12.into()));
     }
 
     #[test]

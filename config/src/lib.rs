@@ -7,6 +7,7 @@ pub mod interpolate;
 mod load;
 mod model;
 mod redact;
+pub mod scalar;
 mod secrets;
 mod sinks;
 mod validate;

@@ -135,9 +135,12 @@ impl Default for HttpConfig {
 #[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct AdminToken {
+    #[serde(deserialize_with = "crate::scalar::string")]
     pub token: String,
-    /// `dlq:read`, `dlq:write`, `replays:write`, `config:read`, `config:write`, `tenant:<id>`,
-    /// `tenant:*`, or `*` for everything.
+    /// `dlq:read` (dead letters, replay jobs, a source's deliveries), `dlq:write` (delete dead
+    /// letters, dead-letter a source's queue), `replays:write`, `config:read` (status, config,
+    /// wal), `config:write` (push or reload the config), `hooks:read`, `tenant:<id>` (limits the
+    /// token to those tenants), `tenant:*`, or `*` for everything.
     pub scopes: Vec<String>,
 }
 
@@ -399,6 +402,7 @@ pub struct ClaimCheckConfig {
     pub retention_days: Option<u32>,
     /// Bearer tokens readers must present; empty means the claim port is open (it binds
     /// loopback by default).
+    #[serde(deserialize_with = "crate::scalar::strings")]
     pub tokens: Vec<String>,
 }
 
@@ -788,7 +792,11 @@ pub struct HttpSinkConfig {
     #[serde(default = "default_http_timeout")]
     pub timeout_ms: u64,
     /// Extra request headers (values are treated as secrets in `print-config`).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "crate::scalar::string_map"
+    )]
     pub headers: BTreeMap<String, String>,
     /// Standard Webhooks signing secret(s), `whsec_<base64>`; required unless `allow_unsigned`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

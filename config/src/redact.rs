@@ -26,6 +26,7 @@ const SHOWN: &[&str] = &[
     "dedupe",
     "default",
     "ordering_key",
+    "tenants",
     // node / log / http / admin
     "instance",
     "data_dir",
@@ -145,34 +146,61 @@ const SHOWN: &[&str] = &[
 /// shown without it (and without query values).
 const URL_KEYS: &[&str] = &["url", "queue_url", "endpoint", "servers", "brokers"];
 
-/// Keys whose children are keyed by an id (shown) and hold structures walked by the rule.
-const ID_MAPS: &[&str] = &["sources", "tenants", "overrides"];
+/// Paths (dotted, `*` for any id) of maps whose keys are ids (shown) and whose values are
+/// structures walked by the same rule.
+const ID_MAPS: &[&str] = &[
+    "sources",
+    "rate_limits.tenants",
+    "dispatch.tenants.overrides",
+];
+
+/// Lists of secrets: every element redacted.
+const SECRET_LISTS: &[&str] = &["claim_check.tokens"];
 
 /// The config as JSON with every non-allowlisted value redacted.
 pub fn redacted_json(c: &Config) -> Value {
     let v = serde_json::to_value(c).expect("config serialises to JSON");
-    walk_object_value(v)
-}
-
-fn walk_object_value(v: Value) -> Value {
     match v {
-        Value::Object(m) => Value::Object(walk_map(m)),
+        Value::Object(m) => Value::Object(walk_map(m, "")),
         other => other,
     }
 }
 
-fn walk_map(m: Map<String, Value>) -> Map<String, Value> {
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+fn walk_map(m: Map<String, Value>, path: &str) -> Map<String, Value> {
     let mut out = Map::new();
     for (k, v) in m {
-        let shown = if ID_MAPS.contains(&k.as_str()) {
+        let here = join(path, &k);
+        let shown = if ID_MAPS.contains(&here.as_str()) {
             match v {
                 Value::Object(children) => Value::Object(
                     children
                         .into_iter()
-                        .map(|(id, c)| (id, walk_object_value(c)))
+                        .map(|(id, c)| {
+                            let child = match c {
+                                // Ids are shown; what they hold is walked under a `*` path.
+                                Value::Object(m) => Value::Object(walk_map(m, &join(&here, "*"))),
+                                other => walk_shown(other, &join(&here, "*")),
+                            };
+                            (id, child)
+                        })
                         .collect(),
                 ),
                 other => other,
+            }
+        } else if SECRET_LISTS.contains(&here.as_str()) {
+            match v {
+                Value::Array(items) => {
+                    Value::Array(items.iter().map(|_| REDACTED.into()).collect())
+                }
+                _ => REDACTED.into(),
             }
         } else if k == "headers" {
             match v {
@@ -199,13 +227,19 @@ fn walk_map(m: Map<String, Value>) -> Map<String, Value> {
             }
         } else if k == "tokens" {
             match v {
-                Value::Array(items) => {
-                    Value::Array(items.into_iter().map(walk_object_value).collect())
-                }
+                Value::Array(items) => Value::Array(
+                    items
+                        .into_iter()
+                        .map(|i| match i {
+                            Value::Object(m) => Value::Object(walk_map(m, &here)),
+                            _ => REDACTED.into(),
+                        })
+                        .collect(),
+                ),
                 _ => REDACTED.into(),
             }
         } else if SHOWN.contains(&k.as_str()) {
-            walk_shown(v)
+            walk_shown(v, &here)
         } else {
             REDACTED.into()
         };
@@ -214,10 +248,12 @@ fn walk_map(m: Map<String, Value>) -> Map<String, Value> {
     out
 }
 
-fn walk_shown(v: Value) -> Value {
+fn walk_shown(v: Value, path: &str) -> Value {
     match v {
-        Value::Object(m) => Value::Object(walk_map(m)),
-        Value::Array(items) => Value::Array(items.into_iter().map(walk_shown).collect()),
+        Value::Object(m) => Value::Object(walk_map(m, path)),
+        Value::Array(items) => {
+            Value::Array(items.into_iter().map(|i| walk_shown(i, path)).collect())
+        }
         scalar => scalar,
     }
 }
@@ -301,6 +337,34 @@ mod tests {
         );
         assert_eq!(v["admin"]["tokens"][0]["scopes"][0], "*");
         assert_eq!(v["http"]["port"], 4000);
+    }
+
+    #[test]
+    fn claim_tokens_are_redacted_and_id_maps_show_their_ids() {
+        let mut c = Config::default();
+        c.claim_check.tokens = vec!["claim-token-0123456789".into()];
+        c.dispatch.tenants.overrides.insert(
+            "acme".into(),
+            TenantWindow {
+                max_inflight: Some(9),
+                ..Default::default()
+            },
+        );
+        c.rate_limits.tenants.insert(
+            "beta".into(),
+            RateLimit {
+                rate: 1.0,
+                burst: 2,
+            },
+        );
+        let v = redacted_json(&c);
+        assert!(!v.to_string().contains("claim-token-0123456789"));
+        assert_eq!(v["claim_check"]["tokens"][0], "[redacted]");
+        assert_eq!(
+            v["dispatch"]["tenants"]["overrides"]["acme"]["max_inflight"],
+            9
+        );
+        assert_eq!(v["rate_limits"]["tenants"]["beta"]["burst"], 2);
     }
 
     #[test]

@@ -41,17 +41,6 @@ impl std::fmt::Debug for Secrets {
 
 impl<'de> Deserialize<'de> for Secrets {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum OneOrMany {
-            One(String),
-            Many(Vec<String>),
-        }
-        match OneOrMany::deserialize(d)
-            .map_err(|_| serde::de::Error::custom("expected a string or a list of strings"))?
-        {
-            OneOrMany::One(s) => Ok(Secrets(vec![s])),
-            OneOrMany::Many(v) => Ok(Secrets(v)),
-        }
+        crate::scalar::one_or_many(d).map(Secrets)
     }
 }

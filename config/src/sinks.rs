@@ -153,7 +153,7 @@ impl ExchangeType {
 
 /// Publishes each hook to an exchange (declared durable; queues are the consumer's), mandatory
 /// and persistent, answered on the broker's publisher confirm.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RabbitmqSinkConfig {
@@ -185,6 +185,21 @@ pub struct RabbitmqSinkConfig {
 
 fn d_max_inflight() -> u32 {
     256
+}
+
+impl std::fmt::Debug for RabbitmqSinkConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RabbitmqSinkConfig")
+            .field("url", &crate::redact_url(&self.url))
+            .field("exchange", &self.exchange)
+            .field("exchange_type", &self.exchange_type)
+            .field("routing_key", &self.routing_key)
+            .field("inline_max_bytes", &self.inline_max_bytes)
+            .field("max_inflight", &self.max_inflight)
+            .field("confirm_timeout_ms", &self.confirm_timeout_ms)
+            .field("ordered", &self.ordered)
+            .finish_non_exhaustive()
+    }
 }
 
 impl RabbitmqSinkConfig {
@@ -287,7 +302,7 @@ impl NatsSinkConfig {
 
 /// PUBLISHes each hook to a Redis channel; zero subscribers is an error (`no_subscribers`).
 /// Not durable: pub/sub keeps no copy.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RedisSinkConfig {
@@ -304,6 +319,18 @@ pub struct RedisSinkConfig {
     pub ordered: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ordering_key: Option<OrderingKey>,
+}
+
+impl std::fmt::Debug for RedisSinkConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisSinkConfig")
+            .field("url", &crate::redact_url(&self.url))
+            .field("channel", &self.channel)
+            .field("inline_max_bytes", &self.inline_max_bytes)
+            .field("publish_timeout_ms", &self.publish_timeout_ms)
+            .field("ordered", &self.ordered)
+            .finish_non_exhaustive()
+    }
 }
 
 impl RedisSinkConfig {

@@ -64,6 +64,7 @@ pub fn validate(c: &Config) -> Result<(), ConfigError> {
     rate_limits(&c.rate_limits)?;
     dispatch(&c.dispatch)?;
     egress(&c.egress)?;
+    claim_check(c)?;
     ports(c)?;
     for (id, s) in &c.sources {
         source(c, id, s)?;
@@ -166,13 +167,10 @@ pub const ADMIN_SCOPES: &[&str] = &[
     "*",
     "dlq:read",
     "dlq:write",
-    "replays:read",
     "replays:write",
     "config:read",
     "config:write",
-    "metrics:read",
     "hooks:read",
-    "sources:write",
     "tenant:*",
 ];
 
@@ -226,10 +224,12 @@ fn batcher(c: &Config) -> Result<(), ConfigError> {
     at_most("batcher.max_delay_ms", b.max_delay_ms, 1_000)?;
     at_least("batcher.max_queue", b.max_queue, 1)?;
     at_least("batcher.max_wait_ms", b.max_wait_ms, 1)?;
-    if b.max_queue_bytes < c.http.max_body_bytes {
+    // A queued record counts its body plus 512 bytes of bookkeeping.
+    let need = c.http.max_body_bytes + 512;
+    if b.max_queue_bytes < need {
         return Err(ConfigError::general(format!(
-            "batcher.max_queue_bytes must be >= http.max_body_bytes ({}), got {}",
-            c.http.max_body_bytes, b.max_queue_bytes
+            "batcher.max_queue_bytes must be >= http.max_body_bytes + 512 ({need}), got {}",
+            b.max_queue_bytes
         )));
     }
     Ok(())
@@ -353,6 +353,28 @@ fn egress(e: &EgressConfig) -> Result<(), ConfigError> {
     at_least("egress.pools.pool_max_idle_ms", e.pools.pool_max_idle_ms, 1)
 }
 
+fn claim_check(c: &Config) -> Result<(), ConfigError> {
+    let cc = &c.claim_check;
+    for (i, t) in cc.tokens.iter().enumerate() {
+        if t.trim().len() < 16 {
+            return Err(err(
+                format!("claim_check.tokens[{i}]"),
+                format!("must be at least 16 characters, got {}", t.trim().len()),
+            ));
+        }
+    }
+    if cc.enabled && cc.tokens.is_empty() && !cc.ip.is_loopback() {
+        return Err(err(
+            "claim_check.tokens",
+            format!(
+                "must hold at least one token when claim_check.ip is not a loopback address (got {}): the port serves hook bodies",
+                cc.ip
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn ports(c: &Config) -> Result<(), ConfigError> {
     let mut used: Vec<(&str, IpAddr, u16)> = Vec::new();
     if c.has_role(Role::Edge) {
@@ -416,6 +438,12 @@ fn source(c: &Config, id: &str, s: &SourceConfig) -> Result<(), ConfigError> {
     let p = format!("sources.{id}");
     if !valid_id(id) {
         return Err(err(&p, "source id must match [A-Za-z0-9_-]{1,64}"));
+    }
+    if c.http.prefix == "/" && (id == "health" || id == "ready") {
+        return Err(err(
+            &p,
+            "with http.prefix: / a source cannot be named health or ready (those paths are the probes)",
+        ));
     }
     if let Some(t) = &s.tenant
         && !valid_id(t)
@@ -660,15 +688,13 @@ fn sink_config(p: &str, s: &SinkConfig) -> Result<(), ConfigError> {
             }
         }
     }
-    if ordered {
-        if let SinkConfig::Sqs(q) = s {
-            if !q.queue_url.ends_with(".fifo") {
-                return Err(err(
-                    format!("{p}.ordered"),
-                    "an ordered SQS sink needs a FIFO queue (queue_url ending in .fifo)",
-                ));
-            }
-        }
+    if let (true, SinkConfig::Sqs(q)) = (ordered, s)
+        && !q.is_fifo()
+    {
+        return Err(err(
+            format!("{p}.ordered"),
+            "an ordered SQS sink needs a FIFO queue (queue_url ending in .fifo)",
+        ));
     }
     match s {
         SinkConfig::Log(_) => Ok(()),

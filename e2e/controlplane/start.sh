@@ -18,6 +18,9 @@
 #                        (default $HOME/.cache/ankusa/k8s-1.20.2, filled by build.sh)
 #   ANKUSA_CP_TIMEOUT    seconds to wait for each component (default 90)
 #   ANKUSA_CP_VERBOSITY  klog -v for apiserver/controller-manager (default 1)
+#   ANKUSA_CP_WATCH_PID  if set, a detached watchdog runs stop.sh as soon as that process is gone
+#                        (a test harness passes its own PID, so a killed test run leaves no
+#                        etcd/apiserver behind); the watchdog ends when stop.sh empties pids.
 #   ANKUSA_SERVICE_CIDR  --service-cluster-ip-range (default 127.100.0.0/16: a LOOPBACK range
 #                        on purpose, so that if anything ever dials a ClusterIP -- the apiserver
 #                        for a service-ref webhook/APIService, `kubectl proxy` -- it stays on
@@ -264,5 +267,14 @@ ANKUSA_CP_KCM_PORT=$KCM_PORT
 ANKUSA_CP_TOKEN=$TOKEN
 ANKUSA_CP_CA=$P/ca.crt
 EOF
+if [[ -n "${ANKUSA_CP_WATCH_PID:-}" ]]; then
+  WATCH=$ANKUSA_CP_WATCH_PID
+  setsid nohup bash -c '
+    while kill -0 "$1" 2>/dev/null && [[ -s "$2/pids" ]]; do sleep 1; done
+    [[ -s "$2/pids" ]] && "$3/stop.sh" "$2"
+  ' ankusa-cp-watchdog "$WATCH" "$W" "$HERE" >"$W/logs/watchdog.log" 2>&1 </dev/null &
+  echo $! >"$W/watchdog.pid"
+  log "watchdog (pid $!) stops this control plane when pid $WATCH exits"
+fi
 log "control plane up in $(( $(date +%s) - T0 ))s: apiserver $API_URL, etcd $ETCD_URL, logs $W/logs"
 echo "KUBECONFIG=$W/kubeconfig"

@@ -3,10 +3,9 @@
 //! `/health`, `/ready` and `/metrics` are open; every `/v1` route needs a bearer token with
 //! the route's scope when `admin.tokens` is set (the config refuses an open admin API off
 //! loopback). A token holding `tenant:<id>` scopes (and not `tenant:*` or `*`) sees and acts on
-//! those tenants only: another tenant's job is `404`, naming another tenant is `403`.
-// Handlers return `Result<_, Response>`: the error is the HTTP answer, built once per refused
-// request, so boxing it would only add an allocation.
-#![allow(clippy::result_large_err)]
+//! those tenants' dead letters, jobs and hooks only: another tenant's job is `404`, naming
+//! another tenant is `403`. Node-wide routes (status, config, wal, a source's deliveries) need
+//! a token that is not tenant-limited.
 
 use std::sync::Arc;
 
@@ -141,6 +140,19 @@ fn authorize(app: &App, headers: &HeaderMap, scope: &str) -> Result<Caller, Resp
     Ok(caller)
 }
 
+/// `authorize`, for a route about the whole node rather than some tenants' data.
+fn authorize_node(app: &App, headers: &HeaderMap, scope: &str) -> Result<Caller, Response> {
+    let caller = authorize(app, headers, scope)?;
+    if caller.tenants() != Tenants::All {
+        return Err(error(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            Some(json!({ "scope": "tenant:*" })),
+        ));
+    }
+    Ok(caller)
+}
+
 fn store_error(e: StoreError) -> Response {
     let mut r = error(
         StatusCode::SERVICE_UNAVAILABLE,
@@ -200,6 +212,38 @@ async fn metrics(State(app): State<Arc<App>>) -> Response {
         let c = m.store_write_failures.with_label_values(&[class]);
         c.inc_by(n.saturating_sub(c.get()));
     }
+    let factory = app.config.sinks();
+    for (sink, st) in [
+        ("sqs", &factory.queue.sqs_stats),
+        ("google_pubsub", &factory.queue.pubsub_stats),
+    ] {
+        use std::sync::atomic::Ordering::Relaxed;
+        let bump = |c: prometheus::IntCounter, v: u64| c.inc_by(v.saturating_sub(c.get()));
+        bump(
+            m.sink_batch_requests.with_label_values(&[sink]),
+            st.requests.load(Relaxed),
+        );
+        bump(
+            m.sink_batch_entries.with_label_values(&[sink]),
+            st.entries.load(Relaxed),
+        );
+        bump(
+            m.sink_batch_bisections.with_label_values(&[sink]),
+            st.bisections.load(Relaxed),
+        );
+        bump(
+            m.sink_batch_refused.with_label_values(&[sink, "entries"]),
+            st.refused_entries.load(Relaxed),
+        );
+        bump(
+            m.sink_batch_refused.with_label_values(&[sink, "bytes"]),
+            st.refused_bytes.load(Relaxed),
+        );
+        bump(
+            m.sink_batch_refused.with_label_values(&[sink, "tenant"]),
+            st.refused_tenant.load(Relaxed),
+        );
+    }
     let (ok, failed) = app.store.health.reopens();
     let c = m.store_reopen.with_label_values(&["ok"]);
     c.inc_by(ok.saturating_sub(c.get()));
@@ -213,7 +257,7 @@ async fn metrics(State(app): State<Arc<App>>) -> Response {
 }
 
 async fn status(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
-    tri!(authorize(&app, &headers, "config:read"));
+    tri!(authorize_node(&app, &headers, "config:read"));
     let st = app.config.status();
     let rt = app.config.snapshot();
     Json(json!({
@@ -232,7 +276,7 @@ async fn status(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
 }
 
 async fn get_config(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
-    tri!(authorize(&app, &headers, "config:read"));
+    tri!(authorize_node(&app, &headers, "config:read"));
     Json(ankusa_config::redacted_json(&app.config.snapshot().config)).into_response()
 }
 
@@ -272,19 +316,19 @@ fn reload_result(app: &App, r: Result<bool, ankusa_config::ConfigError>) -> Resp
 /// wait for the kubelet to refresh its mounted Secret). The file, when there is one, is not
 /// rewritten; the next change of the file reloads from it.
 async fn put_config(State(app): State<Arc<App>>, headers: HeaderMap, body: String) -> Response {
-    tri!(authorize(&app, &headers, "config:write"));
+    tri!(authorize_node(&app, &headers, "config:write"));
     let r = app.config.reload_from_text(&body).await;
     reload_result(&app, r)
 }
 
 async fn reload_config(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
-    tri!(authorize(&app, &headers, "config:write"));
+    tri!(authorize_node(&app, &headers, "config:write"));
     let r = app.config.reload_from_file().await;
     reload_result(&app, r)
 }
 
 async fn wal(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
-    tri!(authorize(&app, &headers, "config:read"));
+    tri!(authorize_node(&app, &headers, "config:read"));
     let store = app.store.clone();
     let v = tri!(
         blocking(move || {
@@ -577,7 +621,7 @@ async fn source_deliveries(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Response {
-    tri!(authorize(&app, &headers, "dlq:read"));
+    tri!(authorize_node(&app, &headers, "dlq:read"));
     let store = app.store.clone();
     let c = tri!(blocking(move || store.source_counts(&id)).await);
     Json(c).into_response()
@@ -585,7 +629,7 @@ async fn source_deliveries(
 
 #[derive(Deserialize, Default)]
 struct DeadLetterQuery {
-    limit: Option<usize>,
+    limit: Option<String>,
 }
 
 /// Dead-letters the source's queued (not in-flight) deliveries as `source_gone`, so a source
@@ -596,8 +640,11 @@ async fn dead_letter_source(
     Path(id): Path<String>,
     Query(q): Query<DeadLetterQuery>,
 ) -> Response {
-    tri!(authorize(&app, &headers, "dlq:write"));
-    let limit = q.limit.unwrap_or(10_000).clamp(1, 100_000);
+    tri!(authorize_node(&app, &headers, "dlq:write"));
+    let limit: usize = tri!(parse_num("limit", &q.limit)).unwrap_or(10_000);
+    if limit == 0 || limit > 100_000 {
+        return bad_filter("limit", "must be 1..=100000");
+    }
     let store = app.store.clone();
     let reason = format!("source_gone: {id}");
     let sid = id.clone();

@@ -82,6 +82,8 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
     let metrics = Arc::new(Metrics::new());
     let pools = HttpPools::new(&config.egress.pools, metrics.clone());
     let factory = Arc::new(SinkFactory::new(pools.clone()));
+    // Broker connections unused for their idle_timeout_ms are closed.
+    tokio::spawn(factory.queue.clone().run_reaper(Duration::from_secs(30)));
     let runtime = Runtime::build(config.clone(), file_hash, 1, &factory)?;
     let path = match &source {
         ConfigSource::File(p) => Some(p.clone()),
@@ -263,11 +265,11 @@ async fn shutdown_signal() {
 }
 
 /// SIGHUP and changes of the config file (including Kubernetes' symlink swap of a mounted
-/// Secret) reload the config. A poll of the file's contents every 2 s backs up the watcher.
+/// Secret) reload the config; a poll of the file every 2 s backs up the watcher. Only a change
+/// of the file's bytes since it was last read reloads (SIGHUP always does), so our own reads
+/// and unrelated events in the directory do nothing, and a config pushed over the admin API is
+/// not undone by a file that did not change.
 fn spawn_reload_triggers(app: Arc<App>) {
-    let Some(path) = app.config.path().cloned() else {
-        return;
-    };
     let (tx, mut rx) = tokio::sync::mpsc::channel::<&'static str>(16);
     {
         let tx = tx.clone();
@@ -281,6 +283,16 @@ fn spawn_reload_triggers(app: Arc<App>) {
             }
         });
     }
+    let Some(path) = app.config.path().cloned() else {
+        tokio::spawn(async move {
+            while rx.recv().await.is_some() {
+                tracing::info!(
+                    "SIGHUP ignored: the gateway runs the embedded config, there is no file to reload"
+                );
+            }
+        });
+        return;
+    };
     let watch_dir = path
         .parent()
         .map(|p| p.to_path_buf())
@@ -288,7 +300,15 @@ fn spawn_reload_triggers(app: Arc<App>) {
     let watcher = {
         let tx = tx.clone();
         notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-            if res.is_ok() {
+            use notify::EventKind;
+            use notify::event::ModifyKind;
+            let relevant = res.is_ok_and(|ev| match ev.kind {
+                EventKind::Create(_) | EventKind::Remove(_) => true,
+                EventKind::Modify(ModifyKind::Metadata(_)) => false,
+                EventKind::Modify(_) => true,
+                _ => false,
+            });
+            if relevant {
                 let _ = tx.try_send("file");
             }
         })
@@ -311,26 +331,44 @@ fn spawn_reload_triggers(app: Arc<App>) {
     };
     {
         let tx = tx.clone();
-        let path = path.clone();
         tokio::spawn(async move {
-            let mut last = tokio::fs::read(&path).await.ok();
             loop {
                 tokio::time::sleep(Duration::from_secs(2)).await;
-                let now = tokio::fs::read(&path).await.ok();
-                if now != last {
-                    last = now;
-                    let _ = tx.send("poll").await;
-                }
+                let _ = tx.send("poll").await;
             }
         });
     }
     tokio::spawn(async move {
         let _keep = watcher;
+        let digest = |b: &[u8]| {
+            use sha2::{Digest, Sha256};
+            Sha256::digest(b).to_vec()
+        };
+        let mut last = tokio::fs::read(&path).await.ok().map(|b| digest(&b));
         while let Some(why) = rx.recv().await {
             // Coalesce a burst of events (a symlink swap is several).
             tokio::time::sleep(Duration::from_millis(50)).await;
-            while rx.try_recv().is_ok() {}
-            match app.config.reload_from_file().await {
+            let mut forced = why == "sighup";
+            while let Ok(more) = rx.try_recv() {
+                forced |= more == "sighup";
+            }
+            let bytes = match tokio::fs::read(&path).await {
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::warn!(error = %e, path = %path.display(), "cannot read the config file; keeping the current config");
+                    continue;
+                }
+            };
+            let now = Some(digest(&bytes));
+            if now == last && !forced {
+                continue;
+            }
+            last = now;
+            let result = app
+                .config
+                .reload_from_text(&String::from_utf8_lossy(&bytes))
+                .await;
+            match result {
                 Ok(true) => {
                     app.metrics.config_reloads.with_label_values(&["ok"]).inc();
                     app.metrics

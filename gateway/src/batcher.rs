@@ -10,7 +10,9 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use ankusa_config::BatcherConfig;
-use tokio::sync::{mpsc, oneshot};
+use std::sync::mpsc;
+
+use tokio::sync::oneshot;
 
 use crate::metrics::Metrics;
 use crate::store::{IngestRecord, IngestResult, Store, StoreError, now_ms};
@@ -40,7 +42,7 @@ struct Job {
 }
 
 struct Partition {
-    tx: mpsc::UnboundedSender<Job>,
+    tx: mpsc::Sender<Job>,
     queued: Arc<AtomicUsize>,
 }
 
@@ -72,7 +74,7 @@ impl Batcher {
         let queued_bytes = Arc::new(AtomicU64::new(0));
         let mut parts = Vec::new();
         for _ in 0..cfg.partitions.max(1) {
-            let (tx, rx) = mpsc::unbounded_channel();
+            let (tx, rx) = mpsc::channel();
             let queued = Arc::new(AtomicUsize::new(0));
             let worker = Worker {
                 store: store.clone(),
@@ -82,7 +84,12 @@ impl Batcher {
                 queued: queued.clone(),
                 queued_bytes: queued_bytes.clone(),
             };
-            tokio::spawn(worker.run(rx));
+            // One thread per partition: a commit blocks on the fsync, and a dedicated thread
+            // saves the hand-over to a blocking pool on every batch.
+            std::thread::Builder::new()
+                .name(format!("ankusa-commit-{}", parts.len()))
+                .spawn(move || worker.run(rx))
+                .expect("spawn a commit thread");
             parts.push(Partition { tx, queued });
         }
         Arc::new(Batcher {
@@ -139,7 +146,7 @@ impl Batcher {
             enqueued: Instant::now(),
             reply,
         };
-        if let Err(mpsc::error::SendError(job)) = part.tx.send(job) {
+        if let Err(mpsc::SendError(job)) = part.tx.send(job) {
             self.queued_bytes.fetch_sub(job.size, Ordering::SeqCst);
             part.queued.fetch_sub(1, Ordering::SeqCst);
             return Err(CommitError::StoreUnavailable(
@@ -155,11 +162,11 @@ impl Batcher {
 }
 
 impl Worker {
-    async fn run(self, mut rx: mpsc::UnboundedReceiver<Job>) {
+    fn run(self, rx: mpsc::Receiver<Job>) {
         let max_batch = self.cfg.max_batch.max(1) as usize;
         let max_wait = Duration::from_millis(self.cfg.max_wait_ms);
         let mut last_sweep = Instant::now();
-        while let Some(first) = rx.recv().await {
+        while let Ok(first) = rx.recv() {
             let mut jobs = vec![first];
             while jobs.len() < max_batch {
                 match rx.try_recv() {
@@ -168,12 +175,12 @@ impl Worker {
                 }
             }
             if self.cfg.max_delay_ms > 0 && jobs.len() < max_batch {
-                let deadline =
-                    tokio::time::Instant::now() + Duration::from_millis(self.cfg.max_delay_ms);
+                let deadline = Instant::now() + Duration::from_millis(self.cfg.max_delay_ms);
                 while jobs.len() < max_batch {
-                    match tokio::time::timeout_at(deadline, rx.recv()).await {
-                        Ok(Some(j)) => jobs.push(j),
-                        _ => break,
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    match rx.recv_timeout(left) {
+                        Ok(j) => jobs.push(j),
+                        Err(_) => break,
                     }
                 }
             }
@@ -202,24 +209,19 @@ impl Worker {
             if sweep {
                 last_sweep = Instant::now();
             }
-            let store = self.store.clone();
             let started = Instant::now();
             let now = now_ms();
             let n = recs.len();
-            let outcome = tokio::task::spawn_blocking(move || {
-                let r = store.commit_ingest(&recs, now, sweep);
-                if r.is_err() {
-                    store.maybe_reopen();
-                }
-                (r, recs)
-            })
-            .await;
+            let result = self.store.commit_ingest(&recs, now, sweep);
+            if result.is_err() {
+                self.store.maybe_reopen();
+            }
             self.metrics
                 .wal_sync_seconds
                 .observe(started.elapsed().as_secs_f64());
             self.metrics.commit_batch_records.observe(n as f64);
-            match outcome {
-                Ok((Ok(results), recs)) => {
+            match result {
+                Ok(results) => {
                     let mut tenants: Vec<String> = Vec::new();
                     let mut lanes: Vec<Vec<u8>> = Vec::new();
                     for (r, res) in recs.iter().zip(&results) {
@@ -247,14 +249,7 @@ impl Worker {
                     }
                     self.listener.committed(&tenants, now, &lanes);
                 }
-                Ok((Err(e), _)) => self.fail_all(replies, &e),
-                Err(join) => self.fail_all(
-                    replies,
-                    &StoreError::Unavailable {
-                        class: "other",
-                        message: join.to_string(),
-                    },
-                ),
+                Err(e) => self.fail_all(replies, &e),
             }
             self.queued.fetch_sub(n, Ordering::SeqCst);
             self.queued_bytes.fetch_sub(bytes, Ordering::SeqCst);

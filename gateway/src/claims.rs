@@ -162,7 +162,8 @@ async fn redeem(
         let presented = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim);
         let ok = presented.is_some_and(|p| {
             use subtle::ConstantTimeEq;
             claims

@@ -86,6 +86,12 @@ pub fn main() -> i32 {
     };
     match cli.cmd.unwrap_or(Cmd::Run) {
         Cmd::CheckConfig => {
+            // Build what `run` builds from the config (verifiers, sinks: certificate files,
+            // header values), so anything `run` would refuse is refused here too.
+            if let Err(e) = build_check(&loaded) {
+                eprintln!("ankusa: config refused: {e}");
+                return EXIT_CONFIG;
+            }
             let c = &loaded.config;
             let sources: Vec<&str> = c.sources.keys().map(String::as_str).collect();
             let roles: Vec<String> = c
@@ -139,6 +145,20 @@ pub fn main() -> i32 {
             }
         }
     }
+}
+
+fn build_check(loaded: &Loaded) -> Result<(), ConfigError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| ConfigError::general(e.to_string()))?;
+    rt.block_on(async {
+        let metrics = std::sync::Arc::new(crate::metrics::Metrics::new());
+        let pools = crate::sink::http::HttpPools::new(&loaded.config.egress.pools, metrics);
+        let factory = crate::sink::SinkFactory::new(pools);
+        crate::runtime::Runtime::build(loaded.config.clone(), loaded.file_hash.clone(), 1, &factory)
+            .map(|_| ())
+    })
 }
 
 fn store_cmd(loaded: &Loaded, cmd: StoreCmd) -> i32 {

@@ -1,5 +1,7 @@
 //! Prometheus metrics (`ankusa_*`). Labels come only from bounded sets (outcome and reason
-//! codes, sink types, error classes); never from a source id, tenant or path of a request.
+//! codes, sink types, error classes); never from a source id or path of a request. The one
+//! tenant label, on `ankusa_dispatch_tenant_inflight`, is capped at the 100 tenants holding the
+//! most rows.
 
 use prometheus::{
     Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
@@ -41,6 +43,10 @@ pub struct Metrics {
     pub dispatch_lanes_blocked: IntGauge,
     pub dispatch_lane_key_missing: IntCounterVec,
     pub sink_headers_dropped: IntCounterVec,
+    pub sink_batch_requests: IntCounterVec,
+    pub sink_batch_entries: IntCounterVec,
+    pub sink_batch_bisections: IntCounterVec,
+    pub sink_batch_refused: IntCounterVec,
     pub http_pools: IntGauge,
     pub http_pool_closed: IntCounterVec,
     pub http_pool_refused: IntCounterVec,
@@ -255,6 +261,30 @@ impl Metrics {
                 "ankusa_sink_headers_dropped_total",
                 "Forwarded headers dropped at the caps",
                 &["reason"],
+            ),
+            sink_batch_requests: counter_vec(
+                &r,
+                "ankusa_sink_batch_requests_total",
+                "Batch requests sent by batching sinks",
+                &["sink"],
+            ),
+            sink_batch_entries: counter_vec(
+                &r,
+                "ankusa_sink_batch_entries_total",
+                "Entries sent in batches",
+                &["sink"],
+            ),
+            sink_batch_bisections: counter_vec(
+                &r,
+                "ankusa_sink_batch_bisections_total",
+                "Batch splits to find a refused message (Pub/Sub)",
+                &["sink"],
+            ),
+            sink_batch_refused: counter_vec(
+                &r,
+                "ankusa_sink_batch_refused_total",
+                "Deliveries refused at a batcher's queue ceiling",
+                &["sink", "reason"],
             ),
             http_pools: gauge(&r, "ankusa_http_pools", "Live HTTP connection pools"),
             http_pool_closed: counter_vec(

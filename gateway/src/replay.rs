@@ -444,8 +444,11 @@ impl Replayer {
             }
             let store = self.store.clone();
             let mut job = rt.job.clone();
+            // The rows moved are due at `at`, and dispatch is told exactly that time: its scan
+            // resume point may only be lowered to a key at or below the rows written.
+            let at = now_ms();
             let (res, job) = tokio::task::spawn_blocking(move || {
-                let r = store.replay_step(&mut job, n, now_ms());
+                let r = store.replay_step(&mut job, n, at);
                 (r, job)
             })
             .await
@@ -464,7 +467,7 @@ impl Replayer {
                     .replay_moved
                     .with_label_values(&["dlq"])
                     .inc_by(step.moved);
-                self.dispatcher.wake(step.tenants, now_ms());
+                self.dispatcher.wake_replayed(step.tenants, at, step.lanes);
             }
             if step.finished {
                 tracing::info!(job = %rt.job.id, moved = rt.job.moved, "replay job finished its scan");

@@ -138,6 +138,11 @@ impl ConfigHandle {
         })
     }
 
+    /// What builds sinks (and owns their connections and batchers).
+    pub fn sinks(&self) -> &Arc<SinkFactory> {
+        &self.factory
+    }
+
     /// The current runtime; hold the `Arc` for the whole request.
     pub fn snapshot(&self) -> Arc<Runtime> {
         self.current.load_full()
@@ -198,7 +203,7 @@ impl ConfigHandle {
             }
             let mut config = l.config;
             let restart = self.pin_start_fields(&mut config);
-            let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
+            let generation = self.generation.load(Ordering::SeqCst) + 1;
             Runtime::build(config, l.file_hash, generation, &self.factory)
                 .map(|rt| Some((rt, restart)))
         });
@@ -220,6 +225,7 @@ impl ConfigHandle {
                 {
                     f(&rt);
                 }
+                self.generation.store(rt.generation, Ordering::SeqCst);
                 self.current.store(Arc::new(rt));
                 *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = None;
                 *self
@@ -259,9 +265,7 @@ impl ConfigHandle {
         pin!(admin.enabled, "admin.enabled");
         pin!(admin.ip, "admin.ip");
         pin!(admin.port, "admin.port");
-        pin!(claim_check.enabled, "claim_check.enabled");
-        pin!(claim_check.ip, "claim_check.ip");
-        pin!(claim_check.port, "claim_check.port");
+        pin!(claim_check, "claim_check");
         pin!(batcher, "batcher");
         pin!(log, "log");
         changed

@@ -170,7 +170,9 @@ async fn a_parked_row_still_dead_letters_at_its_horizon() {
             (1_500..4_000).contains(&lived),
             "dead at the 1.5 s horizon, not the 5 s breaker period ({lived} ms)"
         );
-        assert!(e["attempts"].as_u64().unwrap() <= 1);
+        // Parked rows spend no attempts: at most the ones that opened the breaker (a row's
+        // quick retry can come before another row's failure opens it).
+        assert!(e["attempts"].as_u64().unwrap() <= 2, "{e}");
     }
 }
 

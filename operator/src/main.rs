@@ -1,1 +1,122 @@
-fn main() {}
+//! `ankusa-operator`: runs the Gateway, Source, Sink and ReplayJob controllers (while holding
+//! the leader lease) and serves `/metrics` and `/health`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ankusa_operator::context::{Ctx, Settings};
+use ankusa_operator::{controllers, leader, metrics::Metrics, server};
+use clap::Parser;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "ankusa-operator",
+    version,
+    about = "Kubernetes operator for Ankusa gateways"
+)]
+struct Args {
+    /// Image of gateway pods whose Gateway names none.
+    #[arg(long, env = "ANKUSA_GATEWAY_IMAGE")]
+    gateway_image: Option<String>,
+    /// Address of /metrics and /health.
+    #[arg(
+        long,
+        env = "ANKUSA_OPERATOR_METRICS_ADDR",
+        default_value = "0.0.0.0:8080"
+    )]
+    metrics_addr: SocketAddr,
+    /// Watch only this namespace (default: all).
+    #[arg(long, env = "ANKUSA_WATCH_NAMESPACE")]
+    watch_namespace: Option<String>,
+    /// Run without leader election (a single replica).
+    #[arg(long, env = "ANKUSA_NO_LEADER_ELECTION")]
+    no_leader_election: bool,
+    #[arg(long, env = "ANKUSA_LEASE_NAME", default_value = "ankusa-operator")]
+    lease_name: String,
+    /// Namespace of the Lease (default: POD_NAMESPACE, else the client's namespace).
+    #[arg(long, env = "POD_NAMESPACE")]
+    lease_namespace: Option<String>,
+    /// This replica's identity in the Lease (default: POD_NAME, else host name + random).
+    #[arg(long, env = "POD_NAME")]
+    identity: Option<String>,
+    #[arg(long, default_value_t = 15)]
+    lease_duration_seconds: u64,
+    #[arg(long, default_value_t = 5)]
+    lease_grace_seconds: u64,
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    tracing::info!("shutting down");
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,kube=warn,kube_lease_manager=warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    let client = kube::Client::try_default().await?;
+    let metrics = Arc::new(Metrics::default());
+    let identity = args.identity.clone().unwrap_or_else(|| {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_else(|_| "operator".into());
+        format!("{host}-{:08x}", fastrand::u32(..))
+    });
+    let mut settings = Settings::default();
+    if let Some(img) = args.gateway_image.clone() {
+        settings.gateway_image = img;
+    }
+    let ctx = Arc::new(Ctx::new(
+        client.clone(),
+        metrics.clone(),
+        settings,
+        identity.clone(),
+    ));
+    let server = tokio::spawn(server::serve(args.metrics_addr, metrics.clone()));
+    let ns = args.watch_namespace.clone();
+    tracing::info!(%identity, namespace = ?ns, "ankusa-operator starting");
+    if args.no_leader_election {
+        metrics.leader.set(1);
+        controllers::run(ctx, ns, shutdown_signal()).await;
+    } else {
+        let lease = leader::LeaseSettings {
+            name: args.lease_name.clone(),
+            namespace: args
+                .lease_namespace
+                .clone()
+                .unwrap_or_else(|| client.default_namespace().to_string()),
+            identity,
+            duration: args.lease_duration_seconds,
+            grace: args.lease_grace_seconds,
+        };
+        leader::run_when_leader(
+            client,
+            lease,
+            metrics,
+            move |stop| {
+                let ctx = ctx.clone();
+                let ns = ns.clone();
+                async move { controllers::run(ctx, ns, leader::stopped(stop)).await }
+            },
+            shutdown_signal(),
+        )
+        .await?;
+    }
+    server.abort();
+    // Give in-flight event writes a moment.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    Ok(())
+}

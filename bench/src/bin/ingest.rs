@@ -54,9 +54,11 @@ fn main() -> anyhow::Result<()> {
     drop(_noop);
 
     // 2. The durable gateway, ingest only.
+    // Extra gateway config for experiments (e.g. `batcher: {partitions: 1}`).
+    let extra = std::env::var("ANKUSA_BENCH_CONFIG").unwrap_or_default();
     let cfg = |roles: &str| {
         format!(
-            "node: {{roles: [{roles}]}}\nsources:\n  bench:\n    verify: {{type: standard_webhooks, secret: \"{SECRET}\"}}\n    sinks: [{{type: log}}]\n"
+            "node: {{roles: [{roles}]}}\n{extra}\nsources:\n  bench:\n    verify: {{type: standard_webhooks, secret: \"{SECRET}\"}}\n    sinks: [{{type: log}}]\n"
         )
     };
     let g = start_gateway(&cfg("edge"))?;
@@ -70,6 +72,11 @@ fn main() -> anyhow::Result<()> {
     ))?;
     report("ingest_durable", &mut durable);
     let wal = rt.block_on(get_json(g.admin, "/v1/wal"))?;
+    emit(commit_stats(
+        &rt,
+        g.admin,
+        durable.elapsed.as_secs_f64() + 2.0,
+    )?);
     drop(g);
 
     // 3. With dispatch delivering every hook to the log sink meanwhile.
@@ -123,4 +130,47 @@ fn wait_connect(addr: SocketAddr) -> anyhow::Result<()> {
         std::thread::sleep(Duration::from_millis(10));
     }
     anyhow::bail!("{addr} never accepted a connection")
+}
+
+/// Group-commit figures from the gateway's own metrics: commits per second, records per
+/// commit, and the synced write's mean duration.
+fn commit_stats(
+    rt: &tokio::runtime::Runtime,
+    admin: SocketAddr,
+    secs: f64,
+) -> anyhow::Result<serde_json::Value> {
+    use http_body_util::BodyExt;
+    let text = rt.block_on(async {
+        let stream = tokio::net::TcpStream::connect(admin).await?;
+        let (mut sender, conn) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
+        tokio::spawn(conn);
+        let req = hyper::Request::get("/metrics")
+            .header("host", "bench")
+            .body(http_body_util::Full::new(bytes::Bytes::new()))?;
+        let body = sender
+            .send_request(req)
+            .await?
+            .into_body()
+            .collect()
+            .await?
+            .to_bytes();
+        Ok::<_, anyhow::Error>(String::from_utf8_lossy(&body).to_string())
+    })?;
+    let value = |name: &str| -> f64 {
+        text.lines()
+            .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0)
+    };
+    let commits = value("ankusa_store_commit_batch_records_count");
+    let records = value("ankusa_store_commit_batch_records_sum");
+    let sync_sum = value("ankusa_wal_sync_duration_seconds_sum");
+    Ok(json!({
+        "case": "ingest_durable_group_commit",
+        "commits_per_s": (commits / secs).round(),
+        "records_per_commit": if commits > 0.0 { (records / commits * 10.0).round() / 10.0 } else { 0.0 },
+        "commit_mean_ms": if commits > 0.0 { (sync_sum / commits * 1e5).round() / 100.0 } else { 0.0 },
+    }))
 }

@@ -72,6 +72,14 @@ pub trait Sink: Send + Sync {
     }
 
     fn type_name(&self) -> &'static str;
+
+    /// Whether attempts wait in a batcher for their batch's answer (SQS, Pub/Sub). Dispatch
+    /// does not count such attempts against its concurrency limits, which would cap every batch
+    /// at that many messages; the sink's own batcher bounds its requests in flight, and the
+    /// claimed-row windows bound how many attempts wait.
+    fn batching(&self) -> bool {
+        false
+    }
 }
 
 /// A body checked in to the claim store: what a queue message carries instead of the body.

@@ -99,14 +99,14 @@ impl<P> Queue<P> {
     fn forget(&mut self, p: &Pending<P>) {
         self.entries -= 1;
         self.bytes -= p.bytes;
-        if let Some(g) = &p.group {
-            if let Some(seqs) = self.groups.get_mut(g) {
-                if let Some(i) = seqs.iter().position(|s| *s == p.seq) {
-                    seqs.remove(i);
-                }
-                if seqs.is_empty() {
-                    self.groups.remove(g);
-                }
+        if let Some(g) = &p.group
+            && let Some(seqs) = self.groups.get_mut(g)
+        {
+            if let Some(i) = seqs.iter().position(|s| *s == p.seq) {
+                seqs.remove(i);
+            }
+            if seqs.is_empty() {
+                self.groups.remove(g);
             }
         }
     }
@@ -150,13 +150,13 @@ impl<P> Queue<P> {
                 let pick = q.iter().position(|p| {
                     self.eligible(p) && (batch.is_empty() || batch_bytes + p.bytes <= cfg.max_bytes)
                 });
-                if let Some(i) = pick {
-                    if let Some(p) = q.remove(i) {
-                        self.forget(&p);
-                        batch_bytes += p.bytes;
-                        batch.push(p);
-                        progress = true;
-                    }
+                if let Some(i) = pick
+                    && let Some(p) = q.remove(i)
+                {
+                    self.forget(&p);
+                    batch_bytes += p.bytes;
+                    batch.push(p);
+                    progress = true;
                 }
                 if !q.is_empty() {
                     self.tenants.insert(tenant.clone(), q);

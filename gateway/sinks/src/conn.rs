@@ -283,15 +283,15 @@ pub fn digest(parts: &[&str]) -> String {
 /// The password of a URL's userinfo, as written and percent-decoded, for `scrub`.
 pub fn url_secrets(raw: &str) -> Vec<String> {
     let mut out = Vec::new();
-    if let Ok(u) = url::Url::parse(raw) {
-        if let Some(p) = u.password() {
-            out.push(p.to_string());
-            let decoded: String = url::form_urlencoded::parse(format!("p={p}").as_bytes())
-                .map(|(_, v)| v.into_owned())
-                .collect();
-            if decoded != p {
-                out.push(decoded);
-            }
+    if let Ok(u) = url::Url::parse(raw)
+        && let Some(p) = u.password()
+    {
+        out.push(p.to_string());
+        let decoded: String = url::form_urlencoded::parse(format!("p={p}").as_bytes())
+            .map(|(_, v)| v.into_owned())
+            .collect();
+        if decoded != p {
+            out.push(decoded);
         }
     }
     out

@@ -108,10 +108,10 @@ impl TokenSource {
             TokenSource::Static(t) => Ok(Some(t.clone())),
             TokenSource::Metadata { host, cached } => {
                 let mut cached = cached.lock().await;
-                if let Some((t, until)) = cached.as_ref() {
-                    if Instant::now() < *until {
-                        return Ok(Some(t.clone()));
-                    }
+                if let Some((t, until)) = cached.as_ref()
+                    && Instant::now() < *until
+                {
+                    return Ok(Some(t.clone()));
                 }
                 let url = format!(
                     "http://{host}/computeMetadata/v1/instance/service-accounts/default/token"
@@ -478,6 +478,10 @@ impl Sink for PubsubSink {
 
     fn type_name(&self) -> &'static str {
         "google_pubsub"
+    }
+
+    fn batching(&self) -> bool {
+        self.batcher.is_some()
     }
 }
 

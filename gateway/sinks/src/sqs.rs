@@ -496,6 +496,10 @@ impl Sink for SqsSink {
     fn type_name(&self) -> &'static str {
         "sqs"
     }
+
+    fn batching(&self) -> bool {
+        self.batcher.is_some()
+    }
 }
 
 #[cfg(test)]

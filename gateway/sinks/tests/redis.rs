@@ -15,11 +15,11 @@ use futures::StreamExt;
 
 const URL: &str = "redis://127.0.0.1:6379/0";
 
+/// Payloads a subscriber received, in order.
+type Received = Arc<Mutex<Vec<Vec<u8>>>>;
+
 /// Subscribes to `channel` and forwards every payload; resubscribes after a disconnect.
-fn subscriber(
-    url: String,
-    channel: String,
-) -> (Arc<Mutex<Vec<Vec<u8>>>>, tokio::task::JoinHandle<()>) {
+fn subscriber(url: String, channel: String) -> (Received, tokio::task::JoinHandle<()>) {
     let got = Arc::new(Mutex::new(Vec::new()));
     let sink = got.clone();
     let task = tokio::spawn(async move {
@@ -229,6 +229,47 @@ async fn redis_restart_loses_no_hook() {
     eprintln!(
         "redis restart: {} hooks, {failures} failed attempts retried, e.g. {reasons:?}",
         hooks.len()
+    );
+    task.abort();
+}
+
+/// Sinks rebuilt from the same config (a reload) share one connection; it closes after
+/// `idle_timeout_ms` with nothing in flight, and the next delivery opens a new one.
+#[tokio::test]
+async fn redis_connection_is_shared_and_closed_when_idle() {
+    init();
+    require("Redis", 6379);
+    let channel = format!("ankusa.idle.{}", suffix());
+    let (_got, task) = subscriber(URL.into(), channel.clone());
+    wait_subscribed(URL, &channel).await;
+    let builder = SinkBuilder::new();
+    let mut cfg = RedisSinkConfig::new(URL, &channel);
+    cfg.idle_timeout_ms = 200;
+    let a = build(&builder, SinkConfig::Redis(cfg.clone()));
+    assert_eq!(
+        builder.open_connections(),
+        0,
+        "nothing dials before the first delivery"
+    );
+    a.deliver(&hook(b"1"), &ctx()).await.unwrap();
+    let b = build(&builder, SinkConfig::Redis(cfg));
+    drop(a);
+    b.deliver(&hook(b"2"), &ctx()).await.unwrap();
+    assert_eq!(
+        builder.open_connections(),
+        1,
+        "one connection for both sinks"
+    );
+    builder.reap_idle();
+    assert_eq!(builder.open_connections(), 1, "not idle yet");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    builder.reap_idle();
+    assert_eq!(builder.open_connections(), 0, "closed when idle");
+    b.deliver(&hook(b"3"), &ctx()).await.unwrap();
+    assert_eq!(
+        builder.open_connections(),
+        1,
+        "reopened on the next delivery"
     );
     task.abort();
 }

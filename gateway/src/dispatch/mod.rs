@@ -58,6 +58,8 @@ enum Event {
         tenants: Vec<String>,
         at: u64,
         lanes: Vec<Vec<u8>>,
+        /// The lanes got back older rows (a replay): read them from their start again.
+        replayed: bool,
     },
     Done {
         claim: Arc<Claim>,
@@ -144,44 +146,8 @@ impl Dispatcher {
         rt: tokio::runtime::Handle,
         claims: Option<Arc<dyn ClaimStore>>,
     ) -> Result<Arc<Dispatcher>, crate::store::StoreError> {
-        let (tx, rx) = mpsc::channel();
-        let stats = Arc::new(DispatchStats::default());
-        let feedback: Feedback = Arc::default();
-        let mut sched = Scheduler {
-            store,
-            config,
-            metrics,
-            rt,
-            claims,
-            tx: tx.clone(),
-            rx,
-            stats: stats.clone(),
-            feedback: feedback.clone(),
-            schedule: BTreeSet::new(),
-            tenant_due: HashMap::new(),
-            unreached: Vec::new(),
-            tenants: HashMap::new(),
-            queues: HashMap::new(),
-            runnable: VecDeque::new(),
-            running: 0,
-            inflight_rows: 0,
-            inflight_bytes: 0,
-            pending: Vec::new(),
-            breakers: HashMap::new(),
-            lanes_active: Default::default(),
-            lanes_blocked: Default::default(),
-            probes: Default::default(),
-            last_gauges: Instant::now() - Duration::from_secs(10),
-            store_backoff_until: None,
-        };
-        for (tenant, at) in sched.store.due_tenants()? {
-            sched.set_due(&tenant, at);
-        }
-        let (heads, orphans) = sched.store.lane_state()?;
-        sched.lanes_active.extend(heads);
-        for lane in orphans {
-            sched.promote(lane, now_ms());
-        }
+        let (sched, tx) = Scheduler::new(store, config, metrics, rt, claims)?;
+        let (stats, feedback) = (sched.stats.clone(), sched.feedback.clone());
         let thread = std::thread::Builder::new()
             .name("ankusa-dispatch".into())
             .spawn(move || sched.run())
@@ -204,11 +170,26 @@ impl Dispatcher {
 
     /// As `wake`, and these ordering lanes got rows that may need a head.
     pub fn wake_lanes(&self, tenants: Vec<String>, at: u64, lanes: Vec<Vec<u8>>) {
+        self.send_due(tenants, at, lanes, false);
+    }
+
+    /// A replay moved dead rows back: due at `at` (exactly the time it wrote), and older rows
+    /// re-entered these lanes.
+    pub fn wake_replayed(&self, tenants: Vec<String>, at: u64, lanes: Vec<Vec<u8>>) {
+        self.send_due(tenants, at, lanes, true);
+    }
+
+    fn send_due(&self, tenants: Vec<String>, at: u64, lanes: Vec<Vec<u8>>, replayed: bool) {
         let _ = self
             .tx
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .send(Event::Due { tenants, at, lanes });
+            .send(Event::Due {
+                tenants,
+                at,
+                lanes,
+                replayed,
+            });
     }
 
     /// Stops claiming, waits up to `grace` for running attempts, records their outcomes.
@@ -258,16 +239,80 @@ struct Scheduler {
     lanes_active: std::collections::HashSet<Vec<u8>>,
     /// Lanes whose head is waiting for a retry or parked.
     lanes_blocked: std::collections::HashSet<Vec<u8>>,
+    /// Per lane, a seq below which it has no waiting row.
+    lane_floor: HashMap<Vec<u8>, u64>,
+    /// Per tenant, the due key its next scan starts from: every due key of the tenant below it
+    /// is deleted. Lowered by every hint of a row due earlier.
+    tenant_resume: HashMap<String, Vec<u8>>,
     /// Rows running as a half-open breaker's probe.
     probes: std::collections::HashSet<(u64, u16)>,
+    /// Attempts waiting in a batching sink's batcher: they hold no slot.
+    unslotted: std::collections::HashSet<(u64, u16)>,
     last_gauges: Instant,
     store_backoff_until: Option<Instant>,
+    /// Tenants whose rows a scan read, since start (for the scan-cost test and bench).
+    scan_visits: u64,
 }
 
 /// Longest sleep, so gauges and reloaded limits are picked up.
 const MAX_SLEEP: Duration = Duration::from_millis(500);
 
 impl Scheduler {
+    /// A scheduler whose schedule is loaded from the store: each tenant with due rows and its
+    /// earliest due time (one seek per tenant), the lanes with a head, and heads for lanes an
+    /// interrupted hand-over left without one.
+    fn new(
+        store: Arc<Store>,
+        config: Arc<ConfigHandle>,
+        metrics: Arc<Metrics>,
+        rt: tokio::runtime::Handle,
+        claims: Option<Arc<dyn ClaimStore>>,
+    ) -> Result<(Scheduler, mpsc::Sender<Event>), crate::store::StoreError> {
+        let (tx, rx) = mpsc::channel();
+        let stats = Arc::new(DispatchStats::default());
+        let feedback: Feedback = Arc::default();
+        let mut sched = Scheduler {
+            store,
+            config,
+            metrics,
+            rt,
+            claims,
+            tx: tx.clone(),
+            rx,
+            stats: stats.clone(),
+            feedback: feedback.clone(),
+            schedule: BTreeSet::new(),
+            tenant_due: HashMap::new(),
+            unreached: Vec::new(),
+            tenants: HashMap::new(),
+            queues: HashMap::new(),
+            runnable: VecDeque::new(),
+            running: 0,
+            inflight_rows: 0,
+            inflight_bytes: 0,
+            pending: Vec::new(),
+            breakers: HashMap::new(),
+            lanes_active: Default::default(),
+            lanes_blocked: Default::default(),
+            lane_floor: HashMap::new(),
+            tenant_resume: HashMap::new(),
+            probes: Default::default(),
+            unslotted: Default::default(),
+            last_gauges: Instant::now() - Duration::from_secs(10),
+            store_backoff_until: None,
+            scan_visits: 0,
+        };
+        for (tenant, at) in sched.store.due_tenants()? {
+            sched.set_due(&tenant, at);
+        }
+        let (heads, orphans) = sched.store.lane_state()?;
+        sched.lanes_active.extend(heads);
+        for lane in orphans {
+            sched.promote(lane, now_ms());
+        }
+        Ok((sched, tx))
+    }
+
     fn run(mut self) {
         let mut shutdown: Option<(mpsc::Sender<()>, Instant)> = None;
         loop {
@@ -313,11 +358,19 @@ impl Scheduler {
 
     fn handle(&mut self, ev: Event, d: &DispatchConfig) -> Option<mpsc::Sender<()>> {
         match ev {
-            Event::Due { tenants, at, lanes } => {
+            Event::Due {
+                tenants,
+                at,
+                lanes,
+                replayed,
+            } => {
                 for t in tenants {
                     self.set_due(&t, at);
                 }
                 for lane in lanes {
+                    if replayed {
+                        self.lane_floor.remove(&lane);
+                    }
                     if !self.lanes_active.contains(&lane) {
                         self.promote(lane, at);
                     }
@@ -338,8 +391,10 @@ impl Scheduler {
 
     /// Gives a lane without a head its head.
     fn promote(&mut self, lane: Vec<u8>, now: u64) {
-        match self.store.promote_lane(&lane, now) {
-            Ok(Some((tenant, at))) => {
+        let floor = self.lane_floor.get(&lane).copied().unwrap_or(0);
+        match self.store.promote_lane(&lane, now, floor) {
+            Ok(Some((tenant, at, seq))) => {
+                self.lane_floor.insert(lane.clone(), seq + 1);
                 self.lanes_active.insert(lane);
                 self.set_due(&tenant, at);
             }
@@ -351,6 +406,12 @@ impl Scheduler {
     }
 
     fn set_due(&mut self, tenant: &str, at: u64) {
+        if let Some(resume) = self.tenant_resume.get_mut(tenant) {
+            let earliest = crate::store::keys::due(tenant, at, 0, 0);
+            if earliest < *resume {
+                *resume = earliest;
+            }
+        }
         match self.tenant_due.get(tenant) {
             Some(&cur) if cur <= at => {}
             Some(&cur) => {
@@ -437,8 +498,12 @@ impl Scheduler {
                 if quota == 0 || bytes_room == 0 {
                     continue;
                 }
-                match self.store.claim_due(t, now, quota, bytes_room) {
-                    Ok((claimed, next)) => {
+                self.scan_visits += 1;
+                let from = self.tenant_resume.get(t).map(Vec::as_slice);
+                match self.store.claim_due_from(t, from, now, quota, bytes_room) {
+                    Ok(page) => {
+                        self.tenant_resume.insert(t.clone(), page.resume);
+                        let (claimed, next) = (page.claimed, page.next_due);
                         let got = claimed.len();
                         self.replace_due(t, next);
                         budget -= got.min(budget);
@@ -623,6 +688,18 @@ impl Scheduler {
                 return;
             }
         };
+        if sink.batching() {
+            // The attempt waits in the sink's batcher, whose own cap bounds requests in
+            // flight; counting it here would cap every batch at the slot count.
+            self.running = self.running.saturating_sub(1);
+            if let Some(t) = self.tenants.get_mut(&claim.key.tenant) {
+                t.running = t.running.saturating_sub(1);
+            }
+            if let Some(q) = self.queues.get_mut(&claim.key) {
+                q.running = q.running.saturating_sub(1);
+            }
+            self.unslotted.insert((claim.seq, claim.sink));
+        }
         // A body larger than the smallest inline limit of the source's sinks is checked in
         // once per hook (inside the attempt's deadline) and every sink gets the claim.
         let inline_limit = src.sinks.iter().filter_map(|s| s.inline_max_bytes()).min();
@@ -689,7 +766,8 @@ impl Scheduler {
         elapsed: Duration,
         d: &DispatchConfig,
     ) {
-        self.release(&claim, true);
+        let held_slot = !self.unslotted.remove(&(claim.seq, claim.sink));
+        self.release(&claim, held_slot);
         let now = now_ms();
         let was_probe = self.probes.remove(&(claim.seq, claim.sink));
         let settings = breaker::Settings {
@@ -902,13 +980,16 @@ impl Scheduler {
         if self.pending.is_empty() {
             return;
         }
-        match self.store.apply_outcomes(&self.pending) {
+        match self.store.apply_outcomes(&self.pending, &self.lane_floor) {
             Ok(advances) => {
                 self.pending.clear();
                 for a in advances {
                     self.lanes_blocked.remove(&a.lane);
                     match a.promoted {
-                        Some(at) => self.set_due(&a.tenant, at),
+                        Some((at, seq)) => {
+                            self.lane_floor.insert(a.lane.clone(), seq + 1);
+                            self.set_due(&a.tenant, at);
+                        }
                         None => {
                             self.lanes_active.remove(&a.lane);
                         }
@@ -1005,6 +1086,81 @@ impl Scheduler {
         m.dispatch_lanes_blocked
             .set(self.lanes_blocked.len() as i64);
     }
+}
+
+/// One claim scan, as measured by `measure_scans`.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct ScanStat {
+    /// Tenants whose due rows the scan read.
+    pub visited: u64,
+    pub claimed: usize,
+    pub micros: u64,
+}
+
+/// Runs `scans` claim scans of the real scheduler over `store` (for the scan-cost test and the
+/// `dispatch_tick` benchmark): loads the schedule, then scans; rows each scan claimed are
+/// recorded as delivered before the next one, outside the timing.
+pub fn measure_scans(
+    store: Arc<Store>,
+    d: &DispatchConfig,
+    scans: usize,
+) -> Result<Vec<ScanStat>, crate::store::StoreError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .map_err(|e| crate::store::StoreError::Unavailable {
+            class: "other",
+            message: e.to_string(),
+        })?;
+    let metrics = Arc::new(Metrics::new());
+    let mut config = ankusa_config::Config::default();
+    config.dispatch = d.clone();
+    let factory = Arc::new(crate::sink::SinkFactory::new(
+        crate::sink::http::HttpPools::new(&Default::default(), metrics.clone()),
+    ));
+    let runtime =
+        crate::runtime::Runtime::build(config, String::new(), 1, &factory).map_err(|e| {
+            crate::store::StoreError::Unavailable {
+                class: "other",
+                message: e.to_string(),
+            }
+        })?;
+    let handle = ConfigHandle::new(runtime, None, factory);
+    let (mut sched, _tx) =
+        Scheduler::new(store.clone(), handle, metrics, rt.handle().clone(), None)?;
+    let mut out = Vec::with_capacity(scans);
+    for _ in 0..scans {
+        let before = sched.scan_visits;
+        let started = Instant::now();
+        sched.claim(d);
+        let micros = started.elapsed().as_micros() as u64;
+        let claimed: Vec<Arc<Claim>> = sched
+            .queues
+            .values_mut()
+            .flat_map(|q| q.rows.drain(..))
+            .collect();
+        let outcomes: Vec<Outcome> = claimed
+            .iter()
+            .map(|c| Outcome::Delivered {
+                seq: c.seq,
+                sink: c.sink,
+                row: c.row.clone(),
+            })
+            .collect();
+        for c in &claimed {
+            sched.release(c, false);
+        }
+        for t in sched.tenants.values_mut() {
+            t.keys.clear();
+        }
+        sched.runnable.clear();
+        store.apply_outcomes(&outcomes, &sched.lane_floor)?;
+        out.push(ScanStat {
+            visited: sched.scan_visits - before,
+            claimed: claimed.len(),
+            micros,
+        });
+    }
+    Ok(out)
 }
 
 fn note_transition(m: &Metrics, key: &SinkKey, tr: Transition) {
@@ -1163,6 +1319,45 @@ mod tests {
         tokio::task::spawn_blocking(move || d2.shutdown(Duration::from_secs(2)))
             .await
             .unwrap();
+    }
+
+    /// A scan costs the tenants with work due, not the tenants there are: one tenant with
+    /// many due rows beside a thousand tenants due next week visits one tenant per scan.
+    #[test]
+    fn a_scan_visits_only_tenants_with_due_work() {
+        let (_d, store) = crate::store::test_util::temp_store();
+        let store = Arc::new(store);
+        let now = now_ms();
+        let week = 7 * 24 * 3_600_000;
+        let idle: Vec<IngestRecord> = (0..1000)
+            .map(|i| IngestRecord {
+                envelope: crate::store::ingest_test_envelope(&format!("idle-{i}"), "s"),
+                sinks: vec!["log"],
+                lanes: vec![],
+                dedupe: None,
+            })
+            .collect();
+        store.commit_ingest(&idle, now + week, false).unwrap();
+        for _ in 0..4 {
+            let hot: Vec<IngestRecord> = (0..2500)
+                .map(|_| IngestRecord {
+                    envelope: crate::store::ingest_test_envelope("hot", "s"),
+                    sinks: vec!["log"],
+                    lanes: vec![],
+                    dedupe: None,
+                })
+                .collect();
+            store.commit_ingest(&hot, now, false).unwrap();
+        }
+        let d = DispatchConfig::default();
+        let scans = measure_scans(store, &d, 5).unwrap();
+        for s in &scans {
+            assert_eq!(
+                s.visited, 1,
+                "only the tenant with due work is read: {scans:?}"
+            );
+            assert_eq!(s.claimed, d.batch as usize);
+        }
     }
 
     #[test]

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use ankusa_config::{ConfigError, EgressConfig, HttpMethod, HttpSinkConfig, PoolConfig};
 use futures::future::BoxFuture;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 
@@ -196,6 +197,7 @@ pub struct HttpSink {
     timeout: Duration,
     headers: Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)>,
     keys: Vec<Vec<u8>>,
+    allow_unsigned: bool,
     max_response_bytes: u64,
     cacert: Option<(PathBuf, Vec<u8>)>,
     insecure: bool,
@@ -270,6 +272,7 @@ impl HttpSink {
             timeout: Duration::from_millis(cfg.timeout_ms),
             headers,
             keys,
+            allow_unsigned: cfg.allow_unsigned,
             max_response_bytes: cfg.max_response_bytes,
             cacert,
             insecure: cfg.allow_insecure_tls,
@@ -280,7 +283,9 @@ impl HttpSink {
     }
 
     async fn attempt(&self, env: &Envelope, ctx: &DeliveryCtx) -> Result<(), SinkError> {
-        let allow_unsigned = self.keys.is_empty();
+        // Defense in depth: the config loader refuses a sink with neither a secret nor
+        // allow_unsigned, and one that slipped past is dead-lettered rather than sent unsigned.
+        let allow_unsigned = self.allow_unsigned;
         if let Err(d) = self.policy.check_scheme(self.url.scheme()) {
             return Err(SinkError::Permanent(format!(
                 "egress_denied: {}",
@@ -324,6 +329,87 @@ impl HttpSink {
         result
     }
 
+    /// The request headers, by precedence: forwarded provider headers, the stored
+    /// `content-type`, this sink's configured headers, then the gateway's own (`x-ankusa-*`,
+    /// trace context, the signature). A later one replaces an earlier one of the same name, so
+    /// no header is sent twice.
+    fn request_headers(
+        &self,
+        env: &Envelope,
+        ctx: &DeliveryCtx,
+        allow_unsigned: bool,
+    ) -> Result<HeaderMap, SinkError> {
+        let mut h = HeaderMap::new();
+        for (name, value) in &ctx.forward_headers {
+            if let (Ok(n), Ok(v)) = (
+                HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(value),
+            ) {
+                h.append(n, v);
+            }
+        }
+        let set = |h: &mut HeaderMap, name: &'static str, value: &str| {
+            if let Ok(v) = HeaderValue::from_str(value) {
+                h.insert(HeaderName::from_static(name), v);
+            }
+        };
+        if let Some(ct) = &env.content_type {
+            set(&mut h, "content-type", ct);
+        }
+        for (name, value) in &self.headers {
+            h.insert(name.clone(), value.clone());
+        }
+        let id = env.id.to_string();
+        set(&mut h, "x-ankusa-id", &id);
+        set(&mut h, "x-ankusa-source", &env.source_id);
+        set(&mut h, "x-ankusa-idempotency-key", &env.idempotency_key());
+        set(
+            &mut h,
+            "x-ankusa-verification",
+            env.verification.status.as_str(),
+        );
+        set(&mut h, "x-ankusa-received-at", &env.received_at.to_string());
+        set(
+            &mut h,
+            "x-ankusa-body-sha256",
+            &hex::encode(Sha256::digest(&env.body)),
+        );
+        if env.verification.flagged {
+            set(&mut h, "x-ankusa-verification-flagged", "true");
+        }
+        if env.tenant != "default" {
+            set(&mut h, "x-ankusa-tenant", &env.tenant);
+        }
+        if let Some(k) = &env.dedupe_key {
+            set(&mut h, "x-ankusa-dedupe-key", k);
+        }
+        if let Some(r) = &ctx.replay_id {
+            set(&mut h, "x-ankusa-replay-id", r);
+        }
+        if let Some(k) = &ctx.ordering_key {
+            set(&mut h, "x-ankusa-ordering-key", k);
+        }
+        // A provider's own trace headers are replaced, not forwarded beside ours.
+        h.remove("traceparent");
+        h.remove("tracestate");
+        if let Some(tp) = &env.traceparent {
+            set(&mut h, "traceparent", tp);
+        }
+        if let Some(ts) = &env.tracestate {
+            set(&mut h, "tracestate", ts);
+        }
+        if !self.keys.is_empty() {
+            let ts = (now_ms() / 1000) as i64;
+            let sig = ankusa_verify::sign_standard_webhooks(&self.keys, &id, ts, &env.body);
+            set(&mut h, "webhook-id", &id);
+            set(&mut h, "webhook-timestamp", &ts.to_string());
+            set(&mut h, "webhook-signature", &sig);
+        } else if !allow_unsigned {
+            return Err(SinkError::Permanent("unsigned_sink".into()));
+        }
+        Ok(h)
+    }
+
     async fn send(
         &self,
         pool: &Pool,
@@ -340,69 +426,15 @@ impl HttpSink {
                     ));
                 }
             };
-        let mut req = pool
+        let headers = match self.request_headers(env, ctx, allow_unsigned) {
+            Ok(h) => h,
+            Err(e) => return Err(e),
+        };
+        let req = pool
             .client
             .request(self.method.clone(), self.url.clone())
-            .timeout(self.timeout);
-        let signing = !self.keys.is_empty();
-        for (name, value) in &ctx.forward_headers {
-            if signing
-                && matches!(
-                    name.as_str(),
-                    "webhook-id" | "webhook-timestamp" | "webhook-signature"
-                )
-            {
-                continue;
-            }
-            req = req.header(name.as_str(), value.as_str());
-        }
-        for (name, value) in &self.headers {
-            req = req.header(name.clone(), value.clone());
-        }
-        if let Some(ct) = &env.content_type {
-            req = req.header(reqwest::header::CONTENT_TYPE, ct.as_str());
-        }
-        let received_at = env.received_at.to_string();
-        let sha = hex::encode(Sha256::digest(&env.body));
-        let id = env.id.to_string();
-        req = req
-            .header("x-ankusa-id", &id)
-            .header("x-ankusa-source", &env.source_id)
-            .header("x-ankusa-idempotency-key", env.idempotency_key())
-            .header("x-ankusa-verification", env.verification.status.as_str())
-            .header("x-ankusa-received-at", received_at)
-            .header("x-ankusa-body-sha256", sha);
-        if env.verification.flagged {
-            req = req.header("x-ankusa-verification-flagged", "true");
-        }
-        if env.tenant != "default" {
-            req = req.header("x-ankusa-tenant", &env.tenant);
-        }
-        if let Some(k) = &env.dedupe_key {
-            req = req.header("x-ankusa-dedupe-key", k.as_str());
-        }
-        if let Some(r) = &ctx.replay_id {
-            req = req.header("x-ankusa-replay-id", r.as_str());
-        }
-        if let Some(k) = &ctx.ordering_key {
-            req = req.header("x-ankusa-ordering-key", k.as_str());
-        }
-        if let Some(tp) = &env.traceparent {
-            req = req.header("traceparent", tp.as_str());
-        }
-        if let Some(ts) = &env.tracestate {
-            req = req.header("tracestate", ts.as_str());
-        }
-        if signing {
-            let ts = (now_ms() / 1000) as i64;
-            let sig = ankusa_verify::sign_standard_webhooks(&self.keys, &id, ts, &env.body);
-            req = req
-                .header("webhook-id", &id)
-                .header("webhook-timestamp", ts.to_string())
-                .header("webhook-signature", sig);
-        } else if !allow_unsigned {
-            return Err(SinkError::Permanent("unsigned_sink".into()));
-        }
+            .timeout(self.timeout)
+            .headers(headers);
         let resp = req
             .body(env.body.clone())
             .send()

@@ -19,11 +19,17 @@ pub use ankusa_core::{ClaimRef, ClaimStore, DeliveryCtx, Sink, SinkError};
 /// factory, so a reload swaps sinks without dropping connections.
 pub struct SinkFactory {
     pub http: Arc<http::HttpPools>,
+    /// The queue sinks (Kafka, RabbitMQ, NATS, Redis, SQS, Pub/Sub): their broker connections
+    /// and batchers. Spawn `queue.clone().run_reaper(..)` once to close idle connections.
+    pub queue: Arc<ankusa_sinks::SinkBuilder>,
 }
 
 impl SinkFactory {
     pub fn new(http: Arc<http::HttpPools>) -> Self {
-        SinkFactory { http }
+        SinkFactory {
+            http,
+            queue: Arc::new(ankusa_sinks::SinkBuilder::new()),
+        }
     }
 
     pub fn build(
@@ -33,7 +39,6 @@ impl SinkFactory {
         field: &str,
         sink: &SinkConfig,
     ) -> Result<Arc<dyn Sink>, ConfigError> {
-        let _ = source;
         match sink {
             SinkConfig::Log(_) => Ok(Arc::new(log::LogSink)),
             SinkConfig::Http(h) => Ok(Arc::new(http::HttpSink::new(
@@ -42,14 +47,12 @@ impl SinkFactory {
                 self.http.clone(),
                 field,
             )?)),
-            // Queue sink types are wired in by the ankusa-sinks integration.
-            other => Err(ConfigError::field(
-                format!("{field}.type"),
-                format!(
-                    "sink type {} is not available in this build",
-                    other.type_name()
-                ),
-            )),
+            SinkConfig::Kafka(_)
+            | SinkConfig::Rabbitmq(_)
+            | SinkConfig::Nats(_)
+            | SinkConfig::Redis(_)
+            | SinkConfig::Sqs(_)
+            | SinkConfig::GooglePubsub(_) => self.queue.build(cfg, source, field, sink),
         }
     }
 }

@@ -58,7 +58,12 @@ impl Store {
         let deliveries = Self::cf(&db, keys::CF_DELIVERIES)?;
         let index = Self::cf(&db, keys::CF_INDEX)?;
 
-        let mut batch = WriteBatch::default();
+        // Sized up front: a growing batch would copy every body again at each doubling.
+        let estimate: usize = records
+            .iter()
+            .map(|r| r.envelope.body.len() + 768 * (1 + r.sinks.len()))
+            .sum();
+        let mut batch = WriteBatch::with_capacity_bytes(estimate);
         let mut results = Vec::with_capacity(records.len());
         let mut claimed_here: HashMap<&[u8], Uuid> = HashMap::new();
         let fresh = records.len() as u64;

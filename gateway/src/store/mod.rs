@@ -25,7 +25,7 @@ use rocksdb::{
 pub use codec::{
     DeadSummary, DeliveryRow, Envelope, ErrorClass, RowState, Verification, VerifyStatus,
 };
-pub use dlq::{DeadCursor, DeadEntry, DeadFilter, DeadPage, MAX_EXAMINED};
+pub use dlq::{DeadCursor, DeadEntry, DeadFilter, DeadPage, DeadSeed, MAX_EXAMINED};
 pub use ingest::{DedupeClaim, IngestRecord, IngestResult};
 pub use jobs::{JobSettled, JobState, ReplayFilter, ReplayJob, StepResult};
 pub use queue::{Claimed, LaneAdvance, Outcome, SourceCounts};
@@ -191,6 +191,9 @@ fn db_options() -> Options {
     o.set_max_background_jobs(2);
     o.set_bytes_per_sync(1 << 20);
     o.set_merge_operator_associative("ankusa_counters", merge);
+    // Commit partitions write concurrently: let one's memtable insert overlap another's WAL
+    // write instead of queueing whole writes behind each other.
+    o.set_enable_pipelined_write(true);
     o
 }
 

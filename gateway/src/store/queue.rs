@@ -18,6 +18,16 @@ pub struct Claimed {
     pub hook: Envelope,
 }
 
+/// One claim scan of a tenant.
+#[derive(Debug)]
+pub struct ClaimPage {
+    pub claimed: Vec<Claimed>,
+    /// The tenant's next due time after this scan, if it has rows left.
+    pub next_due: Option<u64>,
+    /// The key the tenant's next scan starts from.
+    pub resume: Vec<u8>,
+}
+
 /// What an attempt (or a decision without one) did to a claimed row.
 #[derive(Debug, Clone)]
 pub enum Outcome {
@@ -46,8 +56,8 @@ pub enum Outcome {
 pub struct LaneAdvance {
     pub lane: Vec<u8>,
     pub tenant: String,
-    /// The next row became the head, due at this time; `None`: the lane is empty now.
-    pub promoted: Option<u64>,
+    /// The next row became the head: (due at, seq); `None`: the lane is empty now.
+    pub promoted: Option<(u64, u64)>,
 }
 
 /// Pending/in-flight and dead rows of one source.
@@ -172,10 +182,7 @@ impl Store {
         }
     }
 
-    /// Claims up to `max` rows of `tenant` due at or before `now`, stopping early once their
-    /// bodies reach `max_bytes` (at least one row is claimed if any is due). Claimed rows leave
-    /// the due index for the in-flight index; the horizon starts at the first claim.
-    /// Returns the claims and the tenant's next due time after them.
+    /// Claims up to `max` rows of `tenant` due at or before `now` (see `claim_due_from`).
     pub fn claim_due(
         &self,
         tenant: &str,
@@ -183,33 +190,62 @@ impl Store {
         max: usize,
         max_bytes: u64,
     ) -> Result<(Vec<Claimed>, Option<u64>), StoreError> {
+        let page = self.claim_due_from(tenant, None, now, max, max_bytes)?;
+        Ok((page.claimed, page.next_due))
+    }
+
+    /// Claims up to `max` rows of `tenant` due at or before `now`, stopping early once their
+    /// bodies reach `max_bytes` (at least one row is claimed if any is due). Claimed rows leave
+    /// the due index for the in-flight index; the horizon starts at the first claim.
+    ///
+    /// `from` is where the previous scan said to resume: every due key of the tenant below it
+    /// is known to be deleted. Starting there matters: claims delete keys, and a scan from the
+    /// start of the tenant's range would step over every tombstone left since the last flush.
+    pub fn claim_due_from(
+        &self,
+        tenant: &str,
+        from: Option<&[u8]>,
+        now: u64,
+        max: usize,
+        max_bytes: u64,
+    ) -> Result<ClaimPage, StoreError> {
         let db = self.db()?;
         let index = Self::cf(&db, keys::CF_INDEX)?;
         let deliveries = Self::cf(&db, keys::CF_DELIVERIES)?;
         let hooks = Self::cf(&db, keys::CF_HOOKS)?;
         let prefix = keys::due_tenant_prefix(tenant);
+        let start = match from {
+            Some(f) if f.starts_with(&prefix) => f.to_vec(),
+            _ => prefix.clone(),
+        };
         let mut ro = ReadOptions::default();
+        ro.set_iterate_lower_bound(start.clone());
         ro.set_iterate_upper_bound(keys::prefix_end(&prefix));
         let it = db.iterator_cf_opt(
-            &index,
+            index,
             ro,
-            IteratorMode::From(&prefix, rocksdb::Direction::Forward),
+            IteratorMode::From(&start, rocksdb::Direction::Forward),
         );
 
         let mut batch = WriteBatch::default();
         let mut claimed = Vec::new();
         let mut bytes = 0u64;
         let mut next_due = None;
+        // Where the next scan starts: the first key this one left, or just past its last.
+        let mut resume = start;
         for item in it {
             let (k, _) = item.map_err(|e| classify(&e))?;
             let Some((_, due_at, seq, sink)) = keys::parse_due(&k) else {
                 return Err(StoreError::Corrupt("malformed due key".into()));
             };
             if due_at > now || claimed.len() >= max || (bytes >= max_bytes && !claimed.is_empty()) {
+                resume = k.to_vec();
                 next_due = Some(due_at);
                 break;
             }
-            batch.delete_cf(&index, &k);
+            resume = k.to_vec();
+            resume.push(0);
+            batch.delete_cf(index, &k);
             let Some(rv) = db
                 .get_pinned_cf(&deliveries, keys::delivery(seq, sink))
                 .map_err(|e| classify(&e))?
@@ -246,12 +282,23 @@ impl Store {
         if !batch.is_empty() {
             self.write(&db, batch, false)?;
         }
-        Ok((claimed, next_due))
+        Ok(ClaimPage {
+            claimed,
+            next_due,
+            resume,
+        })
     }
 
     /// Records outcomes in one batch. A hook whose last row clears is deleted with it, and a
     /// lane whose head cleared hands over to its next row in the same batch.
-    pub fn apply_outcomes(&self, outcomes: &[Outcome]) -> Result<Vec<LaneAdvance>, StoreError> {
+    ///
+    /// `lane_floor` holds, per lane, a seq below which the lane has no waiting row (the lanes
+    /// it lacks are read from their start).
+    pub fn apply_outcomes(
+        &self,
+        outcomes: &[Outcome],
+        lane_floor: &HashMap<Vec<u8>, u64>,
+    ) -> Result<Vec<LaneAdvance>, StoreError> {
         if outcomes.is_empty() {
             return Ok(Vec::new());
         }
@@ -275,7 +322,9 @@ impl Store {
                     deleted.insert((*seq, *sink));
                     done_hooks.push((*seq, row));
                     if let Some(key) = &row.lane {
-                        advances.push(self.advance_lane(&db, &mut batch, row, *sink, key, now)?);
+                        advances.push(
+                            self.advance_lane(&db, &mut batch, row, *sink, key, now, lane_floor)?,
+                        );
                     }
                 }
                 Outcome::Retry { seq, sink, row } => {
@@ -296,7 +345,9 @@ impl Store {
                         batch.merge(super::jobs::c_job_failed(job), 1i64.to_le_bytes());
                     }
                     if let Some(key) = &row.lane {
-                        advances.push(self.advance_lane(&db, &mut batch, &row, *sink, key, now)?);
+                        advances.push(
+                            self.advance_lane(&db, &mut batch, &row, *sink, key, now, lane_floor)?,
+                        );
                     }
                 }
             }
@@ -321,9 +372,11 @@ impl Store {
         sink: u16,
         key: &str,
         now: u64,
+        lane_floor: &HashMap<Vec<u8>, u64>,
     ) -> Result<LaneAdvance, StoreError> {
         let lane = keys::lane_id(&row.tenant, &row.source_id, sink, key);
-        let promoted = self.promote_in_batch(db, batch, &lane, sink, now)?;
+        let floor = lane_floor.get(&lane).copied().unwrap_or(0);
+        let promoted = self.promote_in_batch(db, batch, &lane, sink, now, floor)?;
         if promoted.is_none() {
             let index = Self::cf(db, keys::CF_INDEX)?;
             batch.delete_cf(index, keys::lane_head(&lane));
@@ -343,16 +396,20 @@ impl Store {
         lane: &[u8],
         sink: u16,
         now: u64,
-    ) -> Result<Option<u64>, StoreError> {
+        floor: u64,
+    ) -> Result<Option<(u64, u64)>, StoreError> {
         let index = Self::cf(db, keys::CF_INDEX)?;
         let deliveries = Self::cf(db, keys::CF_DELIVERIES)?;
+        // Starting at the floor skips the tombstones of the lane's earlier heads.
         let prefix = keys::lane_pending_prefix(lane);
+        let start = keys::lane_pending(lane, floor);
         let mut ro = ReadOptions::default();
+        ro.set_iterate_lower_bound(start.clone());
         ro.set_iterate_upper_bound(keys::prefix_end(&prefix));
         let mut it = db.iterator_cf_opt(
             index,
             ro,
-            IteratorMode::From(&prefix, rocksdb::Direction::Forward),
+            IteratorMode::From(&start, rocksdb::Direction::Forward),
         );
         let Some(item) = it.next() else {
             return Ok(None);
@@ -375,11 +432,16 @@ impl Store {
         batch.put_cf(deliveries, keys::delivery(seq, sink), next.encode());
         batch.put_cf(index, keys::due(&next.tenant, now, seq, sink), []);
         batch.put_cf(index, keys::lane_head(lane), seq.to_be_bytes());
-        Ok(Some(now))
+        Ok(Some((now, seq)))
     }
 
     /// Gives a lane without a head its head. Returns the tenant and due time when it did.
-    pub fn promote_lane(&self, lane: &[u8], now: u64) -> Result<Option<(String, u64)>, StoreError> {
+    pub fn promote_lane(
+        &self,
+        lane: &[u8],
+        now: u64,
+        floor: u64,
+    ) -> Result<Option<(String, u64, u64)>, StoreError> {
         let db = self.db()?;
         let index = Self::cf(&db, keys::CF_INDEX)?;
         if db
@@ -395,11 +457,11 @@ impl Store {
         let sink =
             lane_sink(lane).ok_or_else(|| StoreError::Corrupt("malformed lane id".into()))?;
         let mut batch = WriteBatch::default();
-        let promoted = self.promote_in_batch(&db, &mut batch, lane, sink, now)?;
+        let promoted = self.promote_in_batch(&db, &mut batch, lane, sink, now, floor)?;
         if promoted.is_some() {
             self.write(&db, batch, false)?;
         }
-        Ok(promoted.map(|at| (tenant, at)))
+        Ok(promoted.map(|(at, seq)| (tenant, at, seq)))
     }
 
     /// Lanes with a head, and lanes with waiting rows but no head (an ingest whose hand-over
@@ -639,7 +701,7 @@ mod tests {
                 row: c.row.clone(),
             })
             .collect();
-        s.apply_outcomes(&outcomes).unwrap();
+        s.apply_outcomes(&outcomes, &Default::default()).unwrap();
         assert!(s.get_hook(seqs[0]).unwrap().is_none());
         assert!(s.get_hook(seqs[2]).unwrap().is_some());
         assert_eq!(s.counter(keys::C_HOOKS).unwrap(), 1);
@@ -657,18 +719,21 @@ mod tests {
         let mut r1 = c[1].row.clone();
         r1.dead_at = Some(20);
         r1.error_class = Some(ErrorClass::Permanent);
-        s.apply_outcomes(&[
-            Outcome::Retry {
-                seq: c[0].seq,
-                sink: 0,
-                row: r0,
-            },
-            Outcome::Dead {
-                seq: c[1].seq,
-                sink: 0,
-                row: r1,
-            },
-        ])
+        s.apply_outcomes(
+            &[
+                Outcome::Retry {
+                    seq: c[0].seq,
+                    sink: 0,
+                    row: r0,
+                },
+                Outcome::Dead {
+                    seq: c[1].seq,
+                    sink: 0,
+                    row: r1,
+                },
+            ],
+            &Default::default(),
+        )
         .unwrap();
         assert_eq!(s.claim_due("t1", 100, 10, u64::MAX).unwrap().0.len(), 0);
         assert_eq!(s.tenant_next_due("t1").unwrap(), Some(500));

@@ -1,1 +1,120 @@
-//! Test support.
+//! Test support shared by the workspace's Kubernetes tests:
+//!
+//! - [`controlplane`]: a real etcd + kube-apiserver + kube-controller-manager (1.20, built from
+//!   Debian's source package by `e2e/controlplane/build.sh`) on 127.0.0.1, stopped on drop;
+//! - [`kubelet`]: a fake kubelet that binds pods to a fake node, starts one real `ankusa`
+//!   gateway process per pod on its own 127.0.0.N with a persistent data dir per pod name,
+//!   materialises Secret volumes the way the kubelet does (`..data` symlink swap, kept
+//!   current), probes readiness and patches pod status;
+//! - [`receiver`]: an HTTP receiver standing in for a webhook consumer;
+//! - [`harness`]: all of it plus the operator process, a namespace and `kubectl`;
+//! - [`sign`]: provider signatures for test hooks.
+//!
+//! It lives in its own crate (not in `operator/tests`) because more than one test target
+//! uses it (the operator's scenarios, the docs examples, the chart) and it must not be
+//! compiled into any shipped binary.
+
+pub mod controlplane;
+pub mod harness;
+pub mod kubelet;
+pub mod process;
+pub mod receiver;
+pub mod sign;
+
+use std::path::PathBuf;
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .canonicalize()
+        .expect("repo root")
+}
+
+fn home() -> PathBuf {
+    std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| "/root".into())
+}
+
+/// The gateway binary: `ANKUSA_BIN`, else `$HOME/.cache/ankusa/target/debug/ankusa`.
+pub fn gateway_bin() -> PathBuf {
+    std::env::var_os("ANKUSA_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| home().join(".cache/ankusa/target/debug/ankusa"))
+}
+
+/// The control-plane binaries' directory (`ANKUSA_K8S_ASSETS`, default as in build.sh).
+pub fn k8s_assets() -> PathBuf {
+    std::env::var_os("ANKUSA_K8S_ASSETS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| home().join(".cache/ankusa/k8s-1.20.2"))
+}
+
+/// The helm binary fetched by `charts/fetch-helm.sh` (`ANKUSA_HELM`, default in the cache).
+pub fn helm_bin() -> PathBuf {
+    std::env::var_os("ANKUSA_HELM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| home().join(".cache/ankusa/helm/helm"))
+}
+
+/// kubectl: `ANKUSA_KUBECTL`, else the one on PATH, else the one `charts/fetch-helm.sh` put
+/// next to helm.
+pub fn kubectl_bin() -> PathBuf {
+    if let Some(k) = std::env::var_os("ANKUSA_KUBECTL") {
+        return PathBuf::from(k);
+    }
+    which("kubectl").unwrap_or_else(|| helm_bin().with_file_name("kubectl"))
+}
+
+/// Whether tests that need the control plane must run (CI sets `ANKUSA_REQUIRE_CONTROL_PLANE=1`).
+pub fn control_plane_required() -> bool {
+    std::env::var("ANKUSA_REQUIRE_CONTROL_PLANE").is_ok_and(|v| v == "1")
+}
+
+/// Checks what a real-control-plane test needs. Returns false (after a loud message) when it
+/// should be skipped; panics with the fix when `ANKUSA_REQUIRE_CONTROL_PLANE=1`.
+pub fn control_plane_available(test: &str) -> bool {
+    let mut missing = Vec::new();
+    for b in ["kube-apiserver", "kube-controller-manager", "etcd"] {
+        if !k8s_assets().join(b).exists() {
+            missing.push(format!(
+                "{} (run e2e/controlplane/build.sh)",
+                k8s_assets().join(b).display()
+            ));
+        }
+    }
+    if !gateway_bin().exists() {
+        missing.push(format!(
+            "{} (build it: CARGO_TARGET_DIR=$HOME/.cache/ankusa/target cargo build -p ankusa-gateway, or set ANKUSA_BIN)",
+            gateway_bin().display()
+        ));
+    }
+    if !kubectl_bin().exists() {
+        missing.push("kubectl (on PATH, or run charts/fetch-helm.sh)".into());
+    }
+    if missing.is_empty() {
+        return true;
+    }
+    let msg = format!("{test}: missing {}", missing.join("; "));
+    if control_plane_required() {
+        panic!("{msg} -- ANKUSA_REQUIRE_CONTROL_PLANE=1 forbids skipping");
+    }
+    eprintln!(
+        "\n######## SKIPPED {msg}\n######## (set ANKUSA_REQUIRE_CONTROL_PLANE=1 to make this a failure)\n"
+    );
+    false
+}
+
+pub fn which(cmd: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join(cmd))
+            .find(|f| f.is_file())
+    })
+}
+
+/// Serialises the tests of one process that start a control plane (2-core machines).
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}

@@ -1,0 +1,24 @@
+{{- define "ankusa.fullname" -}}
+{{- printf "%s-ankusa-operator" .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "ankusa.labels" -}}
+app.kubernetes.io/name: ankusa-operator
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "ankusa.selectorLabels" -}}
+app.kubernetes.io/name: ankusa-operator
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "ankusa.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "ankusa.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}

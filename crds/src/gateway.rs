@@ -1,0 +1,287 @@
+//! `Gateway`: a StatefulSet of gateway pods, each with its own RocksDB volume, configured from
+//! the `Source` and `Sink` objects that refer to it.
+
+use ankusa_config::{
+    BatcherConfig, DispatchConfig, EgressConfig, LogConfig, RateLimitsConfig, Routing,
+};
+use k8s_openapi::api::core::v1::{Affinity, ResourceRequirements, Toleration};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::common::{Condition, SecretKeyRef, StringMap, conditions_schema, strip_defaults};
+
+/// A fleet of Ankusa gateway pods.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "ankusa.dev",
+    version = "v1alpha1",
+    kind = "Gateway",
+    namespaced,
+    status = "GatewayStatus",
+    shortname = "agw",
+    category = "ankusa",
+    doc = "A fleet of Ankusa gateway pods (a StatefulSet, one RocksDB volume per pod)",
+    scale(
+        spec_replicas_path = ".spec.replicas",
+        status_replicas_path = ".status.replicas",
+        label_selector_path = ".status.selector"
+    ),
+    printcolumn(name = "Desired", type_ = "integer", json_path = ".spec.replicas"),
+    printcolumn(name = "Ready", type_ = "integer", json_path = ".status.readyReplicas"),
+    printcolumn(
+        name = "Programmed",
+        type_ = "string",
+        json_path = ".status.programmed",
+        description = "pods running the current rendered config / pods"
+    ),
+    printcolumn(
+        name = "Status",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    ),
+    printcolumn(
+        name = "Message",
+        type_ = "string",
+        priority = 1,
+        json_path = ".status.conditions[?(@.type==\"Ready\")].message"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewaySpec {
+    /// Number of gateway pods; each is an independent all-role node with its own store.
+    #[serde(default = "default_replicas")]
+    pub replicas: i32,
+    /// Container image of the gateway (default: the operator's `--gateway-image`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_pull_policy: Option<String>,
+    /// The persistent volume each pod keeps its store on.
+    #[serde(default)]
+    pub storage: StorageSpec,
+    /// Container resources.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+    #[serde(default)]
+    pub ports: PortsSpec,
+    /// The admin API bearer token (scope `*`) the operator uses to push config and run replays.
+    /// Absent: the operator creates a Secret `<gateway>-admin-token` holding a random one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admin_token_secret_ref: Option<SecretKeyRef>,
+    /// Gateway-wide settings. Each section has the keys of the same section of the gateway's
+    /// config file (snake_case, see the configuration reference); absent keys take the
+    /// gateway's defaults.
+    #[serde(default)]
+    pub settings: GatewaySettings,
+    /// Overrides merged into the pod template.
+    #[serde(default)]
+    pub pod_template: PodTemplateOverrides,
+    /// Seconds a pod gets to finish in-flight work after SIGTERM.
+    #[serde(default = "default_grace")]
+    pub termination_grace_period_seconds: i64,
+    /// The ingest Service.
+    #[serde(default)]
+    pub service: ServiceSpec,
+}
+
+fn default_replicas() -> i32 {
+    3
+}
+
+fn default_grace() -> i64 {
+    60
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StorageSpec {
+    /// Size of each pod's volume (a Kubernetes quantity).
+    #[serde(default = "default_storage_size")]
+    pub size: String,
+    /// Storage class of the volumes (default: the cluster's default class).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class_name: Option<String>,
+}
+
+fn default_storage_size() -> String {
+    "10Gi".into()
+}
+
+impl Default for StorageSpec {
+    fn default() -> Self {
+        StorageSpec {
+            size: default_storage_size(),
+            storage_class_name: None,
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PortsSpec {
+    /// Ingest port (`http.port`).
+    #[serde(default = "default_http_port")]
+    pub http: u16,
+    /// Admin API port (`admin.port`), reached by the operator on each pod's IP.
+    #[serde(default = "default_admin_port")]
+    pub admin: u16,
+}
+
+fn default_http_port() -> u16 {
+    4000
+}
+
+fn default_admin_port() -> u16 {
+    4002
+}
+
+impl Default for PortsSpec {
+    fn default() -> Self {
+        PortsSpec {
+            http: default_http_port(),
+            admin: default_admin_port(),
+        }
+    }
+}
+
+/// The ingest Service in front of the pods.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceSpec {
+    /// `ClusterIP` (default), `NodePort` or `LoadBalancer`.
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub type_: Option<String>,
+    #[serde(default, skip_serializing_if = "StringMap::is_empty")]
+    pub annotations: StringMap,
+}
+
+/// The `http:` keys a Gateway may set; addresses and ports belong to the operator.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct HttpSettings {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_body_bytes: Option<u64>,
+    /// `path` (`POST {prefix}/:source`) or `tenant_path` (`POST {prefix}/:tenant/:source`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routing: Option<Routing>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_timeout_ms: Option<u64>,
+}
+
+/// Gateway-wide settings: sections of the gateway config file, embedded as the gateway's own
+/// types (one definition), so every key documented for the config file works here.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[schemars(transform = strip_defaults)]
+pub struct GatewaySettings {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<LogConfig>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<HttpSettings>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batcher: Option<BatcherConfig>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limits: Option<RateLimitsConfig>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispatch: Option<DispatchConfig>,
+    /// Where HTTP sinks may connect (https and public addresses only by default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<EgressConfig>,
+}
+
+/// What a Gateway may add to its pods.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PodTemplateOverrides {
+    #[serde(default, skip_serializing_if = "StringMap::is_empty")]
+    pub labels: StringMap,
+    #[serde(default, skip_serializing_if = "StringMap::is_empty")]
+    pub annotations: StringMap,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Affinity>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+    #[serde(default, skip_serializing_if = "StringMap::is_empty")]
+    pub node_selector: StringMap,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_class_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_name: Option<String>,
+}
+
+/// What the operator last saw of one pod.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayPodStatus {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_ip: Option<String>,
+    /// The pod's Ready condition.
+    pub ready: bool,
+    /// The pod runs the config rendered for it.
+    pub programmed: bool,
+    /// `config_hash` the pod reports (`GET /v1/status`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_hash: Option<String>,
+    /// The hash of the config rendered for this pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desired_hash: Option<String>,
+    /// Settings the pod changed on reload but can only apply after a restart.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub restart_required: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "conditions_schema")]
+    pub conditions: Vec<Condition>,
+    /// Pods that exist (scale subresource).
+    #[serde(default)]
+    pub replicas: i32,
+    #[serde(default)]
+    pub ready_replicas: i32,
+    /// Pods whose loaded config hash equals the one rendered for them.
+    #[serde(default)]
+    pub programmed_replicas: i32,
+    /// `programmedReplicas/replicas` for `kubectl get`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub programmed: Option<String>,
+    /// Label selector of the pods (scale subresource).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<String>,
+    /// Sources rendered into the config.
+    #[serde(default)]
+    pub sources: i32,
+    /// Sinks rendered into the config (read by the Sink controller for their status).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sinks: Vec<RenderedSink>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pods: Vec<GatewayPodStatus>,
+}
+
+/// A Sink as this Gateway rendered it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RenderedSink {
+    pub name: String,
+    /// The Sink's `metadata.generation` that was rendered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Why it could not be rendered (its Sources keep their previous version).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}

@@ -1,0 +1,721 @@
+//! Gateway → config Secret (one key per pod), Services, StatefulSet; pushes each pod's config
+//! to its admin API and reads back the loaded hash; writes the status of the Gateway and of
+//! its Sources.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ankusa_crds::{
+    Gateway, GatewayPodStatus, GatewayStatus, RenderedSink, Sink, Source, SourceStatus,
+};
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{Pod, Secret, Service};
+use kube::api::{Api, ListParams, Patch};
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use crate::context::{
+    Ctx, Error, Result, admin_token, apply_params, gateway_pods, pod_ready, pod_target,
+    status_params,
+};
+use crate::render::{self, Inputs, Outcome, Rendered, SecretValues, SourceRender};
+use crate::resources;
+use crate::status::{Conds, conditions, fraction, now_rfc3339, same_conditions};
+
+pub const CONTROLLER: &str = "gateway";
+
+/// What is desired of one pod: the hash and YAML of its config.
+#[derive(Debug, Clone)]
+pub struct PodConfig {
+    pub hash: String,
+    pub yaml: String,
+}
+
+pub async fn reconcile(gw: Arc<Gateway>, ctx: Arc<Ctx>) -> Result<Action> {
+    let _timer = ctx.metrics.reconcile(CONTROLLER);
+    if gw.meta().deletion_timestamp.is_some() {
+        // Owned objects go with it (ownerReferences); Sources wait for their own finalizer.
+        return Ok(Action::await_change());
+    }
+    let ns = gw
+        .namespace()
+        .ok_or_else(|| Error::Invalid("Gateway without namespace".into()))?;
+    let client = ctx.client.clone();
+    let token = match admin_token(&ctx, &gw).await {
+        Ok(t) => t,
+        Err(Error::Invalid(msg)) => {
+            write_gateway_status(&ctx, &gw, blocked_status(&gw, "AdminTokenMissing", &msg)).await?;
+            return Ok(Action::requeue(Duration::from_secs(30)));
+        }
+        Err(e) => return Err(e),
+    };
+    let sources = Api::<Source>::namespaced(client.clone(), &ns)
+        .list(&ListParams::default())
+        .await?
+        .items;
+    let sinks = Api::<Sink>::namespaced(client.clone(), &ns)
+        .list(&ListParams::default())
+        .await?
+        .items;
+    let secrets = fetch_secrets(&ctx, &ns, &referenced_secrets(&gw, &sources, &sinks)).await?;
+
+    let secrets_api: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let existing = secrets_api
+        .get_opt(&resources::config_secret_name(&gw))
+        .await?;
+    let existing_files = secret_files(existing.as_ref());
+    let previous = existing_files
+        .values()
+        .next()
+        .and_then(|y| render::parse_rendered(y));
+    let rendered = render::render(&Inputs {
+        gateway: &gw,
+        sources: &sources,
+        sinks: &sinks,
+        secrets: &secrets,
+        admin_token: &token,
+        previous: previous.as_ref(),
+    });
+
+    let pods = gateway_pods(&client, &gw).await?;
+    let ordinals = pods
+        .iter()
+        .filter_map(|p| resources::ordinal(&gw, &p.name_any()))
+        .max()
+        .map_or(0, |o| o + 1);
+    let pod_names = resources::pod_names(&gw, gw.spec.replicas.max(ordinals));
+    let desired = desired_configs(&rendered, &pod_names, &existing_files);
+
+    // The config Secret first, so a pod the StatefulSet adds finds its file.
+    if rendered.base.is_some() {
+        let files: BTreeMap<String, String> = desired
+            .iter()
+            .map(|(p, c)| (resources::config_key(p), c.yaml.clone()))
+            .collect();
+        if files != existing_files {
+            tracing::info!(gateway = %gw.name_any(), namespace = %ns, pods = files.len(), "config Secret updated");
+            secrets_api
+                .patch(
+                    &resources::config_secret_name(&gw),
+                    &apply_params(),
+                    &Patch::Apply(resources::config_secret(&gw, &files)),
+                )
+                .await?;
+        }
+    }
+    let svc_api: Api<Service> = Api::namespaced(client.clone(), &ns);
+    for svc in [
+        resources::headless_service(&gw),
+        resources::ingest_service(&gw),
+    ] {
+        svc_api
+            .patch(&svc.name_any(), &apply_params(), &Patch::Apply(&svc))
+            .await?;
+    }
+    let sts_api: Api<StatefulSet> = Api::namespaced(client.clone(), &ns);
+    let mut sts = resources::statefulset(&gw, &ctx.settings.gateway_image);
+    let existing_sts = sts_api.get_opt(&sts.name_any()).await?;
+    let storage_note = keep_claim_templates(&mut sts, existing_sts.as_ref());
+    sts_api
+        .patch(&sts.name_any(), &apply_params(), &Patch::Apply(&sts))
+        .await?;
+
+    // Push and observe every pod.
+    let observed = futures::future::join_all(
+        pods.iter()
+            .map(|p| observe_pod(&ctx, &gw, p, desired.get(&p.name_any()), &token)),
+    )
+    .await;
+
+    let now = now_rfc3339();
+    let old = gw.status.clone().unwrap_or_default();
+    let status = gateway_status(&gw, &rendered, observed, storage_note, &old, &now);
+    gateway_events(&ctx, &gw, &old, &status, &rendered).await;
+    let converged = status
+        .conditions
+        .iter()
+        .any(|c| c.type_ == "Ready" && c.is_true());
+    let programmed = status.programmed_replicas;
+    if !same_status(&old, &status) {
+        write_gateway_status(&ctx, &gw, status).await?;
+    }
+    for src in sources
+        .iter()
+        .filter(|s| render::source_of(s, &gw.name_any()))
+    {
+        let sr = rendered.sources.get(&src.name_any());
+        let old = src.status.clone().unwrap_or_default();
+        let prefix = rendered
+            .base
+            .as_ref()
+            .map(|c| c.http.prefix.clone())
+            .unwrap_or_else(|| "/webhooks".into());
+        let view = GatewayView {
+            error: rendered.error.as_deref(),
+            programmed,
+            desired: gw.spec.replicas,
+            prefix: &prefix,
+        };
+        let new = source_status(src, sr, view, &old, &now);
+        source_events(&ctx, src, &old, &new).await;
+        if !same_source_status(&old, &new) {
+            let api: Api<Source> = Api::namespaced(client.clone(), &ns);
+            let body = json!({
+                "apiVersion": "ankusa.dev/v1alpha1",
+                "kind": "Source",
+                "status": new,
+            });
+            api.patch_status(
+                &src.name_any(),
+                &status_params(CONTROLLER),
+                &Patch::Apply(&body),
+            )
+            .await?;
+        }
+    }
+    Ok(if converged {
+        // Re-check now and then: a pod may have reloaded an older file.
+        Action::requeue(Duration::from_secs(20))
+    } else {
+        Action::requeue(Duration::from_secs(3))
+    })
+}
+
+pub fn error_policy(_gw: Arc<Gateway>, err: &Error, ctx: Arc<Ctx>) -> Action {
+    ctx.metrics.error(CONTROLLER, err.label());
+    tracing::warn!(error = %err, "gateway reconcile failed");
+    Action::requeue(Duration::from_secs(if err.is_waiting() { 3 } else { 10 }))
+}
+
+/// Secrets referenced by a Gateway's Sources and the Sinks they use.
+pub fn referenced_secrets(gw: &Gateway, sources: &[Source], sinks: &[Sink]) -> BTreeSet<String> {
+    let name = gw.name_any();
+    let mut out = BTreeSet::new();
+    let mut sink_names = BTreeSet::new();
+    for s in sources.iter().filter(|s| render::source_of(s, &name)) {
+        out.extend(render::source_secret_names(s).map(String::from));
+        sink_names.extend(s.spec.sinks.iter().map(|r| r.name.clone()));
+    }
+    for s in sinks.iter().filter(|s| sink_names.contains(&s.name_any())) {
+        out.extend(render::sink_secret_names(s).map(String::from));
+    }
+    out
+}
+
+async fn fetch_secrets(ctx: &Ctx, ns: &str, names: &BTreeSet<String>) -> Result<SecretValues> {
+    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
+    let mut out = SecretValues::new();
+    for n in names {
+        if let Some(s) = api.get_opt(n).await? {
+            out.insert(
+                n.clone(),
+                s.data
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(k, v)| (k, v.0))
+                    .collect(),
+            );
+        }
+    }
+    Ok(out)
+}
+
+/// The text files of a config Secret.
+pub fn secret_files(s: Option<&Secret>) -> BTreeMap<String, String> {
+    s.and_then(|s| s.data.as_ref())
+        .map(|d| {
+            d.iter()
+                .filter_map(|(k, v)| Some((k.clone(), String::from_utf8(v.0.clone()).ok()?)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The config each pod should run: freshly rendered, or (when the Gateway's own config is
+/// refused) what the config Secret already holds.
+pub fn desired_configs(
+    rendered: &Rendered,
+    pods: &[String],
+    existing: &BTreeMap<String, String>,
+) -> BTreeMap<String, PodConfig> {
+    let mut out = BTreeMap::new();
+    for p in pods {
+        if rendered.base.is_some() {
+            if let Some(c) = rendered.for_pod(p) {
+                out.insert(
+                    p.clone(),
+                    PodConfig {
+                        hash: c.hash(),
+                        yaml: c.to_yaml(),
+                    },
+                );
+            }
+        } else if let Some(yaml) = existing.get(&resources::config_key(p))
+            && let Some(c) = render::parse_rendered(yaml)
+        {
+            out.insert(
+                p.clone(),
+                PodConfig {
+                    hash: c.hash(),
+                    yaml: yaml.clone(),
+                },
+            );
+        }
+    }
+    out
+}
+
+/// Volume claim templates cannot change on a StatefulSet: keep the existing ones and say so.
+fn keep_claim_templates(
+    desired: &mut StatefulSet,
+    existing: Option<&StatefulSet>,
+) -> Option<String> {
+    let existing = existing?.spec.as_ref()?.volume_claim_templates.clone()?;
+    let spec = desired.spec.as_mut()?;
+    let storage = |v: &[k8s_openapi::api::core::v1::PersistentVolumeClaim]| {
+        v.first().and_then(|c| c.spec.as_ref()).map(|s| {
+            (
+                s.storage_class_name.clone(),
+                s.resources.as_ref().and_then(|r| r.requests.clone()),
+            )
+        })
+    };
+    let note = (storage(&existing) != storage(spec.volume_claim_templates.as_deref().unwrap_or(&[])))
+        .then(|| {
+            "spec.storage changed: volume claim templates of a StatefulSet are immutable, existing volumes keep their size and class".to_string()
+        });
+    spec.volume_claim_templates = Some(existing);
+    note
+}
+
+async fn observe_pod(
+    ctx: &Ctx,
+    gw: &Gateway,
+    pod: &Pod,
+    desired: Option<&PodConfig>,
+    token: &str,
+) -> GatewayPodStatus {
+    let mut st = GatewayPodStatus {
+        name: pod.name_any(),
+        uid: pod.uid(),
+        pod_ip: pod.status.as_ref().and_then(|s| s.pod_ip.clone()),
+        ready: pod_ready(pod),
+        programmed: false,
+        desired_hash: desired.map(|d| d.hash.clone()),
+        ..Default::default()
+    };
+    let Some(target) = pod_target(pod, gw.spec.ports.admin, token) else {
+        st.last_error = Some("not running".into());
+        return st;
+    };
+    let status = ctx.admin.status(&target).await;
+    ctx.metrics.pod_call("status", &status);
+    match status {
+        Err(e) => st.last_error = Some(e.to_string()),
+        Ok(s) => {
+            st.config_hash = Some(s.config_hash.clone());
+            st.restart_required = s.restart_required.clone();
+            if let Some(e) = &s.last_reload_error {
+                st.last_error = Some(format!("last reload refused: {}", e.message));
+            }
+            if let Some(d) = desired.filter(|d| d.hash != s.config_hash) {
+                let r = ctx.admin.put_config(&target, &d.yaml).await;
+                ctx.metrics.pod_call("put_config", &r);
+                match r {
+                    Ok(r) => {
+                        tracing::info!(pod = %target.name, hash = %short(Some(&r.config_hash)), changed = r.changed, "config pushed");
+                        st.config_hash = Some(r.config_hash);
+                        st.restart_required = r.restart_required;
+                        st.last_error = None;
+                    }
+                    Err(e) => {
+                        tracing::warn!(pod = %target.name, error = %e, "config push failed");
+                        st.last_error = Some(e.to_string());
+                    }
+                }
+            }
+        }
+    }
+    st.programmed = desired.is_some_and(|d| st.config_hash.as_deref() == Some(d.hash.as_str()));
+    st
+}
+
+fn blocked_status(gw: &Gateway, reason: &'static str, msg: &str) -> GatewayStatus {
+    let old = gw.status.clone().unwrap_or_default();
+    let now = now_rfc3339();
+    GatewayStatus {
+        observed_generation: gw.metadata.generation,
+        conditions: conditions(
+            &old.conditions,
+            Conds {
+                ready: (false, reason, msg.to_string()),
+                progressing: (false, reason, msg.to_string()),
+                degraded: (true, reason, msg.to_string()),
+            },
+            gw.metadata.generation,
+            &now,
+        ),
+        selector: Some(resources::selector_string(gw)),
+        ..old
+    }
+}
+
+/// The Gateway's status from what was rendered and what the pods report.
+pub fn gateway_status(
+    gw: &Gateway,
+    rendered: &Rendered,
+    pods: Vec<GatewayPodStatus>,
+    storage_note: Option<String>,
+    old: &GatewayStatus,
+    now: &str,
+) -> GatewayStatus {
+    let desired = gw.spec.replicas;
+    let replicas = pods.len() as i32;
+    let ready = pods.iter().filter(|p| p.ready).count() as i32;
+    let programmed = pods.iter().filter(|p| p.programmed).count() as i32;
+    let pod_errors: Vec<String> = pods
+        .iter()
+        .filter(|p| p.last_error.as_deref().is_some_and(|e| e != "not running"))
+        .map(|p| format!("{}: {}", p.name, p.last_error.clone().unwrap_or_default()))
+        .collect();
+    let restart: Vec<String> = pods
+        .iter()
+        .filter(|p| !p.restart_required.is_empty())
+        .map(|p| format!("{} ({})", p.name, p.restart_required.join(", ")))
+        .collect();
+    let all_good = rendered.error.is_none() && ready >= desired && programmed >= desired;
+    let ready_c = if let Some(e) = &rendered.error {
+        (false, "InvalidConfig", e.clone())
+    } else if ready < desired {
+        (
+            false,
+            "PodsNotReady",
+            format!("{ready}/{desired} pods ready"),
+        )
+    } else if programmed < desired {
+        (
+            false,
+            "Programming",
+            format!("{programmed}/{desired} pods run the rendered config"),
+        )
+    } else {
+        (
+            true,
+            "Programmed",
+            format!("{programmed}/{desired} pods ready and running the rendered config"),
+        )
+    };
+    let progressing = if all_good {
+        (false, "Stable", "nothing to roll out".to_string())
+    } else if replicas != desired {
+        (
+            true,
+            "Scaling",
+            format!("{replicas} pods, {desired} desired"),
+        )
+    } else if rendered.error.is_some() {
+        (
+            false,
+            "Blocked",
+            "the Gateway's settings are refused".to_string(),
+        )
+    } else {
+        (true, "RollingOut", ready_c.2.clone())
+    };
+    let degraded = if let Some(e) = &rendered.error {
+        (true, "InvalidConfig", e.clone())
+    } else if !pod_errors.is_empty() {
+        (true, "PodErrors", pod_errors.join("; "))
+    } else if !restart.is_empty() {
+        (
+            true,
+            "RestartRequired",
+            format!(
+                "settings that apply only after a pod restart changed on {}",
+                restart.join(", ")
+            ),
+        )
+    } else if let Some(n) = storage_note {
+        (true, "StorageChangeIgnored", n)
+    } else {
+        (false, "AsExpected", String::new())
+    };
+    GatewayStatus {
+        observed_generation: gw.metadata.generation,
+        conditions: conditions(
+            &old.conditions,
+            Conds {
+                ready: ready_c,
+                progressing,
+                degraded,
+            },
+            gw.metadata.generation,
+            now,
+        ),
+        replicas,
+        ready_replicas: ready,
+        programmed_replicas: programmed,
+        programmed: Some(fraction(programmed, desired)),
+        selector: Some(resources::selector_string(gw)),
+        sources: rendered
+            .sources
+            .values()
+            .filter(|s| !matches!(s.outcome, Outcome::Missing(_)))
+            .count() as i32,
+        sinks: rendered
+            .sinks
+            .iter()
+            .map(|(name, s)| RenderedSink {
+                name: name.clone(),
+                observed_generation: s.generation,
+                error: s.error.clone(),
+            })
+            .collect(),
+        pods,
+    }
+}
+
+fn same_status(a: &GatewayStatus, b: &GatewayStatus) -> bool {
+    same_conditions(&a.conditions, &b.conditions)
+        && GatewayStatus {
+            conditions: vec![],
+            ..a.clone()
+        } == GatewayStatus {
+            conditions: vec![],
+            ..b.clone()
+        }
+}
+
+/// What a Source's status needs to know of its Gateway.
+#[derive(Debug, Clone, Copy)]
+pub struct GatewayView<'a> {
+    /// Why the Gateway's own config is refused, if it is.
+    pub error: Option<&'a str>,
+    /// Pods running the config rendered for them.
+    pub programmed: i32,
+    /// `spec.replicas`.
+    pub desired: i32,
+    /// `http.prefix` of the ingest URL.
+    pub prefix: &'a str,
+}
+
+/// A Source's status (the fields the gateway controller owns) from how it was rendered and
+/// how many pods run the rendered config.
+pub fn source_status(
+    src: &Source,
+    sr: Option<&SourceRender>,
+    gw: GatewayView,
+    old: &SourceStatus,
+    now: &str,
+) -> SourceStatus {
+    let (gateway_error, programmed_pods, desired, prefix) =
+        (gw.error, gw.programmed, gw.desired, gw.prefix);
+    let generation = src.metadata.generation;
+    let id = sr
+        .map(|s| s.id.clone())
+        .unwrap_or_else(|| render::source_id(src));
+    let current = sr.is_some_and(|s| s.outcome == Outcome::Current);
+    let programmed = if current && gateway_error.is_none() {
+        programmed_pods
+    } else {
+        0
+    };
+    let failure = match sr.map(|s| &s.outcome) {
+        Some(Outcome::Previous(e)) => Some(format!(
+            "{e}; the pods keep the previously rendered version"
+        )),
+        Some(Outcome::Missing(e)) => Some(e.clone()),
+        _ => None,
+    };
+    let deleting = src.metadata.deletion_timestamp.is_some();
+    let (ready, progressing, degraded) = if deleting {
+        let m = src
+            .status
+            .as_ref()
+            .and_then(|s| s.drain.as_ref())
+            .and_then(|d| d.message.clone())
+            .unwrap_or_else(|| "deleting: queued deliveries drain first".into());
+        (
+            (false, "Draining", m.clone()),
+            (true, "Draining", m),
+            (false, "AsExpected", String::new()),
+        )
+    } else if let Some(e) = gateway_error {
+        (
+            (false, "GatewayConfigInvalid", e.to_string()),
+            (false, "Blocked", e.to_string()),
+            (true, "GatewayConfigInvalid", e.to_string()),
+        )
+    } else if let Some(f) = failure {
+        (
+            (false, "RenderFailed", f.clone()),
+            (false, "Blocked", f.clone()),
+            (true, "RenderFailed", f),
+        )
+    } else if programmed >= desired {
+        let m = format!(
+            "generation {} programmed on {programmed}/{desired} pods",
+            generation.unwrap_or(0)
+        );
+        (
+            (true, "Programmed", m.clone()),
+            (false, "Programmed", m),
+            (false, "AsExpected", String::new()),
+        )
+    } else {
+        let m = format!(
+            "generation {} programmed on {programmed}/{desired} pods",
+            generation.unwrap_or(0)
+        );
+        (
+            (false, "Programming", m.clone()),
+            (true, "Programming", m),
+            (false, "AsExpected", String::new()),
+        )
+    };
+    SourceStatus {
+        observed_generation: generation,
+        conditions: conditions(
+            &old.conditions,
+            Conds {
+                ready,
+                progressing,
+                degraded,
+            },
+            generation,
+            now,
+        ),
+        programmed: Some(fraction(programmed, desired)),
+        programmed_replicas: programmed,
+        replicas: desired,
+        path: Some(format!("{prefix}/{id}")),
+        source_id: Some(id),
+        drain: None,
+    }
+}
+
+fn same_source_status(a: &SourceStatus, b: &SourceStatus) -> bool {
+    same_conditions(&a.conditions, &b.conditions)
+        && a.observed_generation == b.observed_generation
+        && a.programmed == b.programmed
+        && a.programmed_replicas == b.programmed_replicas
+        && a.replicas == b.replicas
+        && a.source_id == b.source_id
+        && a.path == b.path
+}
+
+async fn write_gateway_status(ctx: &Ctx, gw: &Gateway, status: GatewayStatus) -> Result<()> {
+    let api: Api<Gateway> =
+        Api::namespaced(ctx.client.clone(), &gw.namespace().unwrap_or_default());
+    let body = json!({
+        "apiVersion": "ankusa.dev/v1alpha1",
+        "kind": "Gateway",
+        "status": status,
+    });
+    api.patch_status(
+        &gw.name_any(),
+        &status_params(CONTROLLER),
+        &Patch::Apply(&body),
+    )
+    .await?;
+    Ok(())
+}
+
+fn cond<'a>(s: &'a [ankusa_crds::Condition], t: &str) -> Option<&'a ankusa_crds::Condition> {
+    s.iter().find(|c| c.type_ == t)
+}
+
+async fn gateway_events(
+    ctx: &Ctx,
+    gw: &Gateway,
+    old: &GatewayStatus,
+    new: &GatewayStatus,
+    rendered: &Rendered,
+) {
+    let was_ready = cond(&old.conditions, "Ready").is_some_and(|c| c.is_true());
+    let is_ready = cond(&new.conditions, "Ready").is_some_and(|c| c.is_true());
+    if is_ready && !was_ready {
+        ctx.event(
+            gw,
+            EventType::Normal,
+            "Programmed",
+            new.programmed.clone().unwrap_or_default() + " pods run the rendered config",
+        )
+        .await;
+    }
+    if let Some(e) = &rendered.error {
+        let old_msg = cond(&old.conditions, "Degraded").and_then(|c| c.message.clone());
+        if old_msg.as_deref() != Some(e.as_str()) {
+            ctx.event(gw, EventType::Warning, "InvalidConfig", e.clone())
+                .await;
+        }
+    }
+    for p in &new.pods {
+        let before = old.pods.iter().find(|o| o.name == p.name);
+        if let Some(e) = &p.last_error
+            && e.contains("refused the config")
+            && before.and_then(|b| b.last_error.as_ref()) != Some(e)
+        {
+            ctx.event(
+                gw,
+                EventType::Warning,
+                "ConfigRefused",
+                format!("{}: {e}", p.name),
+            )
+            .await;
+        }
+        if p.programmed && !before.is_some_and(|b| b.programmed && b.config_hash == p.config_hash) {
+            ctx.event(
+                gw,
+                EventType::Normal,
+                "ConfigPushed",
+                format!("{} runs config {}", p.name, short(p.config_hash.as_deref())),
+            )
+            .await;
+        }
+    }
+}
+
+fn short(h: Option<&str>) -> &str {
+    h.map(|h| &h[..h.len().min(12)]).unwrap_or("")
+}
+
+async fn source_events(ctx: &Ctx, src: &Source, old: &SourceStatus, new: &SourceStatus) {
+    let was = cond(&old.conditions, "Ready");
+    let now = cond(&new.conditions, "Ready");
+    if let Some(n) = now {
+        let changed = was
+            .is_none_or(|w| w.status != n.status || w.reason != n.reason || w.message != n.message);
+        if !changed {
+            return;
+        }
+        match n.reason.as_deref() {
+            Some("Programmed")
+                if !was.is_some_and(|w| {
+                    w.is_true() && w.observed_generation == n.observed_generation
+                }) =>
+            {
+                ctx.event(
+                    src,
+                    EventType::Normal,
+                    "Programmed",
+                    n.message.clone().unwrap_or_default(),
+                )
+                .await
+            }
+            Some("RenderFailed") | Some("GatewayConfigInvalid") => {
+                ctx.event(
+                    src,
+                    EventType::Warning,
+                    "RenderFailed",
+                    n.message.clone().unwrap_or_default(),
+                )
+                .await
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,568 @@
+//! ReplayJob: `POST /v1/replays` on every pod of the Gateway with `job_id` = the object's UID,
+//! polls each pod, aggregates; a pod whose UID changed (recreated) is asked again with the
+//! same job id (the gateway finds the existing job, nothing is duplicated); deletion while
+//! running cancels the job on every pod first (finalizer); terminal phases stop requeueing.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ankusa_crds::names::REPLAY_FINALIZER;
+use ankusa_crds::{
+    Gateway, ReplayJob, ReplayJobSpec, ReplayJobStatus, ReplayPhase, ReplayPodStatus, Source,
+};
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, Patch};
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::runtime::finalizer::{Event, finalizer};
+use serde_json::{Value, json};
+
+use crate::admin::{JobView, PodTarget};
+use crate::context::{Ctx, Error, Result, admin_token, gateway_pods, pod_target, status_params};
+use crate::render;
+use crate::resources;
+use crate::status::{Conds, conditions, fraction, now_rfc3339, replay_aggregate};
+
+pub const CONTROLLER: &str = "replayjob";
+
+pub async fn reconcile(rj: Arc<ReplayJob>, ctx: Arc<Ctx>) -> Result<Action> {
+    let _timer = ctx.metrics.reconcile(CONTROLLER);
+    let ns = rj
+        .namespace()
+        .ok_or_else(|| Error::Invalid("ReplayJob without namespace".into()))?;
+    let api: Api<ReplayJob> = Api::namespaced(ctx.client.clone(), &ns);
+    let key = format!("replayjob/{ns}/{}", rj.name_any());
+    let r = finalizer(&api, REPLAY_FINALIZER, rj, |ev| async {
+        match ev {
+            Event::Apply(rj) => apply(&rj, &ctx, &key).await,
+            Event::Cleanup(rj) => cleanup(&rj, &ctx).await,
+        }
+    })
+    .await
+    .map_err(|e| Error::Finalizer(Box::new(e)));
+    if matches!(r, Ok(ref a) if *a == Action::await_change()) {
+        ctx.forget_poll(&key);
+    }
+    r
+}
+
+pub fn error_policy(_rj: Arc<ReplayJob>, err: &Error, ctx: Arc<Ctx>) -> Action {
+    ctx.metrics.error(CONTROLLER, err.label());
+    if !err.is_waiting() {
+        tracing::warn!(error = %err, "replayjob reconcile failed");
+    }
+    Action::requeue(Duration::from_secs(if err.is_waiting() { 3 } else { 10 }))
+}
+
+/// The request every pod receives (`POST /v1/replays`), from the spec; the Source and Sink
+/// names are resolved to the gateway's source id and sink index.
+pub fn build_request(
+    spec: &ReplayJobSpec,
+    job_id: &str,
+    sources: &[Source],
+) -> Result<Value, String> {
+    let f = &spec.filter;
+    let mut filter = serde_json::Map::new();
+    if let Some(t) = &f.tenant {
+        filter.insert("tenant".into(), t.clone().into());
+    }
+    let source = f
+        .source
+        .as_ref()
+        .map(|name| sources.iter().find(|s| &s.name_any() == name).ok_or(name));
+    match source {
+        // No such Source object (any more): the name is taken as the source id.
+        Some(Err(name)) => {
+            filter.insert("source_id".into(), name.clone().into());
+        }
+        Some(Ok(s)) => {
+            filter.insert("source_id".into(), render::source_id(s).into());
+        }
+        None => {}
+    }
+    if let Some(sink) = &f.sink {
+        let Some(Ok(src)) = source else {
+            return Err(format!(
+                "filter.sink {sink:?} needs filter.source naming an existing Source"
+            ));
+        };
+        let idx = src
+            .spec
+            .sinks
+            .iter()
+            .position(|r| &r.name == sink)
+            .ok_or_else(|| {
+                format!(
+                    "filter.sink: Source {} has no sink {sink:?}",
+                    src.name_any()
+                )
+            })?;
+        filter.insert("sink".into(), (idx as u64).into());
+    }
+    if let Some(c) = f.error_class {
+        filter.insert("error_class".into(), c.as_str().into());
+    }
+    let ms = |field: &str, v: &Option<String>| -> Result<Option<u64>, String> {
+        match v {
+            None => Ok(None),
+            Some(s) => s
+                .parse::<k8s_openapi::jiff::Timestamp>()
+                .map_err(|e| format!("filter.{field} is not an RFC 3339 time: {e}"))
+                .and_then(|t| {
+                    u64::try_from(t.as_millisecond())
+                        .map_err(|_| format!("filter.{field} is before 1970"))
+                })
+                .map(Some),
+        }
+    };
+    let since = ms("since", &f.since)?;
+    let until = ms("until", &f.until)?;
+    if let (Some(s), Some(u)) = (since, until)
+        && s > u
+    {
+        return Err("filter.since is after filter.until".into());
+    }
+    if let Some(s) = since {
+        filter.insert("since".into(), s.into());
+    }
+    if let Some(u) = until {
+        filter.insert("until".into(), u.into());
+    }
+    let mut body = json!({ "job_id": job_id, "kind": "dlq", "filter": filter });
+    if let Some(r) = spec.rate {
+        if r == 0 || r > 100_000 {
+            return Err(format!("rate must be 1..=100000, got {r}"));
+        }
+        body["rate"] = r.into();
+    }
+    if let Some(l) = spec.max_lag_ms {
+        body["max_lag_ms"] = l.into();
+    }
+    if let Some(p) = spec.pause_after_dead {
+        body["pause_after_dead"] = p.into();
+    }
+    Ok(body)
+}
+
+fn update_from_view(rec: &mut ReplayPodStatus, v: &JobView, now: &str) {
+    rec.state = v.state.clone();
+    rec.moved = v.moved;
+    rec.scanned = v.scanned;
+    rec.delivered = v.delivered;
+    rec.failed = v.failed;
+    rec.outstanding = v.outstanding;
+    rec.done = v.done;
+    rec.last_error = None;
+    rec.updated_at = Some(now.to_string());
+}
+
+/// One pod: create the job when the pod is new to it (or was recreated: new UID), else poll.
+/// Returns the record and whether the pod was asked again after a restart.
+async fn sync_pod(
+    ctx: &Ctx,
+    target: Option<PodTarget>,
+    mut rec: ReplayPodStatus,
+    body: &Value,
+    now: &str,
+) -> (ReplayPodStatus, bool) {
+    let Some(t) = target else {
+        if !rec.done {
+            rec.last_error = Some("pod not running".into());
+        }
+        return (rec, false);
+    };
+    let restarted = rec.pod_uid.as_ref().is_some_and(|u| *u != t.uid);
+    if rec.done && !restarted {
+        return (rec, false);
+    }
+    let known = rec.pod_uid.as_deref() == Some(t.uid.as_str());
+    let result = if known {
+        let r = ctx.admin.get_replay(&t, &rec.job_id).await;
+        ctx.metrics.pod_call("get_replay", &r);
+        match r {
+            Ok(Some(v)) => Ok(v),
+            // The pod lost the job (its store was replaced): ask again.
+            Ok(None) => {
+                let r = ctx.admin.create_replay(&t, body).await;
+                ctx.metrics.pod_call("create_replay", &r);
+                r
+            }
+            Err(e) => Err(e),
+        }
+    } else {
+        let r = ctx.admin.create_replay(&t, body).await;
+        ctx.metrics.pod_call("create_replay", &r);
+        r
+    };
+    match result {
+        Ok(v) => {
+            update_from_view(&mut rec, &v, now);
+            rec.pod_uid = Some(t.uid.clone());
+        }
+        Err(e) => {
+            rec.last_error = Some(e.to_string());
+            rec.updated_at = Some(now.to_string());
+        }
+    }
+    (rec, restarted)
+}
+
+async fn write_status(ctx: &Ctx, rj: &ReplayJob, status: &ReplayJobStatus) -> Result<()> {
+    let api: Api<ReplayJob> =
+        Api::namespaced(ctx.client.clone(), &rj.namespace().unwrap_or_default());
+    let body =
+        json!({ "apiVersion": "ankusa.dev/v1alpha1", "kind": "ReplayJob", "status": status });
+    api.patch_status(
+        &rj.name_any(),
+        &status_params(CONTROLLER),
+        &Patch::Apply(&body),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Status conditions of a ReplayJob in a phase.
+pub fn replay_conditions(
+    old: &[ankusa_crds::Condition],
+    phase: ReplayPhase,
+    message: &str,
+    degraded: Option<String>,
+    generation: Option<i64>,
+    now: &str,
+) -> Vec<ankusa_crds::Condition> {
+    let m = message.to_string();
+    let ready = match phase {
+        ReplayPhase::Succeeded => (true, "Succeeded", m.clone()),
+        ReplayPhase::Failed => (false, "Failed", m.clone()),
+        ReplayPhase::Cancelled => (false, "Cancelled", m.clone()),
+        ReplayPhase::Running => (false, "Running", m.clone()),
+        ReplayPhase::Pending => (false, "Pending", m.clone()),
+    };
+    let progressing = if phase.is_terminal() {
+        (false, "Complete", m.clone())
+    } else {
+        (true, ready.1, m.clone())
+    };
+    let degraded = match (phase, degraded) {
+        (ReplayPhase::Failed, _) => (true, "Failed", m),
+        (_, Some(d)) => (true, "PodErrors", d),
+        _ => (false, "AsExpected", String::new()),
+    };
+    conditions(
+        old,
+        Conds {
+            ready,
+            progressing,
+            degraded,
+        },
+        generation,
+        now,
+    )
+}
+
+async fn apply(rj: &ReplayJob, ctx: &Ctx, key: &str) -> Result<Action> {
+    let old = rj.status.clone().unwrap_or_default();
+    if old.phase.is_some_and(ReplayPhase::is_terminal) {
+        return Ok(Action::await_change());
+    }
+    if let Some(wait) = ctx.poll_due(key, ctx.settings.replay_poll) {
+        return Ok(Action::requeue(wait));
+    }
+    let ns = rj.namespace().unwrap_or_default();
+    let now = now_rfc3339();
+    let generation = rj.metadata.generation;
+    let gws: Api<Gateway> = Api::namespaced(ctx.client.clone(), &ns);
+    let Some(gw) = gws.get_opt(&rj.spec.gateway_ref.name).await? else {
+        let msg = format!("Gateway {} not found", rj.spec.gateway_ref.name);
+        if old.message.as_deref() != Some(msg.as_str()) {
+            ctx.event(rj, EventType::Warning, "GatewayNotFound", msg.clone())
+                .await;
+        }
+        let status = ReplayJobStatus {
+            observed_generation: generation,
+            conditions: replay_conditions(
+                &old.conditions,
+                ReplayPhase::Pending,
+                &msg,
+                None,
+                generation,
+                &now,
+            ),
+            phase: Some(ReplayPhase::Pending),
+            message: Some(msg),
+            ..old.clone()
+        };
+        if status != old {
+            write_status(ctx, rj, &status).await?;
+        }
+        return Ok(Action::requeue(Duration::from_secs(15)));
+    };
+    let job_id = rj.uid().unwrap_or_default();
+    let sources = Api::<Source>::namespaced(ctx.client.clone(), &ns)
+        .list(&ListParams::default())
+        .await?
+        .items;
+    let current = build_request(&rj.spec, &job_id, &sources);
+    let (request, spec_changed) = match (&old.request, current) {
+        (Some(stored), Ok(cur)) => (stored.clone(), *stored != cur),
+        (Some(stored), Err(_)) => (stored.clone(), true),
+        (None, Ok(cur)) => (cur, false),
+        (None, Err(e)) => {
+            // Refused before anything started: terminal, like a failed prerequisite.
+            ctx.event(rj, EventType::Warning, "InvalidSpec", e.clone())
+                .await;
+            let status = ReplayJobStatus {
+                observed_generation: generation,
+                conditions: replay_conditions(
+                    &old.conditions,
+                    ReplayPhase::Failed,
+                    &e,
+                    None,
+                    generation,
+                    &now,
+                ),
+                phase: Some(ReplayPhase::Failed),
+                job_id: Some(job_id),
+                completion_time: Some(now.clone()),
+                message: Some(e),
+                ..old.clone()
+            };
+            write_status(ctx, rj, &status).await?;
+            return Ok(Action::await_change());
+        }
+    };
+    let token = admin_token(ctx, &gw).await?;
+    let pods = gateway_pods(&ctx.client, &gw).await?;
+    let mut names: BTreeSet<String> = resources::pod_names(&gw, gw.spec.replicas)
+        .into_iter()
+        .collect();
+    names.extend(pods.iter().map(|p| p.name_any()));
+    let work = names.iter().map(|name| {
+        let rec = old
+            .pods
+            .iter()
+            .find(|r| &r.pod == name)
+            .cloned()
+            .unwrap_or_else(|| ReplayPodStatus {
+                pod: name.clone(),
+                job_id: job_id.clone(),
+                state: "unknown".into(),
+                ..Default::default()
+            });
+        let target = pods
+            .iter()
+            .find(|p| &p.name_any() == name)
+            .and_then(|p| pod_target(p, gw.spec.ports.admin, &token));
+        sync_pod(ctx, target, rec, &request, &now)
+    });
+    let results = futures::future::join_all(work).await;
+    let mut records = Vec::new();
+    for (rec, restarted) in results {
+        if restarted {
+            ctx.event(
+                rj,
+                EventType::Normal,
+                "PodRestarted",
+                format!(
+                    "{} was recreated; asked it again for job {}",
+                    rec.pod, rec.job_id
+                ),
+            )
+            .await;
+        }
+        records.push(rec);
+    }
+    let agg = replay_aggregate(&records);
+    let mut degraded = agg.degraded.clone();
+    if spec_changed {
+        let m = "the spec changed after the job started; ReplayJob specs are immutable, the original request is kept (create a new ReplayJob)".to_string();
+        degraded = Some(match degraded {
+            Some(d) => format!("{m}; {d}"),
+            None => m,
+        });
+    }
+    let status = ReplayJobStatus {
+        observed_generation: generation,
+        conditions: replay_conditions(
+            &old.conditions,
+            agg.phase,
+            &agg.message,
+            degraded,
+            generation,
+            &now,
+        ),
+        phase: Some(agg.phase),
+        progress: Some(fraction(agg.done, agg.total)),
+        job_id: Some(job_id),
+        request: Some(request),
+        start_time: old.start_time.clone().or_else(|| Some(now.clone())),
+        completion_time: agg.phase.is_terminal().then(|| now.clone()),
+        moved: agg.moved,
+        delivered: agg.delivered,
+        failed: agg.failed,
+        pods: records,
+        message: Some(agg.message.clone()),
+    };
+    if old.phase != Some(agg.phase) {
+        let (t, reason) = match agg.phase {
+            ReplayPhase::Running => (EventType::Normal, "Started"),
+            ReplayPhase::Succeeded => (EventType::Normal, "Succeeded"),
+            ReplayPhase::Failed => (EventType::Warning, "Failed"),
+            ReplayPhase::Cancelled => (EventType::Warning, "Cancelled"),
+            ReplayPhase::Pending => (EventType::Normal, "Pending"),
+        };
+        ctx.event(rj, t, reason, agg.message.clone()).await;
+    }
+    if status != old {
+        write_status(ctx, rj, &status).await?;
+    }
+    Ok(if agg.phase.is_terminal() {
+        Action::await_change()
+    } else {
+        Action::requeue(ctx.settings.replay_poll * 2)
+    })
+}
+
+async fn cleanup(rj: &ReplayJob, ctx: &Ctx) -> Result<Action> {
+    let old = rj.status.clone().unwrap_or_default();
+    if old.phase.is_some_and(ReplayPhase::is_terminal) || old.pods.is_empty() {
+        return Ok(Action::await_change());
+    }
+    let ns = rj.namespace().unwrap_or_default();
+    let gws: Api<Gateway> = Api::namespaced(ctx.client.clone(), &ns);
+    let Some(gw) = gws.get_opt(&rj.spec.gateway_ref.name).await? else {
+        return Ok(Action::await_change());
+    };
+    let token = admin_token(ctx, &gw).await?;
+    let pods = gateway_pods(&ctx.client, &gw).await?;
+    let job_id = rj.uid().unwrap_or_default();
+    let mut failures = Vec::new();
+    let mut cancelled = Vec::new();
+    for rec in old.pods.iter().filter(|r| !r.done) {
+        let pod = pods.iter().find(|p| p.name_any() == rec.pod);
+        let expected = resources::ordinal(&gw, &rec.pod).is_some_and(|o| o < gw.spec.replicas);
+        match pod.and_then(|p| pod_target(p, gw.spec.ports.admin, &token)) {
+            Some(t) => {
+                let r = ctx.admin.set_replay_state(&t, &job_id, "cancelled").await;
+                ctx.metrics.pod_call("cancel_replay", &r);
+                match r {
+                    Ok(_) => cancelled.push(rec.pod.clone()),
+                    Err(e) => failures.push(format!("{}: {e}", rec.pod)),
+                }
+            }
+            // A pod that will come back would resume the job: wait for it.
+            None if expected => failures.push(format!("{}: not running", rec.pod)),
+            None => {}
+        }
+    }
+    if !failures.is_empty() {
+        return Err(Error::Waiting(format!(
+            "cancelling job {job_id}: {}",
+            failures.join("; ")
+        )));
+    }
+    ctx.event(
+        rj,
+        EventType::Normal,
+        "Cancelled",
+        format!("job {job_id} cancelled on {}", cancelled.join(", ")),
+    )
+    .await;
+    Ok(Action::await_change())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ankusa_crds::LocalRef;
+    use ankusa_crds::replay::{ErrorClass, ReplayFilterSpec};
+
+    fn spec(filter: ReplayFilterSpec) -> ReplayJobSpec {
+        ReplayJobSpec {
+            gateway_ref: LocalRef { name: "gw".into() },
+            kind: Default::default(),
+            filter,
+            rate: Some(50),
+            max_lag_ms: None,
+            pause_after_dead: None,
+        }
+    }
+
+    fn source(name: &str, id: Option<&str>, sinks: &[&str]) -> Source {
+        let mut s: Source = serde_json::from_value(json!({
+            "apiVersion": "ankusa.dev/v1alpha1", "kind": "Source",
+            "metadata": {"name": name, "namespace": "ns"},
+            "spec": {"gatewayRef": {"name": "gw"}, "sinks": sinks.iter().map(|n| json!({"name": n})).collect::<Vec<_>>()}
+        }))
+        .unwrap();
+        s.spec.id = id.map(String::from);
+        s
+    }
+
+    #[test]
+    fn request_resolves_names_and_times() {
+        let sources = [source("orders", Some("orders-v2"), &["a", "b"])];
+        let body = build_request(
+            &spec(ReplayFilterSpec {
+                tenant: Some("acme".into()),
+                source: Some("orders".into()),
+                sink: Some("b".into()),
+                error_class: Some(ErrorClass::Transient),
+                since: Some("2026-01-01T00:00:00Z".into()),
+                until: None,
+            }),
+            "0b7f9f0e-1111-4222-8333-444455556666",
+            &sources,
+        )
+        .unwrap();
+        assert_eq!(
+            body,
+            json!({
+                "job_id": "0b7f9f0e-1111-4222-8333-444455556666",
+                "kind": "dlq",
+                "filter": {"tenant": "acme", "source_id": "orders-v2", "sink": 1,
+                           "error_class": "transient", "since": 1767225600000u64},
+                "rate": 50
+            })
+        );
+    }
+
+    #[test]
+    fn request_refusals() {
+        let sources = [source("orders", None, &["a"])];
+        let bad_sink = spec(ReplayFilterSpec {
+            source: Some("orders".into()),
+            sink: Some("zzz".into()),
+            ..Default::default()
+        });
+        assert!(
+            build_request(&bad_sink, "j", &sources)
+                .unwrap_err()
+                .contains("no sink")
+        );
+        let sink_without_source = spec(ReplayFilterSpec {
+            sink: Some("a".into()),
+            ..Default::default()
+        });
+        assert!(build_request(&sink_without_source, "j", &sources).is_err());
+        let bad_time = spec(ReplayFilterSpec {
+            since: Some("yesterday".into()),
+            ..Default::default()
+        });
+        assert!(
+            build_request(&bad_time, "j", &sources)
+                .unwrap_err()
+                .contains("RFC 3339")
+        );
+        // A deleted Source's name is taken as the source id.
+        let gone = spec(ReplayFilterSpec {
+            source: Some("old".into()),
+            ..Default::default()
+        });
+        assert_eq!(
+            build_request(&gone, "j", &sources).unwrap()["filter"]["source_id"],
+            "old"
+        );
+    }
+}

@@ -1,0 +1,227 @@
+//! Sink: status from the Gateways that render it (`status.sinks` of each Gateway), and a
+//! finalizer that keeps a Sink while a Source still delivers to it (removing it would
+//! dead-letter that Source's queued deliveries as `sink_gone`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ankusa_crds::names::SINK_FINALIZER;
+use ankusa_crds::{Gateway, Sink, SinkStatus, Source};
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, Patch};
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::runtime::finalizer::{Event, finalizer};
+use serde_json::json;
+
+use crate::context::{Ctx, Error, Result, status_params};
+use crate::status::{Conds, conditions, fraction, now_rfc3339, same_conditions};
+
+pub const CONTROLLER: &str = "sink";
+
+pub async fn reconcile(sink: Arc<Sink>, ctx: Arc<Ctx>) -> Result<Action> {
+    let _timer = ctx.metrics.reconcile(CONTROLLER);
+    let ns = sink
+        .namespace()
+        .ok_or_else(|| Error::Invalid("Sink without namespace".into()))?;
+    let api: Api<Sink> = Api::namespaced(ctx.client.clone(), &ns);
+    finalizer(&api, SINK_FINALIZER, sink, |ev| async {
+        match ev {
+            Event::Apply(s) => apply(&s, &ctx).await,
+            Event::Cleanup(s) => cleanup(&s, &ctx).await,
+        }
+    })
+    .await
+    .map_err(|e| Error::Finalizer(Box::new(e)))
+}
+
+pub fn error_policy(_s: Arc<Sink>, err: &Error, ctx: Arc<Ctx>) -> Action {
+    ctx.metrics.error(CONTROLLER, err.label());
+    if !err.is_waiting() {
+        tracing::warn!(error = %err, "sink reconcile failed");
+    }
+    Action::requeue(Duration::from_secs(if err.is_waiting() { 5 } else { 10 }))
+}
+
+/// Sources (names) that deliver to a Sink.
+pub fn users(sink: &Sink, sources: &[Source]) -> Vec<String> {
+    let name = sink.name_any();
+    sources
+        .iter()
+        .filter(|s| s.spec.sinks.iter().any(|r| r.name == name))
+        .map(|s| s.name_any())
+        .collect()
+}
+
+/// The Sink's status from the Gateways' view of it.
+pub fn sink_status(
+    sink: &Sink,
+    gateways: &[Gateway],
+    used_by: &[String],
+    old: &SinkStatus,
+    now: &str,
+) -> SinkStatus {
+    let name = sink.name_any();
+    let generation = sink.metadata.generation;
+    let mut programmed = 0;
+    let mut desired = 0;
+    let mut errors = Vec::new();
+    let mut stale = Vec::new();
+    for gw in gateways {
+        let Some(st) = gw.status.as_ref() else {
+            continue;
+        };
+        let Some(entry) = st.sinks.iter().find(|s| s.name == name) else {
+            continue;
+        };
+        desired += gw.spec.replicas;
+        if let Some(e) = &entry.error {
+            errors.push(format!("{}: {e}", gw.name_any()));
+        } else if entry.observed_generation == generation {
+            programmed += st.programmed_replicas;
+        } else {
+            stale.push(gw.name_any());
+        }
+    }
+    let (ready, progressing, degraded) = if !errors.is_empty() {
+        let m = errors.join("; ");
+        (
+            (false, "RenderFailed", m.clone()),
+            (false, "Blocked", m.clone()),
+            (true, "RenderFailed", m),
+        )
+    } else if used_by.is_empty() {
+        (
+            (
+                true,
+                "NotReferenced",
+                "no Source delivers to this sink".to_string(),
+            ),
+            (false, "Idle", String::new()),
+            (false, "AsExpected", String::new()),
+        )
+    } else if desired == 0 && stale.is_empty() {
+        let m = "waiting for the Gateway to render it".to_string();
+        (
+            (false, "Pending", m.clone()),
+            (true, "Pending", m),
+            (false, "AsExpected", String::new()),
+        )
+    } else if programmed >= desired && stale.is_empty() {
+        let m = format!("programmed on {programmed}/{desired} pods");
+        (
+            (true, "Programmed", m.clone()),
+            (false, "Programmed", m),
+            (false, "AsExpected", String::new()),
+        )
+    } else {
+        let m = format!("programmed on {programmed}/{desired} pods");
+        (
+            (false, "Programming", m.clone()),
+            (true, "Programming", m),
+            (false, "AsExpected", String::new()),
+        )
+    };
+    SinkStatus {
+        observed_generation: generation,
+        conditions: conditions(
+            &old.conditions,
+            Conds {
+                ready,
+                progressing,
+                degraded,
+            },
+            generation,
+            now,
+        ),
+        programmed: Some(fraction(programmed, desired)),
+        programmed_replicas: programmed,
+        replicas: desired,
+        used_by: (!used_by.is_empty()).then(|| used_by.join(",")),
+    }
+}
+
+async fn apply(sink: &Sink, ctx: &Ctx) -> Result<Action> {
+    let ns = sink.namespace().unwrap_or_default();
+    let sources = Api::<Source>::namespaced(ctx.client.clone(), &ns)
+        .list(&ListParams::default())
+        .await?
+        .items;
+    let gateways = Api::<Gateway>::namespaced(ctx.client.clone(), &ns)
+        .list(&ListParams::default())
+        .await?
+        .items;
+    let used_by = users(sink, &sources);
+    let old = sink.status.clone().unwrap_or_default();
+    let new = sink_status(sink, &gateways, &used_by, &old, &now_rfc3339());
+    let changed = !same_conditions(&old.conditions, &new.conditions)
+        || old.programmed != new.programmed
+        || old.used_by != new.used_by
+        || old.observed_generation != new.observed_generation;
+    if changed {
+        let ready = new.conditions.iter().find(|c| c.type_ == "Ready");
+        let was = old.conditions.iter().find(|c| c.type_ == "Ready");
+        if let Some(r) = ready
+            && r.reason.as_deref() == Some("RenderFailed")
+            && was.map(|w| &w.message) != Some(&r.message)
+        {
+            ctx.event(
+                sink,
+                EventType::Warning,
+                "RenderFailed",
+                r.message.clone().unwrap_or_default(),
+            )
+            .await;
+        }
+        let api: Api<Sink> = Api::namespaced(ctx.client.clone(), &ns);
+        let body = json!({ "apiVersion": "ankusa.dev/v1alpha1", "kind": "Sink", "status": new });
+        api.patch_status(
+            &sink.name_any(),
+            &status_params(CONTROLLER),
+            &Patch::Apply(&body),
+        )
+        .await?;
+    }
+    Ok(Action::requeue(Duration::from_secs(300)))
+}
+
+async fn cleanup(sink: &Sink, ctx: &Ctx) -> Result<Action> {
+    let ns = sink.namespace().unwrap_or_default();
+    let sources = Api::<Source>::namespaced(ctx.client.clone(), &ns)
+        .list(&ListParams::default())
+        .await?
+        .items;
+    let used_by = users(sink, &sources);
+    if used_by.is_empty() {
+        return Ok(Action::await_change());
+    }
+    let msg = format!(
+        "still used by Source {}: remove it from their sinks first (their queued deliveries would be dead-lettered as sink_gone)",
+        used_by.join(", ")
+    );
+    let old = sink.status.clone().unwrap_or_default();
+    let ready = old.conditions.iter().find(|c| c.type_ == "Ready");
+    if ready.and_then(|r| r.reason.as_deref()) != Some("InUse") {
+        ctx.event(sink, EventType::Warning, "InUse", msg.clone())
+            .await;
+        let conds = conditions(
+            &old.conditions,
+            Conds {
+                ready: (false, "InUse", msg.clone()),
+                progressing: (false, "Blocked", msg.clone()),
+                degraded: (true, "InUse", msg.clone()),
+            },
+            sink.metadata.generation,
+            &now_rfc3339(),
+        );
+        let api: Api<Sink> = Api::namespaced(ctx.client.clone(), &ns);
+        let body = json!({ "apiVersion": "ankusa.dev/v1alpha1", "kind": "Sink", "status": { "conditions": conds } });
+        api.patch_status(
+            &sink.name_any(),
+            &status_params(CONTROLLER),
+            &Patch::Apply(&body),
+        )
+        .await?;
+    }
+    Err(Error::Waiting(msg))
+}

@@ -1,0 +1,19 @@
+//! Ankusa's Kubernetes operator.
+//!
+//! Thin reconcilers over pure functions:
+//! - [`render`]: Gateway + Sources + Sinks + Secret values → the gateway's own `Config` per pod;
+//! - [`resources`]: the StatefulSet, Services and Secrets a Gateway owns;
+//! - [`status`]: conditions, `programmed` counts, the ReplayJob phase;
+//! - [`admin`]: the client of each pod's admin API;
+//! - [`controllers`]: one reconciler per kind;
+//! - [`server`]: `/metrics` and `/health`; [`leader`]: Lease-based leader election.
+
+pub mod admin;
+pub mod context;
+pub mod controllers;
+pub mod leader;
+pub mod metrics;
+pub mod render;
+pub mod resources;
+pub mod server;
+pub mod status;

@@ -1,0 +1,251 @@
+//! Status computation: conditions (keeping `lastTransitionTime` while a status holds), the
+//! `programmed` counts, and the ReplayJob phase. Pure functions.
+
+use ankusa_crds::condition::{DEGRADED, PROGRESSING, READY};
+use ankusa_crds::{Condition, ReplayPhase, ReplayPodStatus};
+
+/// Now, RFC 3339 to the second.
+pub fn now_rfc3339() -> String {
+    use k8s_openapi::jiff::{Timestamp, Unit};
+    Timestamp::now()
+        .round(Unit::Second)
+        .unwrap_or_else(|_| Timestamp::now())
+        .to_string()
+}
+
+/// The three conditions every status carries, from (status, reason, message) triples.
+pub struct Conds {
+    pub ready: (bool, &'static str, String),
+    pub progressing: (bool, &'static str, String),
+    pub degraded: (bool, &'static str, String),
+}
+
+/// Builds the condition list, keeping each condition's `lastTransitionTime` from `old` when
+/// its status did not change.
+pub fn conditions(
+    old: &[Condition],
+    c: Conds,
+    generation: Option<i64>,
+    now: &str,
+) -> Vec<Condition> {
+    [
+        (READY, c.ready),
+        (PROGRESSING, c.progressing),
+        (DEGRADED, c.degraded),
+    ]
+    .into_iter()
+    .map(|(t, (status, reason, message))| {
+        let mut cond = Condition::new(t, status, reason, message);
+        cond.observed_generation = generation;
+        let prev = old.iter().find(|o| o.type_ == t);
+        cond.last_transition_time = match prev {
+            Some(p) if p.status == cond.status && p.last_transition_time.is_some() => {
+                p.last_transition_time.clone()
+            }
+            _ => Some(now.to_string()),
+        };
+        cond
+    })
+    .collect()
+}
+
+/// Two condition lists are equal but for transition times.
+pub fn same_conditions(a: &[Condition], b: &[Condition]) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(x, y)| {
+            x.type_ == y.type_
+                && x.status == y.status
+                && x.reason == y.reason
+                && x.message == y.message
+                && x.observed_generation == y.observed_generation
+        })
+}
+
+/// `n/m`.
+pub fn fraction(n: i32, m: i32) -> String {
+    format!("{n}/{m}")
+}
+
+/// Aggregate of the per-pod job records of a ReplayJob.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplayAggregate {
+    pub phase: ReplayPhase,
+    pub done: i32,
+    pub total: i32,
+    pub moved: i64,
+    pub delivered: i64,
+    pub failed: i64,
+    pub message: String,
+    /// Some pod needs attention (unreachable, paused itself, refused the job).
+    pub degraded: Option<String>,
+}
+
+/// The phase of a ReplayJob from its per-pod records (pods that currently exist):
+/// every pod done → `Succeeded` (or `Failed` when replayed deliveries dead-lettered again);
+/// any pod's job cancelled → `Cancelled`; otherwise `Running`. No pods → `Pending`.
+pub fn replay_aggregate(pods: &[ReplayPodStatus]) -> ReplayAggregate {
+    let total = pods.len() as i32;
+    let done = pods.iter().filter(|p| p.done).count() as i32;
+    let moved = pods.iter().map(|p| p.moved).sum();
+    let delivered = pods.iter().map(|p| p.delivered).sum();
+    let failed: i64 = pods.iter().map(|p| p.failed).sum();
+    let errors: Vec<String> = pods
+        .iter()
+        .filter_map(|p| p.last_error.as_ref().map(|e| format!("{}: {e}", p.pod)))
+        .collect();
+    let paused: Vec<&str> = pods
+        .iter()
+        .filter(|p| p.state == "paused")
+        .map(|p| p.pod.as_str())
+        .collect();
+    let cancelled = pods.iter().any(|p| p.state == "cancelled");
+    let degraded = if !errors.is_empty() {
+        Some(errors.join("; "))
+    } else if !paused.is_empty() {
+        Some(format!(
+            "paused on {} (deliveries keep dead-lettering; fix the sink, the job resumes when the pod is asked again)",
+            paused.join(", ")
+        ))
+    } else {
+        None
+    };
+    let (phase, message) = if total == 0 {
+        (
+            ReplayPhase::Pending,
+            "no gateway pods to replay on".to_string(),
+        )
+    } else if cancelled {
+        (
+            ReplayPhase::Cancelled,
+            "the job was cancelled on a pod".to_string(),
+        )
+    } else if done == total && failed > 0 {
+        (
+            ReplayPhase::Failed,
+            format!("{failed} of {moved} replayed deliveries dead-lettered again"),
+        )
+    } else if done == total {
+        (
+            ReplayPhase::Succeeded,
+            format!("{delivered} deliveries replayed on {total} pods"),
+        )
+    } else {
+        (
+            ReplayPhase::Running,
+            format!("{done}/{total} pods done, {moved} moved, {delivered} delivered"),
+        )
+    };
+    ReplayAggregate {
+        phase,
+        done,
+        total,
+        moved,
+        delivered,
+        failed,
+        message,
+        degraded,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(
+        name: &str,
+        state: &str,
+        done: bool,
+        moved: i64,
+        delivered: i64,
+        failed: i64,
+    ) -> ReplayPodStatus {
+        ReplayPodStatus {
+            pod: name.into(),
+            job_id: "j".into(),
+            state: state.into(),
+            moved,
+            delivered,
+            failed,
+            done,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn conditions_keep_transition_time_while_status_holds() {
+        let c = || Conds {
+            ready: (true, "Programmed", "3/3".into()),
+            progressing: (false, "Idle", "".into()),
+            degraded: (false, "Healthy", "".into()),
+        };
+        let first = conditions(&[], c(), Some(1), "2026-01-01T00:00:00Z");
+        assert!(
+            first
+                .iter()
+                .all(|x| x.last_transition_time.as_deref() == Some("2026-01-01T00:00:00Z"))
+        );
+        let second = conditions(&first, c(), Some(2), "2026-01-02T00:00:00Z");
+        assert_eq!(
+            second[0].last_transition_time.as_deref(),
+            Some("2026-01-01T00:00:00Z")
+        );
+        assert_eq!(second[0].observed_generation, Some(2));
+        let mut flipped = c();
+        flipped.ready = (false, "Programming", "1/3".into());
+        let third = conditions(&second, flipped, Some(2), "2026-01-03T00:00:00Z");
+        assert_eq!(third[0].status, "False");
+        assert_eq!(
+            third[0].last_transition_time.as_deref(),
+            Some("2026-01-03T00:00:00Z")
+        );
+        assert_eq!(
+            third[1].last_transition_time.as_deref(),
+            Some("2026-01-01T00:00:00Z")
+        );
+        assert!(!same_conditions(&second, &first), "generation differs");
+        assert!(same_conditions(
+            &conditions(&first, c(), Some(1), "x"),
+            &first
+        ));
+    }
+
+    #[test]
+    fn replay_phases() {
+        assert_eq!(replay_aggregate(&[]).phase, ReplayPhase::Pending);
+        let running = [
+            pod("g-0", "completed", true, 3, 3, 0),
+            pod("g-1", "running", false, 1, 0, 0),
+        ];
+        let a = replay_aggregate(&running);
+        assert_eq!((a.phase, a.done, a.total), (ReplayPhase::Running, 1, 2));
+        let ok = [
+            pod("g-0", "completed", true, 3, 3, 0),
+            pod("g-1", "completed", true, 2, 2, 0),
+        ];
+        let a = replay_aggregate(&ok);
+        assert_eq!(a.phase, ReplayPhase::Succeeded);
+        assert_eq!((a.moved, a.delivered, a.failed), (5, 5, 0));
+        let failed = [
+            pod("g-0", "completed", true, 3, 2, 1),
+            pod("g-1", "completed", true, 2, 2, 0),
+        ];
+        assert_eq!(replay_aggregate(&failed).phase, ReplayPhase::Failed);
+        let cancelled = [
+            pod("g-0", "cancelled", false, 0, 0, 0),
+            pod("g-1", "completed", true, 2, 2, 0),
+        ];
+        assert_eq!(replay_aggregate(&cancelled).phase, ReplayPhase::Cancelled);
+        let mut unreachable = running.clone();
+        unreachable[1].last_error = Some("connection refused".into());
+        let a = replay_aggregate(&unreachable);
+        assert_eq!(a.phase, ReplayPhase::Running);
+        assert!(a.degraded.unwrap().contains("g-1: connection refused"));
+        let paused = [pod("g-0", "paused", false, 3, 0, 3)];
+        assert!(
+            replay_aggregate(&paused)
+                .degraded
+                .unwrap()
+                .contains("paused on g-0")
+        );
+    }
+}

@@ -1,0 +1,980 @@
+//! Issue 4's scenarios on a real control plane (etcd + kube-apiserver + kube-controller-manager
+//! 1.20) with the real operator binary and one real `ankusa` gateway process per pod, driven
+//! with `kubectl` where a user would use it. See `ankusa-testkit` for the harness.
+//!
+//! These run in CI (`ANKUSA_REQUIRE_CONTROL_PLANE=1` makes missing binaries a failure); on a
+//! machine without the control plane they are skipped with a loud message.
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use ankusa_testkit::harness::Harness;
+use ankusa_testkit::receiver::Receiver;
+use ankusa_testkit::sign;
+use futures::FutureExt;
+use serde_json::Value;
+
+const OPERATOR: &str = env!("CARGO_BIN_EXE_ankusa-operator");
+const GH_OLD: &str = "old-github-secret-0001";
+const GH_NEW: &str = "new-github-secret-0002";
+
+/// Runs one scenario in its own world; cleans up; keeps logs when it fails.
+fn scenario(name: &str, f: impl AsyncFnOnce(&mut Harness)) {
+    if !ankusa_testkit::control_plane_available(name) {
+        return;
+    }
+    let _serial = ankusa_testkit::serial();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let t0 = Instant::now();
+        let mut h = Harness::start(name, Path::new(OPERATOR))
+            .await
+            .expect("start the harness");
+        let result = std::panic::AssertUnwindSafe(f(&mut h)).catch_unwind().await;
+        let failed = result.is_err();
+        if failed {
+            dump(&h).await;
+        }
+        h.shutdown(failed).await;
+        eprintln!(
+            "[e2e] scenario {name}: {} in {:.1}s",
+            if failed { "FAILED" } else { "passed" },
+            t0.elapsed().as_secs_f64()
+        );
+        if let Err(p) = result {
+            std::panic::resume_unwind(p);
+        }
+    });
+}
+
+async fn dump(h: &Harness) {
+    for args in [
+        vec!["get", "ankusa", "-o", "wide"],
+        vec!["get", "pods,statefulsets,secrets", "-o", "wide"],
+        vec!["get", "events", "--sort-by=.metadata.creationTimestamp"],
+        vec!["get", "gateways,sources,sinks,replayjobs", "-o", "yaml"],
+    ] {
+        match h.kubectl(&args).await {
+            Ok(out) => eprintln!("$ kubectl {}\n{out}", args.join(" ")),
+            Err(e) => eprintln!("$ kubectl {}: {e}", args.join(" ")),
+        }
+    }
+}
+
+/// The Gateway every scenario uses: loopback receivers allowed, fast retries.
+fn gateway_yaml(h: &Harness, replicas: i32, max_attempts: Option<u32>) -> String {
+    let attempts = max_attempts
+        .map(|n| format!("\n        max_attempts: {n}"))
+        .unwrap_or_default();
+    format!(
+        r#"apiVersion: ankusa.dev/v1alpha1
+kind: Gateway
+metadata:
+  name: gw
+spec:
+  replicas: {replicas}
+  ports:
+    http: {http}
+    admin: {admin}
+  storage:
+    size: 1Gi
+  terminationGracePeriodSeconds: 10
+  settings:
+    egress:
+      allow_http: true
+      allow_loopback: true
+    dispatch:
+      breaker_failures: 0
+      retry:
+        base_ms: 50
+        max_ms: 300
+        jitter: false{attempts}
+"#,
+        http = h.http_port,
+        admin = h.admin_port,
+    )
+}
+
+fn github_secret_yaml(keys: &[(&str, &str)]) -> String {
+    let mut s =
+        String::from("apiVersion: v1\nkind: Secret\nmetadata:\n  name: github\nstringData:\n");
+    for (k, v) in keys {
+        s.push_str(&format!("  {k}: {v}\n"));
+    }
+    s
+}
+
+fn sink_yaml(name: &str, url: &str) -> String {
+    format!(
+        r#"apiVersion: ankusa.dev/v1alpha1
+kind: Sink
+metadata:
+  name: {name}
+spec:
+  type: http
+  options:
+    url: {url}
+    timeout_ms: 2000
+  secretRefs:
+    secret:
+    - name: signing
+      key: whsec
+"#
+    )
+}
+
+const SIGNING_SECRET: &str = r#"apiVersion: v1
+kind: Secret
+metadata:
+  name: signing
+stringData:
+  whsec: whsec_dGhlLXNpZ25pbmcta2V5LWZvci10ZXN0cw==
+"#;
+
+fn source_yaml(name: &str, keys: &[&str], sink: &str) -> String {
+    let refs: String = keys
+        .iter()
+        .map(|k| format!("    - name: github\n      key: {k}\n"))
+        .collect();
+    format!(
+        r#"apiVersion: ankusa.dev/v1alpha1
+kind: Source
+metadata:
+  name: {name}
+spec:
+  gatewayRef:
+    name: gw
+  verify:
+    type: github
+    secretRefs:
+{refs}  sinks:
+  - name: {sink}
+"#
+    )
+}
+
+/// POSTs a hook signed with `secret` to one pod; the HTTP status.
+async fn post_hook(
+    http: &reqwest::Client,
+    h: &Harness,
+    pod: u8,
+    source: &str,
+    secret: &str,
+    body: &str,
+) -> u16 {
+    let url = format!(
+        "http://{}:{}/webhooks/{source}",
+        h.pod_ip("gw", pod),
+        h.http_port
+    );
+    match http
+        .post(&url)
+        .header("content-type", "application/json")
+        .header("x-hub-signature-256", sign::github(secret, body.as_bytes()))
+        .body(body.to_string())
+        .send()
+        .await
+    {
+        Ok(r) => r.status().as_u16(),
+        Err(e) => {
+            eprintln!("[e2e] POST {url}: {e}");
+            0
+        }
+    }
+}
+
+fn http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .no_proxy()
+        .build()
+        .unwrap()
+}
+
+async fn wait_ready(h: &Harness, what: &str, timeout: &str) {
+    let t0 = Instant::now();
+    h.kubectl(&[
+        "wait",
+        "--for=condition=Ready",
+        what,
+        &format!("--timeout={timeout}"),
+    ])
+    .await
+    .unwrap_or_else(|e| panic!("kubectl wait {what}: {e}"));
+    eprintln!(
+        "[e2e] {what} Ready after {:.1}s",
+        t0.elapsed().as_secs_f64()
+    );
+}
+
+async fn get_json(h: &Harness, what: &str) -> Value {
+    serde_json::from_str(&h.kubectl(&["get", what, "-o", "json"]).await.unwrap()).unwrap()
+}
+
+/// Polls `f` until it returns Some, or panics with `what` after `timeout`.
+async fn eventually<T, Fut: Future<Output = Option<T>>>(
+    what: &str,
+    timeout: Duration,
+    mut f: impl FnMut() -> Fut,
+) -> T {
+    let end = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(
+            Instant::now() < end,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Bodies the receiver got, as a set.
+fn bodies(r: &Receiver) -> BTreeSet<String> {
+    r.received().into_iter().map(|x| x.body).collect()
+}
+
+/// Applies the common world: Secrets, Gateway, Sink, Source, and waits until all is Ready.
+async fn base_world(h: &Harness, receiver: &Receiver, replicas: i32, max_attempts: Option<u32>) {
+    h.apply(&github_secret_yaml(&[("old", GH_OLD)]))
+        .await
+        .unwrap();
+    h.apply(SIGNING_SECRET).await.unwrap();
+    h.apply(&gateway_yaml(h, replicas, max_attempts))
+        .await
+        .unwrap();
+    h.apply(&sink_yaml("receiver", &receiver.url()))
+        .await
+        .unwrap();
+    h.apply(&source_yaml("orders", &["old"], "receiver"))
+        .await
+        .unwrap();
+    wait_ready(h, "gateway/gw", "180s").await;
+    wait_ready(h, "source/orders", "60s").await;
+}
+
+#[test]
+fn a_three_pods_get_config_and_deliver() {
+    scenario("a", async |h| {
+        let receiver = Receiver::start("127.0.0.1").await.unwrap();
+        base_world(h, &receiver, 3, None).await;
+
+        // Every pod runs the config rendered for it.
+        let gw = get_json(h, "gateway/gw").await;
+        assert_eq!(gw["status"]["programmed"], "3/3", "{gw:#}");
+        let pods = gw["status"]["pods"].as_array().unwrap();
+        assert_eq!(pods.len(), 3);
+        for p in pods {
+            assert_eq!(p["programmed"], true, "{p}");
+            assert_eq!(p["configHash"], p["desiredHash"]);
+        }
+        // A signed hook POSTed to each pod is delivered.
+        let http = http();
+        let mut sent = BTreeSet::new();
+        for pod in 0..3u8 {
+            let body = format!(r#"{{"hook":"a-{pod}"}}"#);
+            assert_eq!(
+                post_hook(&http, h, pod, "orders", GH_OLD, &body).await,
+                201,
+                "pod {pod}"
+            );
+            sent.insert(body);
+        }
+        assert!(
+            receiver
+                .wait_for(Duration::from_secs(20), |got| {
+                    let got: BTreeSet<_> = got.iter().map(|r| r.body.clone()).collect();
+                    sent.is_subset(&got)
+                })
+                .await,
+            "delivered: {:?}",
+            bodies(&receiver)
+        );
+        // A user's view.
+        let out = h.kubectl(&["get", "sources"]).await.unwrap();
+        eprintln!("$ kubectl get sources\n{out}");
+        let row = out
+            .lines()
+            .find(|l| l.starts_with("orders"))
+            .expect("orders row");
+        assert!(row.contains("True") && row.contains("3/3"), "{row}");
+        wait_ready(h, "sink/receiver", "30s").await;
+        let out = h.kubectl(&["get", "sinks"]).await.unwrap();
+        eprintln!("$ kubectl get sinks\n{out}");
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with("receiver") && l.contains("3/3")),
+            "{out}"
+        );
+        let out = h.kubectl(&["get", "gateways"]).await.unwrap();
+        eprintln!("$ kubectl get gateways\n{out}");
+        let out = h.kubectl(&["get", "ankusa"]).await.unwrap();
+        eprintln!("$ kubectl get ankusa\n{out}");
+        // The operator's metrics count reconciles.
+        let m = h.operator_metrics().await.unwrap();
+        assert!(
+            m.contains("ankusa_operator_reconcile_total{controller=\"gateway\"}"),
+            "{m}"
+        );
+        assert!(m.contains("ankusa_operator_leader 1"), "{m}");
+
+        // Changing a referenced Secret's value re-renders and reaches every pod (no spec change).
+        h.apply(&github_secret_yaml(&[("old", "changed-in-place-0003")]))
+            .await
+            .unwrap();
+        for pod in 0..3u8 {
+            eventually(
+                "the new Secret value verifies",
+                Duration::from_secs(30),
+                || async {
+                    (post_hook(
+                        &http,
+                        h,
+                        pod,
+                        "orders",
+                        "changed-in-place-0003",
+                        r#"{"in":"place"}"#,
+                    )
+                    .await
+                        == 201)
+                        .then_some(())
+                },
+            )
+            .await;
+        }
+
+        // A second replica stands by while the first holds the lease, and takes over when
+        // the first stops.
+        let (mut standby, standby_url) = h.spawn_operator("e2e-standby").await.unwrap();
+        let leader_of = |url: String| async move {
+            let m = reqwest::get(format!("{url}/metrics"))
+                .await
+                .ok()?
+                .text()
+                .await
+                .ok()?;
+            m.lines()
+                .find(|l| l.starts_with("ankusa_operator_leader "))
+                .and_then(|l| l.rsplit(' ').next()?.parse::<i64>().ok())
+        };
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(
+            leader_of(standby_url.clone()).await,
+            Some(0),
+            "the standby does not lead"
+        );
+        let t0 = Instant::now();
+        h.stop_operator().await;
+        eventually(
+            "the standby takes the lease",
+            Duration::from_secs(40),
+            || async { (leader_of(standby_url.clone()).await == Some(1)).then_some(()) },
+        )
+        .await;
+        eprintln!(
+            "[e2e] standby took over {:.1}s after the leader stopped",
+            t0.elapsed().as_secs_f64()
+        );
+        // The new leader reconciles: a change made now is programmed.
+        h.apply(
+            &source_yaml("orders", &["old"], "receiver")
+                .replace("  sinks:", "  tenant: acme\n  sinks:"),
+        )
+        .await
+        .unwrap();
+        wait_ready(h, "source/orders", "60s").await;
+        ankusa_testkit::process::stop(&mut standby, Duration::from_secs(10)).await;
+    });
+}
+
+/// The admin token the operator generated for the Gateway (as a user would read it).
+async fn admin_token(h: &Harness) -> String {
+    let b64 = h
+        .kubectl(&[
+            "get",
+            "secret",
+            "gw-admin-token",
+            "-o",
+            "jsonpath={.data.token}",
+        ])
+        .await
+        .unwrap();
+    use base64::Engine;
+    String::from_utf8(
+        base64::engine::general_purpose::STANDARD
+            .decode(b64.trim())
+            .unwrap(),
+    )
+    .unwrap()
+}
+
+/// `GET <path>` on a pod's admin API.
+async fn admin_get(h: &Harness, pod: u8, token: &str, path: &str) -> Value {
+    let url = format!("http://{}:{}{path}", h.pod_ip("gw", pod), h.admin_port);
+    let r = http().get(&url).bearer_auth(token).send().await.unwrap();
+    assert!(r.status().is_success(), "GET {url}: {}", r.status());
+    r.json().await.unwrap()
+}
+
+/// Pod UIDs and restart counts, by name.
+async fn pod_identities(h: &Harness) -> Vec<(String, String, i64)> {
+    let pods = get_json(h, "pods").await;
+    let mut out: Vec<(String, String, i64)> = pods["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["metadata"]["name"].as_str().unwrap().to_string(),
+                p["metadata"]["uid"].as_str().unwrap().to_string(),
+                p["status"]["containerStatuses"][0]["restartCount"]
+                    .as_i64()
+                    .unwrap_or(0),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[derive(Debug, Clone)]
+struct Sent {
+    secret: &'static str,
+    at: Instant,
+    status: u16,
+}
+
+/// Sends hooks signed with `secret` round-robin to the pods until `stop`.
+fn sender(
+    h: &Harness,
+    secret: &'static str,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<Vec<Sent>> {
+    let urls: Vec<String> = (0..3u8)
+        .map(|p| {
+            format!(
+                "http://{}:{}/webhooks/orders",
+                h.pod_ip("gw", p),
+                h.http_port
+            )
+        })
+        .collect();
+    tokio::spawn(async move {
+        let http = http();
+        let mut out = Vec::new();
+        let mut i = 0usize;
+        while !*stop.borrow() {
+            let body = format!(r#"{{"rotation":"{secret}","n":{i}}}"#);
+            let at = Instant::now();
+            let status = match http
+                .post(&urls[i % urls.len()])
+                .header("x-hub-signature-256", sign::github(secret, body.as_bytes()))
+                .body(body)
+                .send()
+                .await
+            {
+                Ok(r) => r.status().as_u16(),
+                Err(_) => 0,
+            };
+            out.push(Sent { secret, at, status });
+            i += 1;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        out
+    })
+}
+
+#[test]
+fn b_secret_rotation_refuses_no_valid_hook() {
+    scenario("b", async |h| {
+        let receiver = Receiver::start("127.0.0.1").await.unwrap();
+        base_world(h, &receiver, 3, None).await;
+        let before = pod_identities(h).await;
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let t_start = Instant::now();
+        let old_sender = sender(h, GH_OLD, stop_rx.clone());
+        let new_sender = sender(h, GH_NEW, stop_rx);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+
+        // 1. The user adds the new secret to the Secret and puts it in front of the old one.
+        h.apply(&github_secret_yaml(&[("old", GH_OLD), ("new", GH_NEW)]))
+            .await
+            .unwrap();
+        h.apply(&source_yaml("orders", &["new", "old"], "receiver"))
+            .await
+            .unwrap();
+        wait_ready(h, "source/orders", "60s").await;
+        // From here on both secrets are valid (generation 2 is programmed on every pod).
+        let t_new_valid = Instant::now();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+
+        // 2. The provider signs with the new secret only; the user drops the old one.
+        let t_old_invalid = Instant::now();
+        h.apply(&source_yaml("orders", &["new"], "receiver"))
+            .await
+            .unwrap();
+        wait_ready(h, "source/orders", "60s").await;
+        h.apply(&github_secret_yaml(&[("new", GH_NEW)]))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        stop_tx.send(true).unwrap();
+        let mut sent = old_sender.await.unwrap();
+        sent.extend(new_sender.await.unwrap());
+
+        let valid = |s: &Sent| match s.secret {
+            GH_OLD => s.at < t_old_invalid,
+            _ => s.at >= t_new_valid,
+        };
+        let wrongly_refused: Vec<_> = sent
+            .iter()
+            .filter(|s| valid(s) && s.status != 201)
+            .collect();
+        let odd: Vec<_> = sent
+            .iter()
+            .filter(|s| s.status != 201 && s.status != 401)
+            .collect();
+        let accepted_old = sent
+            .iter()
+            .filter(|s| s.secret == GH_OLD && s.status == 201)
+            .count();
+        let accepted_new = sent
+            .iter()
+            .filter(|s| s.secret == GH_NEW && s.status == 201)
+            .count();
+        eprintln!(
+            "[e2e] rotation: {} hooks sent over {:.1}s; old accepted {accepted_old}, new accepted {accepted_new}; \
+             new valid from +{:.1}s, old invalid from +{:.1}s",
+            sent.len(),
+            t_start.elapsed().as_secs_f64(),
+            (t_new_valid - t_start).as_secs_f64(),
+            (t_old_invalid - t_start).as_secs_f64()
+        );
+        assert!(odd.is_empty(), "statuses other than 201/401: {odd:?}");
+        assert!(
+            wrongly_refused.is_empty(),
+            "validly signed hooks refused: {wrongly_refused:?}"
+        );
+        assert!(
+            accepted_old > 20 && accepted_new > 20,
+            "both senders got through"
+        );
+
+        // Afterwards: the old secret is refused on every pod, the new one accepted.
+        let http = http();
+        for pod in 0..3u8 {
+            assert_eq!(
+                post_hook(&http, h, pod, "orders", GH_OLD, r#"{"after":"old"}"#).await,
+                401
+            );
+            assert_eq!(
+                post_hook(&http, h, pod, "orders", GH_NEW, r#"{"after":"new"}"#).await,
+                201
+            );
+        }
+        // Hot reload only: no pod was recreated or restarted.
+        assert_eq!(pod_identities(h).await, before);
+    });
+}
+
+/// Dead-letter entries of a source on one pod.
+async fn dlq_total(h: &Harness, pod: u8, token: &str, source: &str) -> i64 {
+    admin_get(
+        h,
+        pod,
+        token,
+        &format!("/v1/dlq?source_id={source}&limit=1000"),
+    )
+    .await["total"]
+        .as_i64()
+        .unwrap_or(0)
+}
+
+/// Sends `per_pod` hooks to each of `pods` pods; returns the bodies.
+async fn send_batch(
+    h: &Harness,
+    tag: &str,
+    source: &str,
+    pods: u8,
+    per_pod: usize,
+) -> BTreeSet<String> {
+    let http = http();
+    let mut sent = BTreeSet::new();
+    for pod in 0..pods {
+        for i in 0..per_pod {
+            let body = format!(r#"{{"batch":"{tag}","pod":{pod},"i":{i}}}"#);
+            assert_eq!(post_hook(&http, h, pod, source, GH_OLD, &body).await, 201);
+            sent.insert(body);
+        }
+    }
+    sent
+}
+
+fn replay_yaml(name: &str, rate: u32) -> String {
+    format!(
+        r#"apiVersion: ankusa.dev/v1alpha1
+kind: ReplayJob
+metadata:
+  name: {name}
+spec:
+  gatewayRef:
+    name: gw
+  filter:
+    source: orders
+  rate: {rate}
+"#
+    )
+}
+
+#[test]
+fn c_replay_after_a_sink_outage_with_and_without_a_pod_restart() {
+    scenario("c", async |h| {
+        let receiver = Receiver::start("127.0.0.1").await.unwrap();
+        receiver.answer(500);
+        base_world(h, &receiver, 3, Some(2)).await;
+        let token = admin_token(h).await;
+
+        // The sink fails: every hook dead-letters on its pod.
+        let sent = send_batch(h, "one", "orders", 3, 8).await;
+        for pod in 0..3u8 {
+            eventually(
+                "8 dead letters per pod",
+                Duration::from_secs(30),
+                || async { (dlq_total(h, pod, &token, "orders").await == 8).then_some(()) },
+            )
+            .await;
+        }
+        assert!(bodies(&receiver).is_empty());
+        // The sink is fixed; a ReplayJob brings every dead hook back.
+        receiver.answer(200);
+        h.apply(&replay_yaml("replay-1", 100)).await.unwrap();
+        wait_ready(h, "replayjob/replay-1", "90s").await;
+        let rj = get_json(h, "replayjob/replay-1").await;
+        let st = &rj["status"];
+        assert_eq!(st["phase"], "Succeeded", "{st:#}");
+        assert_eq!(st["progress"], "3/3");
+        assert_eq!(
+            st["jobId"], rj["metadata"]["uid"],
+            "job id derived from the UID"
+        );
+        for p in st["pods"].as_array().unwrap() {
+            assert_eq!(
+                (
+                    p["moved"].as_i64(),
+                    p["delivered"].as_i64(),
+                    p["failed"].as_i64()
+                ),
+                (Some(8), Some(8), Some(0)),
+                "{p}"
+            );
+            assert_eq!(p["state"], "completed");
+        }
+        assert!(
+            sent.is_subset(&bodies(&receiver)),
+            "every dead hook delivered"
+        );
+        let out = h.kubectl(&["get", "replayjobs"]).await.unwrap();
+        eprintln!("$ kubectl get replayjobs\n{out}");
+        assert!(out.contains("Succeeded") && out.contains("3/3"), "{out}");
+
+        // Again, with gw-1 killed and recreated in the middle of its replay.
+        receiver.answer(500);
+        let sent2 = send_batch(h, "two", "orders", 3, 12).await;
+        for pod in 0..3u8 {
+            eventually(
+                "12 dead letters per pod",
+                Duration::from_secs(30),
+                || async { (dlq_total(h, pod, &token, "orders").await == 12).then_some(()) },
+            )
+            .await;
+        }
+        receiver.answer(200);
+        h.apply(&replay_yaml("replay-2", 2)).await.unwrap();
+        let uid_before = eventually(
+            "gw-1 half-way through its replay",
+            Duration::from_secs(30),
+            || async {
+                let rj = get_json(h, "replayjob/replay-2").await;
+                let p = rj["status"]["pods"]
+                    .as_array()?
+                    .iter()
+                    .find(|p| p["pod"] == "gw-1")?
+                    .clone();
+                let moved = p["moved"].as_i64()?;
+                (2..12)
+                    .contains(&moved)
+                    .then(|| p["podUid"].as_str().map(String::from))?
+            },
+        )
+        .await;
+        eprintln!("[e2e] killing gw-1 (SIGKILL) and deleting its pod mid-replay");
+        assert!(h.kubelet.as_ref().unwrap().kill("gw-1").await);
+        h.kubectl(&["delete", "pod", "gw-1", "--wait=false"])
+            .await
+            .unwrap();
+        wait_ready(h, "replayjob/replay-2", "120s").await;
+        let rj = get_json(h, "replayjob/replay-2").await;
+        let st = &rj["status"];
+        assert_eq!(st["phase"], "Succeeded", "{st:#}");
+        let gw1 = st["pods"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["pod"] == "gw-1")
+            .unwrap();
+        assert_ne!(
+            gw1["podUid"].as_str(),
+            Some(uid_before.as_str()),
+            "asked again on the new pod"
+        );
+        for p in st["pods"].as_array().unwrap() {
+            assert_eq!(
+                (p["moved"].as_i64(), p["failed"].as_i64()),
+                (Some(12), Some(0)),
+                "{p}"
+            );
+        }
+        assert!(
+            receiver
+                .wait_for(Duration::from_secs(10), |got| {
+                    let got: BTreeSet<_> = got.iter().map(|r| r.body.clone()).collect();
+                    sent2.is_subset(&got)
+                })
+                .await,
+            "no hook missing: {} of {} delivered",
+            sent2.intersection(&bodies(&receiver)).count(),
+            sent2.len()
+        );
+        let events = h
+            .kubectl(&[
+                "get",
+                "events",
+                "--field-selector",
+                "involvedObject.name=replay-2",
+            ])
+            .await
+            .unwrap();
+        eprintln!("$ kubectl get events (replay-2)\n{events}");
+        assert!(events.contains("PodRestarted"), "{events}");
+        // Terminal: deleting it is immediate (nothing to cancel).
+        h.kubectl(&[
+            "delete",
+            "replayjob",
+            "replay-1",
+            "replay-2",
+            "--timeout=30s",
+        ])
+        .await
+        .unwrap();
+    });
+}
+
+#[test]
+fn d_deleting_a_source_waits_for_its_queued_deliveries() {
+    scenario("d", async |h| {
+        let receiver = Receiver::start("127.0.0.1").await.unwrap();
+        base_world(h, &receiver, 3, None).await;
+        h.apply(&source_yaml("billing", &["old"], "receiver"))
+            .await
+            .unwrap();
+        wait_ready(h, "source/billing", "60s").await;
+        let token = admin_token(h).await;
+
+        // The receiver fails: deliveries stay queued (retrying) on every pod.
+        receiver.answer(503);
+        let sent = send_batch(h, "orders", "orders", 3, 4).await;
+        for pod in 0..3u8 {
+            let d = admin_get(h, pod, &token, "/v1/sources/orders/deliveries").await;
+            assert_eq!(d["pending"], 4, "{d}");
+        }
+        h.kubectl(&["delete", "source", "orders", "--wait=false"])
+            .await
+            .unwrap();
+        let drain = eventually("the drain status", Duration::from_secs(30), || async {
+            let s = get_json(h, "source/orders").await;
+            let d = s["status"]["drain"].clone();
+            (s["metadata"]["deletionTimestamp"].is_string() && d["pending"] == 12).then_some(d)
+        })
+        .await;
+        eprintln!("[e2e] drain status: {drain}");
+        for p in drain["pods"].as_array().unwrap() {
+            assert_eq!(p["pending"], 4, "{p}");
+        }
+        let out = h.kubectl(&["get", "source", "orders"]).await.unwrap();
+        eprintln!("$ kubectl get source orders (terminating)\n{out}");
+        // Still in the config meanwhile.
+        assert_eq!(
+            post_hook(&http(), h, 0, "orders", GH_OLD, r#"{"late":1}"#).await,
+            201
+        );
+        // The receiver recovers: the deliveries drain and the Source goes.
+        receiver.answer(200);
+        h.kubectl(&["wait", "--for=delete", "source/orders", "--timeout=60s"])
+            .await
+            .unwrap();
+        assert!(
+            sent.is_subset(&bodies(&receiver)),
+            "queued deliveries were delivered, not dropped"
+        );
+        eventually(
+            "orders gone from the config",
+            Duration::from_secs(20),
+            || async {
+                (post_hook(&http(), h, 1, "orders", GH_OLD, r#"{"gone":1}"#).await == 404)
+                    .then_some(())
+            },
+        )
+        .await;
+
+        // The other way out: dead-letter them on request.
+        receiver.answer(503);
+        send_batch(h, "billing", "billing", 3, 3).await;
+        h.kubectl(&["delete", "source", "billing", "--wait=false"])
+            .await
+            .unwrap();
+        eventually("billing draining", Duration::from_secs(30), || async {
+            let s = get_json(h, "source/billing").await;
+            (s["status"]["drain"]["pending"] == 9).then_some(())
+        })
+        .await;
+        h.kubectl(&[
+            "annotate",
+            "source",
+            "billing",
+            "ankusa.dev/deliveries=dead_letter",
+        ])
+        .await
+        .unwrap();
+        h.kubectl(&["wait", "--for=delete", "source/billing", "--timeout=60s"])
+            .await
+            .unwrap();
+        for pod in 0..3u8 {
+            let dlq = admin_get(h, pod, &token, "/v1/dlq?source_id=billing&limit=100").await;
+            let entries = dlq["entries"].as_array().unwrap();
+            assert_eq!(entries.len(), 3, "pod {pod}: {dlq}");
+            for e in entries {
+                let reason = e["reason"].as_str().unwrap_or_default();
+                assert!(reason.contains("source_gone"), "{e}");
+            }
+        }
+        let events = h
+            .kubectl(&[
+                "get",
+                "events",
+                "--field-selector",
+                "involvedObject.name=billing",
+            ])
+            .await
+            .unwrap();
+        eprintln!("$ kubectl get events (billing)\n{events}");
+        assert!(events.contains("Drained"), "{events}");
+    });
+}
+
+#[test]
+fn e_scaling_to_four_programs_the_new_pod() {
+    scenario("e", async |h| {
+        let receiver = Receiver::start("127.0.0.1").await.unwrap();
+        base_world(h, &receiver, 3, None).await;
+        h.kubectl(&["scale", "gateway/gw", "--replicas=4"])
+            .await
+            .unwrap();
+        wait_ready(h, "gateway/gw", "120s").await;
+        let gw = get_json(h, "gateway/gw").await;
+        assert_eq!(gw["status"]["programmed"], "4/4", "{:#}", gw["status"]);
+        assert_eq!(gw["status"]["replicas"], 4);
+        eventually(
+            "the Source programmed on 4/4",
+            Duration::from_secs(30),
+            || async {
+                let s = get_json(h, "source/orders").await;
+                (s["status"]["programmed"] == "4/4").then_some(())
+            },
+        )
+        .await;
+        let out = h.kubectl(&["get", "gateways,sources"]).await.unwrap();
+        eprintln!("$ kubectl get gateways,sources\n{out}");
+        let body = r#"{"hook":"on the new pod"}"#;
+        assert_eq!(post_hook(&http(), h, 3, "orders", GH_OLD, body).await, 201);
+        assert!(
+            receiver
+                .wait_for(Duration::from_secs(20), |got| got
+                    .iter()
+                    .any(|r| r.body == body))
+                .await
+        );
+    });
+}
+
+#[test]
+fn f_docs_examples_apply_and_become_ready() {
+    scenario("docs", async |h| {
+        let dir = ankusa_testkit::repo_root().join("docs/examples");
+        let mut files: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+            .collect();
+        files.sort();
+        assert_eq!(files.len(), 6, "{files:?}");
+        for f in &files {
+            let name = f.file_name().unwrap().to_string_lossy().into_owned();
+            // The documented ports, moved to ones free on this machine.
+            let text = std::fs::read_to_string(f)
+                .unwrap()
+                .replace("http: 4000", &format!("http: {}", h.http_port))
+                .replace("admin: 4002", &format!("admin: {}", h.admin_port));
+            let out = h
+                .apply(&text)
+                .await
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            eprintln!("$ kubectl apply -f docs/examples/{name}\n{out}");
+            match name.as_str() {
+                "01-gateway.yaml" => wait_ready(h, "gateway/webhooks", "180s").await,
+                "03-source.yaml" => {
+                    wait_ready(h, "source/github", "60s").await;
+                    wait_ready(h, "sink/orders-service", "60s").await;
+                }
+                "04-rotate-add.yaml" | "05-rotate-drop.yaml" => {
+                    wait_ready(h, "source/github", "60s").await
+                }
+                "06-replay.yaml" => wait_ready(h, "replayjob/github-outage-replay", "60s").await,
+                _ => {}
+            }
+        }
+        let out = h.kubectl(&["get", "ankusa"]).await.unwrap();
+        eprintln!("$ kubectl get ankusa\n{out}");
+        assert!(out.contains("Succeeded"), "{out}");
+        // What the rotation left in the pods' config: only the new secret verifies.
+        let http = http();
+        let url = format!(
+            "http://{}:{}/webhooks/github",
+            h.pod_ip("webhooks", 0),
+            h.http_port
+        );
+        for (secret, want) in [
+            ("It's a Secret to Everybody", 401),
+            ("a-brand-new-secret-2026", 201),
+        ] {
+            let body = r#"{"zen":"Keep it logically awesome."}"#;
+            let status = http
+                .post(&url)
+                .header("x-hub-signature-256", sign::github(secret, body.as_bytes()))
+                .header("x-github-delivery", format!("d-{want}"))
+                .body(body)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16();
+            assert_eq!(status, want, "{secret}");
+        }
+    });
+}

@@ -1,0 +1,486 @@
+//! Reconcilers against a mocked API server (tower-test): finalizer and error paths that are
+//! awkward to provoke on a real cluster. Each test answers the requests it expects and
+//! asserts what was sent; anything unexpected is answered 404 and recorded.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ankusa_crds::{Gateway, ReplayJob, Source};
+use ankusa_operator::context::{Ctx, Settings};
+use ankusa_operator::controllers::{gateway, replay, source};
+use ankusa_operator::metrics::Metrics;
+use http::{Request, Response};
+use http_body_util::BodyExt;
+use kube::client::Body;
+use kube::runtime::controller::Action;
+use serde_json::{Value, json};
+
+#[derive(Debug, Clone)]
+struct Seen {
+    method: String,
+    path: String,
+    content_type: String,
+    body: Value,
+}
+
+type Handler = dyn Fn(&Seen) -> Option<(u16, Value)> + Send + Sync;
+
+/// A mocked API server: `handler` answers what it knows; the rest is 404 (recorded).
+fn mock(handler: Box<Handler>) -> (kube::Client, Arc<Mutex<Vec<Seen>>>) {
+    let (svc, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let rec = seen.clone();
+    tokio::spawn(async move {
+        while let Some((req, send)) = handle.next_request().await {
+            let method = req.method().to_string();
+            let path = req
+                .uri()
+                .path_and_query()
+                .map(|p| p.to_string())
+                .unwrap_or_default();
+            let content_type = req
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .to_string();
+            let bytes = req.into_body().collect().await.unwrap().to_bytes();
+            let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            let s = Seen {
+                method,
+                path,
+                content_type,
+                body,
+            };
+            let (code, answer) = handler(&s).unwrap_or_else(|| {
+                (
+                    404,
+                    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                           "reason": "NotFound", "code": 404, "message": "not found"}),
+                )
+            });
+            rec.lock().unwrap().push(s);
+            send.send_response(
+                Response::builder()
+                    .status(code)
+                    .header("content-type", "application/json")
+                    .body(Body::from(serde_json::to_vec(&answer).unwrap()))
+                    .unwrap(),
+            );
+        }
+    });
+    (kube::Client::new(svc, "ns"), seen)
+}
+
+fn ctx(client: kube::Client) -> Arc<Ctx> {
+    Arc::new(Ctx::new(
+        client,
+        Arc::new(Metrics::default()),
+        Settings::default(),
+        "test".into(),
+    ))
+}
+
+fn replay_job(finalizers: &[&str], deleting: bool, status: Value) -> ReplayJob {
+    let mut v = json!({
+        "apiVersion": "ankusa.dev/v1alpha1", "kind": "ReplayJob",
+        "metadata": {"name": "r", "namespace": "ns", "uid": "0b7f9f0e-1111-4222-8333-444455556666",
+                     "generation": 1, "finalizers": finalizers},
+        "spec": {"gatewayRef": {"name": "gw"}, "filter": {"source": "orders"}},
+        "status": status,
+    });
+    if deleting {
+        v["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+    }
+    serde_json::from_value(v).unwrap()
+}
+
+fn gateway_obj(admin_port: u16) -> Value {
+    json!({
+        "apiVersion": "ankusa.dev/v1alpha1", "kind": "Gateway",
+        "metadata": {"name": "gw", "namespace": "ns", "uid": "g-uid", "generation": 1},
+        "spec": {"replicas": 2, "ports": {"http": 4000, "admin": admin_port},
+                 "adminTokenSecretRef": {"name": "tok", "key": "token"}},
+    })
+}
+
+fn token_secret() -> Value {
+    use base64::Engine;
+    json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "tok", "namespace": "ns"},
+           "data": {"token": base64::engine::general_purpose::STANDARD.encode("admin-token-0123456789")}})
+}
+
+fn pod_list(ip: &str) -> Value {
+    let pod = |n: u8| {
+        json!({"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": format!("gw-{n}"), "namespace": "ns", "uid": format!("pod-uid-{n}")},
+               "spec": {"containers": [{"name": "gateway"}]},
+               "status": {"phase": "Running", "podIP": ip,
+                          "conditions": [{"type": "Ready", "status": "True"}]}})
+    };
+    json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": [pod(0), pod(1)]})
+}
+
+fn paths(seen: &Arc<Mutex<Vec<Seen>>>) -> Vec<String> {
+    seen.lock()
+        .unwrap()
+        .iter()
+        .map(|s| format!("{} {}", s.method, s.path.split('?').next().unwrap_or("")))
+        .collect()
+}
+
+/// A pod admin API that records `PATCH /v1/replays/{id}` bodies and answers GETs.
+async fn admin_server(deliveries_pending: i64) -> (u16, Arc<Mutex<Vec<(String, String)>>>) {
+    use axum::routing::{get, patch, post};
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let c1 = calls.clone();
+    let c2 = calls.clone();
+    let c3 = calls.clone();
+    let app = axum::Router::new()
+        .route(
+            "/v1/replays/{id}",
+            patch(move |axum::extract::Path(id): axum::extract::Path<String>, body: String| async move {
+                c1.lock().unwrap().push((format!("PATCH {id}"), body));
+                axum::Json(json!({"id": id, "state": "cancelled"}))
+            }),
+        )
+        .route(
+            "/v1/sources/{id}/deliveries",
+            get(move |axum::extract::Path(id): axum::extract::Path<String>| async move {
+                c2.lock().unwrap().push((format!("GET deliveries {id}"), String::new()));
+                axum::Json(json!({"pending": deliveries_pending, "dead": 0}))
+            }),
+        )
+        .route(
+            "/v1/sources/{id}/dead_letter",
+            post(move |axum::extract::Path(id): axum::extract::Path<String>| async move {
+                c3.lock().unwrap().push((format!("POST dead_letter {id}"), String::new()));
+                axum::Json(json!({"dead_lettered": deliveries_pending, "more": false, "pending": 0, "dead": deliveries_pending}))
+            }),
+        );
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = l.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        let _ = axum::serve(l, app).await;
+    });
+    (port, calls)
+}
+
+#[tokio::test]
+async fn replay_job_gets_its_finalizer_first() {
+    let (client, seen) = mock(Box::new(|s| {
+        (s.method == "PATCH"
+            && s.path
+                .starts_with("/apis/ankusa.dev/v1alpha1/namespaces/ns/replayjobs/r"))
+        .then(|| {
+            (
+                200,
+                serde_json::to_value(replay_job(&["ankusa.dev/cancel-replay"], false, json!({})))
+                    .unwrap(),
+            )
+        })
+    }));
+    let action = replay::reconcile(Arc::new(replay_job(&[], false, json!({}))), ctx(client))
+        .await
+        .unwrap();
+    assert_eq!(action, Action::await_change());
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0].content_type, "application/json-patch+json");
+    let ops = seen[0].body.as_array().unwrap();
+    assert_eq!(ops[0]["op"], "test");
+    assert_eq!(ops[1]["op"], "add");
+    assert_eq!(ops[1]["value"], json!(["ankusa.dev/cancel-replay"]));
+}
+
+#[tokio::test]
+async fn a_finished_replay_job_is_left_alone() {
+    let (client, seen) = mock(Box::new(|_| None));
+    let rj = replay_job(
+        &["ankusa.dev/cancel-replay"],
+        false,
+        json!({"phase": "Succeeded"}),
+    );
+    let action = replay::reconcile(Arc::new(rj), ctx(client)).await.unwrap();
+    assert_eq!(
+        action,
+        Action::await_change(),
+        "terminal phases do not requeue"
+    );
+    assert!(paths(&seen).is_empty(), "no API call: {:?}", paths(&seen));
+}
+
+#[tokio::test]
+async fn deleting_a_finished_replay_job_only_drops_the_finalizer() {
+    let (client, seen) = mock(Box::new(|s| {
+        (s.method == "PATCH").then(|| {
+            (
+                200,
+                serde_json::to_value(replay_job(&[], true, json!({}))).unwrap(),
+            )
+        })
+    }));
+    let rj = replay_job(
+        &["ankusa.dev/cancel-replay"],
+        true,
+        json!({"phase": "Failed"}),
+    );
+    replay::reconcile(Arc::new(rj), ctx(client)).await.unwrap();
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    let ops = seen[0].body.as_array().unwrap();
+    assert_eq!(
+        (ops[0]["op"].as_str(), ops[1]["op"].as_str()),
+        (Some("test"), Some("remove"))
+    );
+    assert_eq!(ops[1]["path"], "/metadata/finalizers/0");
+}
+
+#[tokio::test]
+async fn deleting_a_running_replay_job_cancels_it_on_every_pod_first() {
+    let (port, calls) = admin_server(0).await;
+    let (client, seen) = mock(Box::new(move |s| {
+        match (s.method.as_str(), s.path.split('?').next().unwrap()) {
+            ("GET", "/apis/ankusa.dev/v1alpha1/namespaces/ns/gateways/gw") => {
+                Some((200, gateway_obj(port)))
+            }
+            ("GET", "/api/v1/namespaces/ns/secrets/tok") => Some((200, token_secret())),
+            ("GET", "/api/v1/namespaces/ns/pods") => Some((200, pod_list("127.0.0.1"))),
+            ("POST", p) if p.contains("/events") => Some((201, s.body.clone())),
+            ("PATCH", "/apis/ankusa.dev/v1alpha1/namespaces/ns/replayjobs/r") => Some((
+                200,
+                serde_json::to_value(replay_job(&[], true, json!({}))).unwrap(),
+            )),
+            _ => None,
+        }
+    }));
+    let running = json!({"phase": "Running", "pods": [
+        {"pod": "gw-0", "podUid": "pod-uid-0", "jobId": "0b7f9f0e-1111-4222-8333-444455556666", "state": "running"},
+        {"pod": "gw-1", "podUid": "pod-uid-1", "jobId": "0b7f9f0e-1111-4222-8333-444455556666", "state": "running"}]});
+    let rj = replay_job(&["ankusa.dev/cancel-replay"], true, running);
+    replay::reconcile(Arc::new(rj), ctx(client)).await.unwrap();
+    let calls = calls.lock().unwrap().clone();
+    assert_eq!(calls.len(), 2, "both pods asked: {calls:?}");
+    for (what, body) in &calls {
+        assert_eq!(what, "PATCH 0b7f9f0e-1111-4222-8333-444455556666");
+        assert_eq!(
+            serde_json::from_str::<Value>(body).unwrap(),
+            json!({"state": "cancelled"})
+        );
+    }
+    let p = paths(&seen);
+    assert_eq!(
+        p.last().unwrap(),
+        "PATCH /apis/ankusa.dev/v1alpha1/namespaces/ns/replayjobs/r",
+        "finalizer removed last: {p:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_unreachable_pod_keeps_the_replay_finalizer() {
+    // The pods' IP answers nothing: cancellation cannot be confirmed, the finalizer stays.
+    let (client, seen) = mock(Box::new(move |s| {
+        match (s.method.as_str(), s.path.split('?').next().unwrap()) {
+            ("GET", "/apis/ankusa.dev/v1alpha1/namespaces/ns/gateways/gw") => {
+                Some((200, gateway_obj(9)))
+            }
+            ("GET", "/api/v1/namespaces/ns/secrets/tok") => Some((200, token_secret())),
+            ("GET", "/api/v1/namespaces/ns/pods") => Some((200, pod_list("127.0.0.1"))),
+            _ => None,
+        }
+    }));
+    let running = json!({"phase": "Running", "pods": [
+        {"pod": "gw-0", "podUid": "pod-uid-0", "jobId": "j", "state": "running"}]});
+    let c = ctx(client);
+    let err = replay::reconcile(
+        Arc::new(replay_job(&["ankusa.dev/cancel-replay"], true, running)),
+        c.clone(),
+    )
+    .await
+    .unwrap_err();
+    assert!(err.is_waiting(), "{err}");
+    assert!(err.to_string().contains("gw-0"), "{err}");
+    assert!(
+        !paths(&seen).iter().any(|p| p.starts_with("PATCH")),
+        "finalizer kept"
+    );
+    // The error policy retries soon and counts it as waiting, not as a failure.
+    let action = replay::error_policy(Arc::new(replay_job(&[], false, json!({}))), &err, c.clone());
+    assert_eq!(action, Action::requeue(Duration::from_secs(3)));
+    assert!(c.metrics.render().contains(
+        r#"ankusa_operator_reconcile_errors_total{controller="replayjob",error="waiting"} 1"#
+    ));
+}
+
+fn source_obj(annotations: BTreeMap<&str, &str>) -> Source {
+    serde_json::from_value(json!({
+        "apiVersion": "ankusa.dev/v1alpha1", "kind": "Source",
+        "metadata": {"name": "orders", "namespace": "ns", "uid": "s-uid", "generation": 1,
+                     "finalizers": ["ankusa.dev/drain-deliveries"],
+                     "deletionTimestamp": "2026-01-01T00:00:00Z",
+                     "annotations": annotations},
+        "spec": {"gatewayRef": {"name": "gw"}, "sinks": [{"name": "k"}]},
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_source_whose_gateway_is_gone_is_released() {
+    let (client, seen) = mock(Box::new(|s| {
+        (s.method == "PATCH").then(|| {
+            (
+                200,
+                serde_json::to_value(source_obj(BTreeMap::new())).unwrap(),
+            )
+        })
+    }));
+    source::reconcile(Arc::new(source_obj(BTreeMap::new())), ctx(client))
+        .await
+        .unwrap();
+    let p = paths(&seen);
+    assert_eq!(
+        p,
+        vec![
+            "GET /apis/ankusa.dev/v1alpha1/namespaces/ns/gateways/gw".to_string(),
+            "PATCH /apis/ankusa.dev/v1alpha1/namespaces/ns/sources/orders".to_string(),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_source_with_queued_deliveries_waits_and_says_where() {
+    let (port, calls) = admin_server(4).await;
+    let (client, seen) = mock(Box::new(move |s| {
+        match (s.method.as_str(), s.path.split('?').next().unwrap()) {
+            ("GET", "/apis/ankusa.dev/v1alpha1/namespaces/ns/gateways/gw") => {
+                Some((200, gateway_obj(port)))
+            }
+            ("GET", "/api/v1/namespaces/ns/secrets/tok") => Some((200, token_secret())),
+            ("GET", "/api/v1/namespaces/ns/pods") => Some((200, pod_list("127.0.0.1"))),
+            ("POST", p) if p.contains("/events") => Some((201, s.body.clone())),
+            ("PATCH", "/apis/ankusa.dev/v1alpha1/namespaces/ns/sources/orders/status") => Some((
+                200,
+                serde_json::to_value(source_obj(BTreeMap::new())).unwrap(),
+            )),
+            _ => None,
+        }
+    }));
+    let err = source::reconcile(Arc::new(source_obj(BTreeMap::new())), ctx(client))
+        .await
+        .unwrap_err();
+    assert!(err.is_waiting(), "{err}");
+    assert_eq!(calls.lock().unwrap().len(), 2, "asked both pods");
+    let seen = seen.lock().unwrap().clone();
+    let status = seen
+        .iter()
+        .find(|s| s.path.contains("/sources/orders/status"))
+        .expect("drain status written");
+    assert_eq!(status.content_type, "application/apply-patch+yaml");
+    assert!(
+        status
+            .path
+            .contains("fieldManager=ankusa-operator%2Fsource"),
+        "{}",
+        status.path
+    );
+    let drain = &status.body["status"]["drain"];
+    assert_eq!(drain["pending"], 8);
+    assert_eq!(drain["phase"], "Draining");
+    assert!(
+        !seen
+            .iter()
+            .any(|s| s.method == "PATCH" && s.path.ends_with("/sources/orders")),
+        "finalizer kept"
+    );
+}
+
+#[tokio::test]
+async fn the_dead_letter_annotation_moves_them_and_releases_the_source() {
+    let (port, calls) = admin_server(4).await;
+    let ann = BTreeMap::from([("ankusa.dev/deliveries", "dead_letter")]);
+    let obj = serde_json::to_value(source_obj(ann.clone())).unwrap();
+    let (client, seen) = mock(Box::new(move |s| {
+        match (s.method.as_str(), s.path.split('?').next().unwrap()) {
+            ("GET", "/apis/ankusa.dev/v1alpha1/namespaces/ns/gateways/gw") => {
+                Some((200, gateway_obj(port)))
+            }
+            ("GET", "/api/v1/namespaces/ns/secrets/tok") => Some((200, token_secret())),
+            ("GET", "/api/v1/namespaces/ns/pods") => Some((200, pod_list("127.0.0.1"))),
+            ("POST", p) if p.contains("/events") => Some((201, s.body.clone())),
+            ("PATCH", "/apis/ankusa.dev/v1alpha1/namespaces/ns/sources/orders") => {
+                Some((200, obj.clone()))
+            }
+            _ => None,
+        }
+    }));
+    source::reconcile(Arc::new(source_obj(ann)), ctx(client))
+        .await
+        .unwrap();
+    let calls = calls.lock().unwrap().clone();
+    assert_eq!(
+        calls
+            .iter()
+            .filter(|(c, _)| c == "POST dead_letter orders")
+            .count(),
+        2
+    );
+    assert!(
+        paths(&seen)
+            .contains(&"PATCH /apis/ankusa.dev/v1alpha1/namespaces/ns/sources/orders".to_string())
+    );
+}
+
+#[tokio::test]
+async fn a_missing_admin_token_marks_the_gateway_degraded() {
+    let gw: Gateway = serde_json::from_value(gateway_obj(4002)).unwrap();
+    let (client, seen) = mock(Box::new(|s| {
+        (s.method == "PATCH" && s.path.contains("/gateways/gw/status"))
+            .then(|| (200, gateway_obj(4002)))
+    }));
+    let action = gateway::reconcile(Arc::new(gw), ctx(client)).await.unwrap();
+    assert_eq!(action, Action::requeue(Duration::from_secs(30)));
+    let seen = seen.lock().unwrap().clone();
+    let st = seen
+        .iter()
+        .find(|s| s.path.contains("/status"))
+        .expect("status written");
+    let conds = st.body["status"]["conditions"].as_array().unwrap();
+    let degraded = conds.iter().find(|c| c["type"] == "Degraded").unwrap();
+    assert_eq!(degraded["status"], "True");
+    assert_eq!(degraded["reason"], "AdminTokenMissing");
+    assert!(
+        !seen.iter().any(|s| s.path.contains("statefulsets")),
+        "nothing rolled out without a token"
+    );
+}
+
+#[tokio::test]
+async fn an_api_error_is_returned_and_counted() {
+    let gw: Gateway = serde_json::from_value(gateway_obj(4002)).unwrap();
+    let (client, _seen) = mock(Box::new(|s| match s.path.split('?').next().unwrap() {
+        "/api/v1/namespaces/ns/secrets/tok" => Some((200, token_secret())),
+        _ => Some((
+            500,
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 500, "message": "etcd is sad"}),
+        )),
+    }));
+    let c = ctx(client);
+    let err = gateway::reconcile(Arc::new(gw.clone()), c.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(err.label(), "kube", "{err}");
+    let action = gateway::error_policy(Arc::new(gw), &err, c.clone());
+    assert_eq!(action, Action::requeue(Duration::from_secs(10)));
+    let m = c.metrics.render();
+    assert!(
+        m.contains(
+            r#"ankusa_operator_reconcile_errors_total{controller="gateway",error="kube"} 1"#
+        ),
+        "{m}"
+    );
+    assert!(
+        m.contains(r#"ankusa_operator_reconcile_total{controller="gateway"} 1"#),
+        "{m}"
+    );
+}

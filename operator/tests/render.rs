@@ -1,0 +1,418 @@
+//! Pure tests of rendering: custom resources + Secret values → the gateway's own config per
+//! pod, and the objects a Gateway owns.
+
+use ankusa_config::{Config, SinkConfig, VerifyConfig};
+use ankusa_crds::{Gateway, Sink, Source};
+use ankusa_operator::render::{self, Inputs, Outcome, SecretValues};
+use ankusa_operator::resources;
+use serde_json::json;
+
+fn gateway(spec: serde_json::Value) -> Gateway {
+    serde_json::from_value(json!({
+        "apiVersion": "ankusa.dev/v1alpha1", "kind": "Gateway",
+        "metadata": {"name": "gw", "namespace": "ns", "uid": "11111111-2222-3333-4444-555555555555", "generation": 1},
+        "spec": spec,
+    }))
+    .unwrap()
+}
+
+fn source(name: &str, spec: serde_json::Value) -> Source {
+    serde_json::from_value(json!({
+        "apiVersion": "ankusa.dev/v1alpha1", "kind": "Source",
+        "metadata": {"name": name, "namespace": "ns", "generation": 3},
+        "spec": spec,
+    }))
+    .unwrap()
+}
+
+fn sink(name: &str, spec: serde_json::Value) -> Sink {
+    serde_json::from_value(json!({
+        "apiVersion": "ankusa.dev/v1alpha1", "kind": "Sink",
+        "metadata": {"name": name, "namespace": "ns", "generation": 2},
+        "spec": spec,
+    }))
+    .unwrap()
+}
+
+fn secrets(pairs: &[(&str, &str, &str)]) -> SecretValues {
+    let mut out = SecretValues::new();
+    for (name, key, value) in pairs {
+        out.entry(name.to_string())
+            .or_default()
+            .insert(key.to_string(), value.as_bytes().to_vec());
+    }
+    out
+}
+
+const TOKEN: &str = "operator-admin-token-0123456789";
+
+fn receiver_sink() -> Sink {
+    sink(
+        "receiver",
+        json!({"type": "http", "options": {"url": "http://127.0.0.1:9000/hooks", "timeout_ms": 2000},
+               "secretRefs": {"secret": [{"name": "signing", "key": "whsec"}]}}),
+    )
+}
+
+fn orders() -> Source {
+    source(
+        "orders",
+        json!({"gatewayRef": {"name": "gw"},
+               "verify": {"type": "github", "secretRefs": [{"name": "gh", "key": "new"}, {"name": "gh", "key": "old"}]},
+               "dedupe": {"preset": "github"},
+               "sinks": [{"name": "receiver"}, {"name": "audit"}]}),
+    )
+}
+
+fn base_secrets() -> SecretValues {
+    secrets(&[
+        ("gh", "old", "old-secret\n"),
+        ("gh", "new", "new-secret"),
+        ("signing", "whsec", "whsec_c2VjcmV0LWtleS1ieXRlcw=="),
+    ])
+}
+
+fn render_with(
+    gw: &Gateway,
+    sources: &[Source],
+    sinks: &[Sink],
+    secrets: &SecretValues,
+    previous: Option<&Config>,
+) -> render::Rendered {
+    render::render(&Inputs {
+        gateway: gw,
+        sources,
+        sinks,
+        secrets,
+        admin_token: TOKEN,
+        previous,
+    })
+}
+
+fn lenient_gateway() -> Gateway {
+    gateway(
+        json!({"replicas": 3, "ports": {"http": 4100, "admin": 4102},
+                   "settings": {"egress": {"allow_http": true, "allow_loopback": true},
+                                "dispatch": {"concurrency": 8, "retry": {"max_ms": 500}}}}),
+    )
+}
+
+#[test]
+fn renders_the_gateways_own_config_per_pod() {
+    let gw = lenient_gateway();
+    let sinks = [receiver_sink(), sink("audit", json!({"type": "log"}))];
+    let r = render_with(&gw, &[orders()], &sinks, &base_secrets(), None);
+    assert_eq!(r.error, None);
+    assert_eq!(r.sources["orders"].outcome, Outcome::Current);
+    let c = r.for_pod("gw-1").unwrap();
+    assert_eq!(c.node.instance, "gw-1");
+    assert_eq!(c.node.data_dir.to_str(), Some("/var/lib/ankusa"));
+    assert_eq!((c.http.port, c.admin.port), (4100, 4102));
+    assert!(c.http.ip.is_unspecified() && c.admin.ip.is_unspecified());
+    assert_eq!(c.admin.tokens[0].token, TOKEN);
+    assert_eq!(c.admin.tokens[0].scopes, vec!["*"]);
+    assert_eq!(c.dispatch.concurrency, 8);
+    assert_eq!(c.dispatch.retry.max_ms, 500);
+    assert_eq!(
+        c.dispatch.retry.base_ms, 100,
+        "absent keys keep the gateway's default"
+    );
+    assert!(c.egress.allow_loopback);
+    let src = &c.sources["orders"];
+    match &src.verify {
+        VerifyConfig::Github(p) => {
+            assert_eq!(
+                p.secret.0,
+                vec!["new-secret", "old-secret"],
+                "newest first, newline trimmed"
+            )
+        }
+        other => panic!("unexpected verify {other:?}"),
+    }
+    assert_eq!(src.sinks.len(), 2);
+    match &src.sinks[0] {
+        SinkConfig::Http(h) => {
+            assert_eq!(h.url, "http://127.0.0.1:9000/hooks");
+            assert_eq!(h.timeout_ms, 2000);
+            assert_eq!(
+                h.secret.as_ref().unwrap().0,
+                vec!["whsec_c2VjcmV0LWtleS1ieXRlcw=="]
+            );
+        }
+        other => panic!("unexpected sink {other:?}"),
+    }
+    assert_eq!(
+        src.sinks[1].type_name(),
+        "log",
+        "sink order is the Source's list order"
+    );
+    ankusa_config::validate(&c).expect("the gateway's own validation accepts it");
+    // The YAML the pod reads parses back to the same config, with the same hash.
+    let back = render::parse_rendered(&c.to_yaml()).unwrap();
+    assert_eq!(back, c);
+    assert_eq!(back.hash(), c.hash());
+    // Pods differ only by instance.
+    let c0 = r.for_pod("gw-0").unwrap();
+    assert_ne!(c0.hash(), c.hash());
+    assert_eq!(
+        Config {
+            node: c.node.clone(),
+            ..c0
+        },
+        c
+    );
+    assert!(r.secrets_used.contains("gh") && r.secrets_used.contains("signing"));
+}
+
+#[test]
+fn rendering_is_deterministic() {
+    let gw = lenient_gateway();
+    let sinks = [receiver_sink(), sink("audit", json!({"type": "log"}))];
+    let a = render_with(&gw, &[orders()], &sinks, &base_secrets(), None);
+    let b = render_with(&gw, &[orders()], &sinks, &base_secrets(), None);
+    assert_eq!(
+        a.for_pod("gw-0").unwrap().to_yaml(),
+        b.for_pod("gw-0").unwrap().to_yaml()
+    );
+    assert_eq!(
+        serde_json::to_string(&resources::statefulset(&gw, "img")).unwrap(),
+        serde_json::to_string(&resources::statefulset(&gw, "img")).unwrap()
+    );
+}
+
+#[test]
+fn sources_of_other_gateways_are_ignored() {
+    let gw = lenient_gateway();
+    let other = source(
+        "other",
+        json!({"gatewayRef": {"name": "elsewhere"}, "sinks": [{"name": "audit"}]}),
+    );
+    let r = render_with(
+        &gw,
+        &[other],
+        &[sink("audit", json!({"type": "log"}))],
+        &SecretValues::new(),
+        None,
+    );
+    assert!(r.sources.is_empty());
+    assert!(r.base.unwrap().sources.is_empty());
+}
+
+#[test]
+fn credentials_in_sink_options_are_refused() {
+    for (opts, want) in [
+        (
+            json!({"url": "https://x.example/h", "secret": "whsec_abc"}),
+            "secretRefs[\"secret\"]",
+        ),
+        (
+            json!({"url": "amqp://user:pass@rabbit:5672/"}),
+            "password in its URL",
+        ),
+        (
+            json!({"url": "https://x.example/h", "headers": {"Authorization": "Bearer x"}}),
+            "secretHeaders",
+        ),
+        (
+            json!({"url": "https://x.example/h", "sasl_password": "p"}),
+            "credential",
+        ),
+        (
+            json!({"brokers": ["k:9092"], "sasl": {"username": "u", "password": "p"}}),
+            "secretRefs[\"sasl.password\"]",
+        ),
+    ] {
+        let s = sink("bad", json!({"type": "http", "options": opts}));
+        let e = render::render_sink(&s, &SecretValues::new()).unwrap_err();
+        assert!(e.contains(want), "{e}");
+    }
+}
+
+#[test]
+fn secret_headers_merge_into_headers() {
+    let s = sink(
+        "h",
+        json!({"type": "http", "options": {"url": "https://x.example/h", "allow_unsigned": true, "headers": {"X-Team": "a"}},
+               "secretHeaders": {"Authorization": {"name": "auth", "key": "bearer"}}}),
+    );
+    let c = render::render_sink(&s, &secrets(&[("auth", "bearer", "Bearer s3cr3t")])).unwrap();
+    let SinkConfig::Http(h) = c else { panic!() };
+    assert_eq!(h.headers["Authorization"], "Bearer s3cr3t");
+    assert_eq!(h.headers["X-Team"], "a");
+}
+
+#[test]
+fn queue_sinks_render_through_the_gateways_own_types() {
+    let s = sink(
+        "k",
+        json!({"type": "kafka",
+               "options": {"brokers": ["127.0.0.1:9092"], "topic": "hooks",
+                           "sasl": {"mechanism": "plain", "username": "svc"}},
+               "secretRefs": {"sasl.password": [{"name": "kafka", "key": "password"}]}}),
+    );
+    let c = render::render_sink(&s, &secrets(&[("kafka", "password", "pw")])).unwrap();
+    assert_eq!(c.type_name(), "kafka");
+    let v = serde_json::to_value(&c).unwrap();
+    assert_eq!(v["sasl"]["password"], "pw");
+    assert_eq!(v["sasl"]["username"], "svc");
+    // A required option missing is the gateway's own error, naming the field.
+    let s = sink(
+        "p",
+        json!({"type": "google_pubsub", "options": {"topic": "t"}}),
+    );
+    let e = render::render_sink(&s, &SecretValues::new()).unwrap_err();
+    assert!(e.contains("project") || e.contains("not supported"), "{e}");
+    let s = sink(
+        "typo",
+        json!({"type": "http", "options": {"urll": "https://x"}}),
+    );
+    let e = render::render_sink(&s, &SecretValues::new()).unwrap_err();
+    assert!(e.contains("urll"), "{e}");
+}
+
+#[test]
+fn a_broken_source_keeps_its_previous_version_and_a_new_one_stays_out() {
+    let gw = lenient_gateway();
+    let sinks = [receiver_sink(), sink("audit", json!({"type": "log"}))];
+    let good = render_with(&gw, &[orders()], &sinks, &base_secrets(), None);
+    let previous = good.for_pod("gw-0").unwrap();
+    // The signing Secret disappears: the sink fails, so does the Source.
+    let mut missing = base_secrets();
+    missing.remove("signing");
+    let fresh = source(
+        "fresh",
+        json!({"gatewayRef": {"name": "gw"}, "sinks": [{"name": "receiver"}]}),
+    );
+    let r = render_with(&gw, &[orders(), fresh], &sinks, &missing, Some(&previous));
+    assert_eq!(r.error, None);
+    match &r.sources["orders"].outcome {
+        Outcome::Previous(e) => assert!(e.contains("Secret signing not found"), "{e}"),
+        o => panic!("unexpected {o:?}"),
+    }
+    assert!(matches!(r.sources["fresh"].outcome, Outcome::Missing(_)));
+    let c = r.for_pod("gw-0").unwrap();
+    assert_eq!(
+        c.sources["orders"], previous.sources["orders"],
+        "kept as the pods had it"
+    );
+    assert!(!c.sources.contains_key("fresh"));
+    assert!(r.sinks["receiver"].error.is_some());
+}
+
+#[test]
+fn the_gateways_validation_refuses_in_context() {
+    let gw = lenient_gateway();
+    // standard_webhooks secrets must be whsec_<base64>: validate() names the field.
+    let bad = source(
+        "sw",
+        json!({"gatewayRef": {"name": "gw"},
+               "verify": {"type": "standard_webhooks", "secretRefs": [{"name": "s", "key": "k"}]},
+               "sinks": [{"name": "audit"}]}),
+    );
+    let r = render_with(
+        &gw,
+        &[bad],
+        &[sink("audit", json!({"type": "log"}))],
+        &secrets(&[("s", "k", "whsec_!!!")]),
+        None,
+    );
+    match &r.sources["sw"].outcome {
+        Outcome::Missing(e) => assert!(e.contains("sources.sw.verify.secret"), "{e}"),
+        o => panic!("unexpected {o:?}"),
+    }
+}
+
+#[test]
+fn duplicate_source_ids_refuse_the_later_one() {
+    let gw = lenient_gateway();
+    let mut a = source(
+        "a",
+        json!({"gatewayRef": {"name": "gw"}, "id": "hooks", "sinks": [{"name": "audit"}]}),
+    );
+    let mut b = source(
+        "b",
+        json!({"gatewayRef": {"name": "gw"}, "id": "hooks", "sinks": [{"name": "audit"}]}),
+    );
+    a.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        "2026-01-01T00:00:00Z".parse().unwrap(),
+    ));
+    b.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        "2026-01-02T00:00:00Z".parse().unwrap(),
+    ));
+    let r = render_with(
+        &gw,
+        &[b, a],
+        &[sink("audit", json!({"type": "log"}))],
+        &SecretValues::new(),
+        None,
+    );
+    assert_eq!(r.sources["a"].outcome, Outcome::Current);
+    assert!(
+        matches!(&r.sources["b"].outcome, Outcome::Missing(e) if e.contains("already used by Source a"))
+    );
+}
+
+#[test]
+fn refused_gateway_settings_render_nothing() {
+    let gw = gateway(json!({"settings": {"dispatch": {"concurrency": 0}}}));
+    let r = render_with(&gw, &[], &[], &SecretValues::new(), None);
+    assert!(r.base.is_none());
+    assert!(
+        r.error
+            .unwrap()
+            .contains("dispatch.concurrency must be >= 1")
+    );
+}
+
+#[test]
+fn statefulset_reads_the_pods_own_file_and_keeps_a_volume_per_pod() {
+    let gw = lenient_gateway();
+    let sts = resources::statefulset(&gw, "ghcr.io/ankusa/ankusa:test");
+    let spec = sts.spec.as_ref().unwrap();
+    assert_eq!(spec.replicas, Some(3));
+    assert_eq!(spec.service_name.as_deref(), Some("gw-pods"));
+    let pod = spec.template.spec.as_ref().unwrap();
+    let c = &pod.containers[0];
+    assert_eq!(
+        c.args.as_ref().unwrap(),
+        &vec![
+            "--config".to_string(),
+            "/etc/ankusa/$(POD_NAME).yaml".into()
+        ]
+    );
+    let env = c.env.as_ref().unwrap();
+    assert_eq!(env[0].name, "POD_NAME");
+    assert_eq!(
+        env[0]
+            .value_from
+            .as_ref()
+            .unwrap()
+            .field_ref
+            .as_ref()
+            .unwrap()
+            .field_path,
+        "metadata.name"
+    );
+    let probe = c
+        .readiness_probe
+        .as_ref()
+        .unwrap()
+        .http_get
+        .as_ref()
+        .unwrap();
+    assert_eq!(probe.path.as_deref(), Some("/ready"));
+    assert_eq!(pod.termination_grace_period_seconds, Some(60));
+    let vct = &spec.volume_claim_templates.as_ref().unwrap()[0];
+    assert_eq!(vct.metadata.name.as_deref(), Some("data"));
+    let vol = &pod.volumes.as_ref().unwrap()[0];
+    assert_eq!(
+        vol.secret.as_ref().unwrap().secret_name.as_deref(),
+        Some("gw-config")
+    );
+    assert_eq!(
+        sts.metadata.owner_references.as_ref().unwrap()[0].kind,
+        "Gateway"
+    );
+    assert_eq!(resources::ordinal(&gw, "gw-12"), Some(12));
+    assert_eq!(resources::ordinal(&gw, "gwx-1"), None);
+}

@@ -1,0 +1,282 @@
+//! Pure tests of status computation: Gateway, Source and Sink conditions and counts.
+
+use ankusa_crds::{Gateway, GatewayPodStatus, Sink, Source, SourceStatus};
+use ankusa_operator::controllers::gateway::{GatewayView, gateway_status, source_status};
+use ankusa_operator::controllers::sink::sink_status;
+use ankusa_operator::render::{self, Outcome, SourceRender};
+use serde_json::json;
+
+const NOW: &str = "2026-01-01T00:00:00Z";
+
+fn gw(replicas: i32) -> Gateway {
+    serde_json::from_value(json!({
+        "apiVersion": "ankusa.dev/v1alpha1", "kind": "Gateway",
+        "metadata": {"name": "gw", "namespace": "ns", "generation": 4},
+        "spec": {"replicas": replicas},
+    }))
+    .unwrap()
+}
+
+fn pod(n: u8, ready: bool, programmed: bool) -> GatewayPodStatus {
+    GatewayPodStatus {
+        name: format!("gw-{n}"),
+        ready,
+        programmed,
+        ..Default::default()
+    }
+}
+
+fn rendered_ok(g: &Gateway) -> render::Rendered {
+    render::render(&render::Inputs {
+        gateway: g,
+        sources: &[],
+        sinks: &[],
+        secrets: &Default::default(),
+        admin_token: "operator-admin-token-0123456789",
+        previous: None,
+    })
+}
+
+fn cond<'a>(c: &'a [ankusa_crds::Condition], t: &str) -> &'a ankusa_crds::Condition {
+    c.iter().find(|x| x.type_ == t).unwrap()
+}
+
+#[test]
+fn gateway_ready_only_when_every_desired_pod_is_ready_and_programmed() {
+    let g = gw(3);
+    let r = rendered_ok(&g);
+    let st = gateway_status(
+        &g,
+        &r,
+        vec![pod(0, true, true), pod(1, true, true), pod(2, true, true)],
+        None,
+        &Default::default(),
+        NOW,
+    );
+    assert_eq!(st.programmed.as_deref(), Some("3/3"));
+    assert!(cond(&st.conditions, "Ready").is_true());
+    assert!(!cond(&st.conditions, "Progressing").is_true());
+    assert_eq!(st.observed_generation, Some(4));
+    assert_eq!(
+        st.selector.as_deref(),
+        Some("app.kubernetes.io/instance=gw,app.kubernetes.io/name=ankusa-gateway")
+    );
+
+    let st = gateway_status(
+        &g,
+        &r,
+        vec![pod(0, true, true), pod(1, true, false), pod(2, true, true)],
+        None,
+        &Default::default(),
+        NOW,
+    );
+    let ready = cond(&st.conditions, "Ready");
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_deref()),
+        ("False", Some("Programming"))
+    );
+    assert!(cond(&st.conditions, "Progressing").is_true());
+
+    // Scaling up: the new pod is not there yet.
+    let g4 = gw(4);
+    let st = gateway_status(
+        &g4,
+        &rendered_ok(&g4),
+        vec![pod(0, true, true), pod(1, true, true), pod(2, true, true)],
+        None,
+        &Default::default(),
+        NOW,
+    );
+    assert_eq!(st.programmed.as_deref(), Some("3/4"));
+    assert_eq!(
+        cond(&st.conditions, "Progressing").reason.as_deref(),
+        Some("Scaling")
+    );
+    assert_eq!(st.replicas, 3);
+}
+
+#[test]
+fn a_pod_refusing_its_config_degrades_the_gateway() {
+    let g = gw(1);
+    let mut p = pod(0, true, false);
+    p.last_error = Some("refused the config: sources.x: bad".into());
+    let st = gateway_status(
+        &g,
+        &rendered_ok(&g),
+        vec![p],
+        None,
+        &Default::default(),
+        NOW,
+    );
+    let d = cond(&st.conditions, "Degraded");
+    assert!(d.is_true());
+    assert_eq!(d.reason.as_deref(), Some("PodErrors"));
+    assert!(
+        d.message
+            .as_ref()
+            .unwrap()
+            .contains("gw-0: refused the config")
+    );
+}
+
+fn src(generation: i64, deleting: bool) -> Source {
+    let mut v = json!({
+        "apiVersion": "ankusa.dev/v1alpha1", "kind": "Source",
+        "metadata": {"name": "orders", "namespace": "ns", "generation": generation},
+        "spec": {"gatewayRef": {"name": "gw"}, "sinks": [{"name": "k"}]},
+    });
+    if deleting {
+        v["metadata"]["deletionTimestamp"] = json!(NOW);
+    }
+    serde_json::from_value(v).unwrap()
+}
+
+fn view(programmed: i32, desired: i32) -> GatewayView<'static> {
+    GatewayView {
+        error: None,
+        programmed,
+        desired,
+        prefix: "/webhooks",
+    }
+}
+
+#[test]
+fn source_programmed_counts_only_its_current_generation() {
+    let sr = SourceRender {
+        id: "orders".into(),
+        generation: Some(2),
+        outcome: Outcome::Current,
+    };
+    let st = source_status(
+        &src(2, false),
+        Some(&sr),
+        view(3, 3),
+        &SourceStatus::default(),
+        NOW,
+    );
+    assert_eq!(st.programmed.as_deref(), Some("3/3"));
+    assert!(cond(&st.conditions, "Ready").is_true());
+    assert_eq!(cond(&st.conditions, "Ready").observed_generation, Some(2));
+    assert_eq!(st.path.as_deref(), Some("/webhooks/orders"));
+
+    let failed = SourceRender {
+        id: "orders".into(),
+        generation: Some(3),
+        outcome: Outcome::Previous("Secret gh not found".into()),
+    };
+    let st = source_status(&src(3, false), Some(&failed), view(3, 3), &st, NOW);
+    assert_eq!(
+        st.programmed.as_deref(),
+        Some("0/3"),
+        "the current generation runs nowhere"
+    );
+    let ready = cond(&st.conditions, "Ready");
+    assert_eq!(ready.reason.as_deref(), Some("RenderFailed"));
+    assert!(
+        ready
+            .message
+            .as_ref()
+            .unwrap()
+            .contains("keep the previously rendered version")
+    );
+    assert!(cond(&st.conditions, "Degraded").is_true());
+
+    let st = source_status(
+        &src(2, false),
+        Some(&sr),
+        GatewayView {
+            error: Some("bad settings"),
+            ..view(3, 3)
+        },
+        &SourceStatus::default(),
+        NOW,
+    );
+    assert_eq!(
+        cond(&st.conditions, "Ready").reason.as_deref(),
+        Some("GatewayConfigInvalid")
+    );
+}
+
+#[test]
+fn a_deleting_source_says_it_drains() {
+    let sr = SourceRender {
+        id: "orders".into(),
+        generation: Some(1),
+        outcome: Outcome::Current,
+    };
+    let st = source_status(
+        &src(1, true),
+        Some(&sr),
+        view(3, 3),
+        &SourceStatus::default(),
+        NOW,
+    );
+    let ready = cond(&st.conditions, "Ready");
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_deref()),
+        ("False", Some("Draining"))
+    );
+}
+
+fn sink(generation: i64) -> Sink {
+    serde_json::from_value(json!({
+        "apiVersion": "ankusa.dev/v1alpha1", "kind": "Sink",
+        "metadata": {"name": "k", "namespace": "ns", "generation": generation},
+        "spec": {"type": "log"},
+    }))
+    .unwrap()
+}
+
+fn gw_with_sink(
+    name: &str,
+    replicas: i32,
+    programmed: i32,
+    sink_gen: i64,
+    error: Option<&str>,
+) -> Gateway {
+    serde_json::from_value(json!({
+        "apiVersion": "ankusa.dev/v1alpha1", "kind": "Gateway",
+        "metadata": {"name": name, "namespace": "ns"},
+        "spec": {"replicas": replicas},
+        "status": {"programmedReplicas": programmed,
+                   "sinks": [{"name": "k", "observedGeneration": sink_gen, "error": error}]},
+    }))
+    .unwrap()
+}
+
+#[test]
+fn sink_status_adds_up_every_gateway_using_it() {
+    let users = vec!["orders".to_string()];
+    let gws = [
+        gw_with_sink("a", 3, 3, 5, None),
+        gw_with_sink("b", 2, 2, 5, None),
+    ];
+    let st = sink_status(&sink(5), &gws, &users, &Default::default(), NOW);
+    assert_eq!(st.programmed.as_deref(), Some("5/5"));
+    assert!(cond(&st.conditions, "Ready").is_true());
+    assert_eq!(st.used_by.as_deref(), Some("orders"));
+    // One gateway still renders the previous generation.
+    let gws = [
+        gw_with_sink("a", 3, 3, 5, None),
+        gw_with_sink("b", 2, 2, 4, None),
+    ];
+    let st = sink_status(&sink(5), &gws, &users, &Default::default(), NOW);
+    assert_eq!(st.programmed.as_deref(), Some("3/5"));
+    assert!(!cond(&st.conditions, "Ready").is_true());
+    // A render failure is reported with the gateway's name.
+    let gws = [gw_with_sink("a", 3, 3, 5, Some("Secret s not found"))];
+    let st = sink_status(&sink(5), &gws, &users, &Default::default(), NOW);
+    assert!(
+        cond(&st.conditions, "Degraded")
+            .message
+            .as_ref()
+            .unwrap()
+            .contains("a: Secret s not found")
+    );
+    // Unused.
+    let st = sink_status(&sink(5), &[], &[], &Default::default(), NOW);
+    assert_eq!(
+        cond(&st.conditions, "Ready").reason.as_deref(),
+        Some("NotReferenced")
+    );
+}
