@@ -98,6 +98,10 @@ pub async fn closed_loop(
                             tokio::time::sleep(next - now).await;
                         }
                     }
+                    if sender.ready().await.is_err() {
+                        errors += 1;
+                        continue 'reconnect;
+                    }
                     let req = make(seq.fetch_add(1, Ordering::Relaxed));
                     let t = Instant::now();
                     let resp = match sender.send_request(req).await {

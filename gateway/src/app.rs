@@ -97,6 +97,15 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
         }));
     }
     metrics.config_generation.set(1);
+    if config.egress.pools.pool_size < config.dispatch.concurrency {
+        // Each receiver gets at most pool_size connections: attempts beyond that wait for one,
+        // so one receiver's deliveries top out at pool_size / its latency.
+        tracing::warn!(
+            pool_size = config.egress.pools.pool_size,
+            concurrency = config.dispatch.concurrency,
+            "egress.pools.pool_size is below dispatch.concurrency: deliveries to one HTTP receiver are capped at pool_size in flight"
+        );
+    }
 
     let claims = if config.claim_check.enabled {
         let dir = config

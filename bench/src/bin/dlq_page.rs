@@ -123,6 +123,7 @@ async fn time_gets(addr: SocketAddr, path: &str) -> anyhow::Result<(Latencies, u
         let req = hyper::Request::get(path)
             .header("host", "bench")
             .body(http_body_util::Full::new(bytes::Bytes::new()))?;
+        sender.ready().await?;
         let t = Instant::now();
         let resp = sender.send_request(req).await?;
         let body = resp.into_body().collect().await?.to_bytes();

@@ -40,11 +40,11 @@ fn main() -> anyhow::Result<()> {
     wait_http_ok(rx, "/stats", Duration::from_secs(10))?;
     let cfg = format!(
         r#"
-egress: {{allow_http: true, allow_loopback: true}}
+egress: {{allow_http: true, allow_loopback: true, pools: {{pool_size: 128}}}}
 dispatch:
-  concurrency: 64
-  sink_concurrency: 64
-  tenants: {{default: {{max_inflight: 4096, concurrency: 64}}}}
+  concurrency: 128
+  sink_concurrency: 128
+  tenants: {{default: {{max_inflight: 4096, concurrency: 128}}}}
 sources:
   bench:
     sinks:

@@ -1,0 +1,170 @@
+//! A broker that goes away mid-run, through the real binary: hooks keep being accepted, their
+//! deliveries fail and are retried by dispatch, and once the broker is back every hook
+//! answered 201 is in the stream (at least once). The NATS server is this test's own, with
+//! file storage, killed with SIGKILL and restarted on the same store.
+
+mod common;
+
+use std::collections::HashSet;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::Value;
+
+struct Nats {
+    child: Option<Child>,
+    port: u16,
+    dir: std::path::PathBuf,
+}
+
+impl Nats {
+    fn start(port: u16, dir: &std::path::Path) -> Nats {
+        let mut n = Nats {
+            child: None,
+            port,
+            dir: dir.to_path_buf(),
+        };
+        n.spawn();
+        n
+    }
+    fn spawn(&mut self) {
+        let child = Command::new("nats-server")
+            .args([
+                "-a",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-js",
+                "-sd",
+            ])
+            .arg(&self.dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect(
+                "nats-server (Debian's nats-server package; tests/brokers/start.sh installs it)",
+            );
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(Instant::now() < deadline, "nats-server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Nats {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn hooks_survive_a_broker_restart_with_visible_retries() {
+    let tmp = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut nats = Nats::start(port, &tmp.path().join("js"));
+    let url = format!("nats://127.0.0.1:{port}");
+    {
+        let nc = async_nats::connect(&url).await.unwrap();
+        let js = async_nats::jetstream::new(nc);
+        js.create_stream(async_nats::jetstream::stream::Config {
+            name: "HOOKS".into(),
+            subjects: vec!["hooks.>".into()],
+            storage: async_nats::jetstream::stream::StorageType::File,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    }
+    let g = Gateway::start(&format!(
+        "dispatch: {{breaker_failures: 0}}\nsources:\n  s:\n    retry: {{base_ms: 50, max_ms: 300}}\n    sinks:\n      - type: nats\n        servers: [\"127.0.0.1:{port}\"]\n        subject: hooks.s\n        publish_timeout_ms: 1000\n"
+    ));
+    let c = client();
+    let mut acked = Vec::new();
+    for i in 0..90 {
+        if i == 30 {
+            nats.kill9();
+        }
+        if i == 60 {
+            nats.spawn();
+        }
+        let r = c
+            .post(g.url("/webhooks/s"))
+            .body(format!("{{\"i\":{i}}}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            r.status().as_u16(),
+            201,
+            "ingest never depends on the broker"
+        );
+        acked.push(
+            r.json::<Value>().await.unwrap()["id"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // Every acked hook reaches the stream, at least once.
+    let nc = async_nats::connect(&url).await.unwrap();
+    let js = async_nats::jetstream::new(nc);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut seen: HashSet<String> = HashSet::new();
+    loop {
+        let mut stream = js.get_stream("HOOKS").await.unwrap();
+        let last = stream.info().await.unwrap().state.last_sequence;
+        seen.clear();
+        for seq in 1..=last {
+            if let Ok(m) = stream.get_raw_message(seq).await {
+                let v: Value = serde_json::from_slice(&m.payload).unwrap();
+                seen.insert(v["id"].as_str().unwrap().to_string());
+            }
+        }
+        if acked.iter().all(|id| seen.contains(id)) {
+            break;
+        }
+        let missing = acked.iter().filter(|id| !seen.contains(*id)).count();
+        assert!(
+            Instant::now() < deadline,
+            "{missing} acked hooks never reached the stream:\n{}",
+            g.log_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let text = c
+        .get(g.admin_url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let failed: f64 = text
+        .lines()
+        .filter(|l| {
+            l.starts_with("ankusa_dispatch_attempt_duration_seconds_count")
+                && l.contains("sink=\"nats\"")
+                && !l.contains("result=\"ok\"")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert!(
+        failed > 0.0,
+        "deliveries failed while the broker was down and were retried:\n{text}"
+    );
+    eprintln!(
+        "{} hooks acked, all in the stream; {failed} failed attempts while the broker was away",
+        acked.len()
+    );
+}
