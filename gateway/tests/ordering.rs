@@ -65,7 +65,7 @@ async fn send(c: &reqwest::Client, g: &Gateway, key: Option<&str>, n: u64, extra
 
 /// Fails every third attempt: retries happen all through the run.
 fn flaky(n: usize, _: &Received) -> Reply {
-    if n % 3 == 0 {
+    if n.is_multiple_of(3) {
         Reply::status(503)
     } else {
         Reply::status(200)

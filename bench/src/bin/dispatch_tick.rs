@@ -61,8 +61,10 @@ fn main() -> anyhow::Result<()> {
         let dir = tempfile::tempdir()?;
         let store = Arc::new(Store::open(&dir.path().join("store"))?);
         ingest(&store, |_| "solo".into(), 1, now_ms())?;
-        let mut d = DispatchConfig::default();
-        d.batch = 1;
+        let d = DispatchConfig {
+            batch: 1,
+            ..Default::default()
+        };
         let s = measure_scans(store.clone(), &d, 1)?;
         emit(
             json!({"case": "one_row_one_tenant", "visited": s[0].visited, "claimed": s[0].claimed, "scan_us": s[0].micros}),
@@ -74,8 +76,10 @@ fn main() -> anyhow::Result<()> {
         ingest(&store, |_| "hot".into(), hot_rows, now_ms())?;
         ingest(&store, |k| format!("idle-{k}"), idle, now_ms() + week)?;
         for batch in [1u32, 128] {
-            let mut d = DispatchConfig::default();
-            d.batch = batch;
+            let d = DispatchConfig {
+                batch,
+                ..Default::default()
+            };
             let load = std::time::Instant::now();
             let mut scans = measure_scans(store.clone(), &d, 200)?;
             let startup_ms = load.elapsed().as_millis() as u64;

@@ -892,10 +892,8 @@ impl Scheduler {
 
     /// Frees a claimed row's place in its windows (and its slot, if it ran).
     fn release(&mut self, claim: &Claim, ran: bool) {
-        if ran {
-            if let Some(q) = self.queues.get_mut(&claim.key) {
-                q.running = q.running.saturating_sub(1);
-            }
+        if ran && let Some(q) = self.queues.get_mut(&claim.key) {
+            q.running = q.running.saturating_sub(1);
         }
         if let Some(t) = self.tenants.get_mut(&claim.key.tenant) {
             if ran {
@@ -1112,8 +1110,10 @@ pub fn measure_scans(
             message: e.to_string(),
         })?;
     let metrics = Arc::new(Metrics::new());
-    let mut config = ankusa_config::Config::default();
-    config.dispatch = d.clone();
+    let config = ankusa_config::Config {
+        dispatch: d.clone(),
+        ..Default::default()
+    };
     let factory = Arc::new(crate::sink::SinkFactory::new(
         crate::sink::http::HttpPools::new(&Default::default(), metrics.clone()),
     ));

@@ -51,6 +51,9 @@ pub enum Outcome {
     },
 }
 
+/// Ordering lane ids (`keys::lane_id`).
+pub type LaneIds = Vec<Vec<u8>>;
+
 /// A lane whose head cleared (delivered or dead-lettered) in an outcome batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LaneAdvance {
@@ -321,10 +324,9 @@ impl Store {
                     }
                     deleted.insert((*seq, *sink));
                     done_hooks.push((*seq, row));
-                    if let Some(key) = &row.lane {
-                        advances.push(
-                            self.advance_lane(&db, &mut batch, row, *sink, key, now, lane_floor)?,
-                        );
+                    if row.lane.is_some() {
+                        advances
+                            .push(self.advance_lane(&db, &mut batch, row, *sink, now, lane_floor)?);
                     }
                 }
                 Outcome::Retry { seq, sink, row } => {
@@ -344,9 +346,9 @@ impl Store {
                     if let Some(job) = &row.replay_id {
                         batch.merge(super::jobs::c_job_failed(job), 1i64.to_le_bytes());
                     }
-                    if let Some(key) = &row.lane {
+                    if row.lane.is_some() {
                         advances.push(
-                            self.advance_lane(&db, &mut batch, &row, *sink, key, now, lane_floor)?,
+                            self.advance_lane(&db, &mut batch, &row, *sink, now, lane_floor)?,
                         );
                     }
                 }
@@ -370,10 +372,10 @@ impl Store {
         batch: &mut WriteBatch,
         row: &DeliveryRow,
         sink: u16,
-        key: &str,
         now: u64,
         lane_floor: &HashMap<Vec<u8>, u64>,
     ) -> Result<LaneAdvance, StoreError> {
+        let key = row.lane.as_deref().unwrap_or_default();
         let lane = keys::lane_id(&row.tenant, &row.source_id, sink, key);
         let floor = lane_floor.get(&lane).copied().unwrap_or(0);
         let promoted = self.promote_in_batch(db, batch, &lane, sink, now, floor)?;
@@ -466,7 +468,7 @@ impl Store {
 
     /// Lanes with a head, and lanes with waiting rows but no head (an ingest whose hand-over
     /// to dispatch was cut by a restart). One seek per lane.
-    pub fn lane_state(&self) -> Result<(Vec<Vec<u8>>, Vec<Vec<u8>>), StoreError> {
+    pub fn lane_state(&self) -> Result<(LaneIds, LaneIds), StoreError> {
         let db = self.db()?;
         let index = Self::cf(&db, keys::CF_INDEX)?;
         let mut heads = Vec::new();
