@@ -153,29 +153,31 @@ pub async fn closed_loop(
     Ok(out)
 }
 
-/// Runs a no-op HTTP server (axum on hyper, the gateway's own stack) answering 201 with a
-/// small JSON body to every POST. Blocks; meant for a child process.
+/// Runs a no-op HTTP server on the gateway's own stack (`axum::serve` with a fallback
+/// handler, TCP_NODELAY as the gateway sets it) that reads the body and answers `status` with
+/// the same small JSON body a `201` of the gateway carries. Blocks; meant for a child process.
 pub fn run_noop_server(addr: SocketAddr, status: u16) -> anyhow::Result<()> {
+    use axum::serve::ListenerExt;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
+    let status = axum::http::StatusCode::from_u16(status).unwrap_or(axum::http::StatusCode::OK);
     rt.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(addr).await?;
-        loop {
-            let (stream, _) = listener.accept().await?;
-            let _ = stream.set_nodelay(true);
-            tokio::spawn(async move {
-                let svc = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| async move {
-                    let _ = req.into_body().collect().await;
-                    let mut r = hyper::Response::new(Full::new(Bytes::from_static(
-                        b"{\"status\":\"accepted\",\"id\":\"01a2290a-306d-73ad-b310-cd19dd355968\"}",
-                    )));
-                    *r.status_mut() = hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::OK);
-                    Ok::<_, std::convert::Infallible>(r)
-                });
-                let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await;
-            });
-        }
+        let listener = tokio::net::TcpListener::bind(addr).await?.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
+        let app = axum::Router::new().fallback(move |body: Bytes| async move {
+            let _ = body;
+            (
+                status,
+                axum::Json(serde_json::json!({
+                    "status": "accepted",
+                    "id": "01a2290a-306d-73ad-b310-cd19dd355968",
+                })),
+            )
+        });
+        axum::serve(listener, app).await?;
+        Ok(())
     })
 }
 

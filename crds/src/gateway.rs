@@ -131,6 +131,14 @@ pub struct PortsSpec {
     /// Admin API port (`admin.port`), reached by the operator on each pod's IP.
     #[serde(default = "default_admin_port")]
     pub admin: u16,
+    /// Claim-check port (`claim_check.port`): consumers redeem large bodies here, at
+    /// `<instance>.<gateway>-headless:<port>` (the message's `instance` is the pod name).
+    #[serde(default = "default_claims_port")]
+    pub claims: u16,
+}
+
+fn default_claims_port() -> u16 {
+    4001
 }
 
 fn default_http_port() -> u16 {
@@ -146,6 +154,7 @@ impl Default for PortsSpec {
         PortsSpec {
             http: default_http_port(),
             admin: default_admin_port(),
+            claims: default_claims_port(),
         }
     }
 }
@@ -193,6 +202,26 @@ pub struct GatewaySettings {
     /// Where HTTP sinks may connect (https and public addresses only by default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub egress: Option<EgressConfig>,
+    /// The claim check: where bodies over a queue sink's inline limit are kept and served.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim_check: Option<ClaimCheckSettings>,
+}
+
+/// Claim-check settings. The claim port listens on the pod network only when reader tokens
+/// are given: without them it stays on the pod's loopback, so bodies are never served
+/// unauthenticated to the cluster.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimCheckSettings {
+    /// Off: a body over a sink's inline limit is refused by that sink (`message_too_large`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// Days a checked-in body is kept (absent: until deleted by hand).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention_days: Option<u32>,
+    /// Bearer tokens consumers present to `GET /v1/claims/...`, one Secret key each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub token_secret_refs: Vec<SecretKeyRef>,
 }
 
 /// What a Gateway may add to its pods.

@@ -19,7 +19,8 @@ pub mod source;
 
 pub use common::{Condition, GROUP, LocalRef, SecretKeyRef, VERSION, condition, find_condition};
 pub use gateway::{
-    Gateway, GatewayPodStatus, GatewaySettings, GatewaySpec, GatewayStatus, RenderedSink,
+    ClaimCheckSettings, Gateway, GatewayPodStatus, GatewaySettings, GatewaySpec, GatewayStatus,
+    RenderedSink,
 };
 pub use replay::{ReplayJob, ReplayJobSpec, ReplayJobStatus, ReplayPhase, ReplayPodStatus};
 pub use sink::{Sink, SinkSpec, SinkStatus, SinkType};

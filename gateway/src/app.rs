@@ -249,6 +249,11 @@ async fn serve(
     let shutdown = async move {
         let _ = stop.wait_for(|s| *s).await;
     };
+    use axum::serve::ListenerExt;
+    // Answers are small single writes; Nagle would only hold them back.
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     if let Err(e) = axum::serve(listener, router)
         .with_graceful_shutdown(shutdown)
         .await

@@ -445,3 +445,141 @@ async fn egress_policy_and_bounded_responses() {
         "20 × 10 MB responses grew RSS by {grown} KiB"
     );
 }
+
+/// Writes a private CA and a leaf for `localhost` (a DNS name only, so `https://127.0.0.1`
+/// does not match it) with the openssl CLI; returns (CA PEM path, leaf PEM, leaf key PEM).
+fn private_ca(dir: &std::path::Path) -> (std::path::PathBuf, Vec<u8>, Vec<u8>) {
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("openssl on PATH");
+        assert!(out.status.success(), "openssl {args:?}: {out:?}");
+    };
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    run(&[
+        &["req", "-x509"][..],
+        &ec[..],
+        &[
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=ankusa test CA",
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign",
+        ],
+    ]
+    .concat());
+    run(&[
+        &["req"][..],
+        &ec[..],
+        &[
+            "-keyout",
+            "leaf.key",
+            "-out",
+            "leaf.csr",
+            "-subj",
+            "/CN=localhost",
+        ],
+    ]
+    .concat());
+    std::fs::write(
+        dir.join("leaf.ext"),
+        "subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "leaf.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "leaf.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "leaf.ext",
+    ]);
+    (
+        dir.join("ca.pem"),
+        std::fs::read(dir.join("leaf.pem")).unwrap(),
+        std::fs::read(dir.join("leaf.key")).unwrap(),
+    )
+}
+
+#[tokio::test]
+async fn https_receivers_are_verified_against_the_system_roots_or_a_private_ca() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, leaf, key) = private_ca(dir.path());
+    let rx = Receiver::start_tls(&leaf, &key, |_, _| Reply::status(200)).await;
+    let port = rx.addr.port();
+    let at = |host: &str, path: &str| format!("https://{host}:{port}{path}");
+    let ca = path_str(&ca);
+    let sources = [
+        // Signed by a CA the system does not trust: refused, retried as transient.
+        http_source("untrusted", &at("localhost", "/untrusted"), ""),
+        // The private CA named by cacertfile: delivered.
+        http_source("private_ca", &at("localhost", "/private_ca"), "")
+            + &format!("        cacertfile: {ca}\n"),
+        // Trusted CA but the name does not match the certificate: refused.
+        http_source("wrong_name", &at("127.0.0.1", "/wrong_name"), "")
+            + &format!("        cacertfile: {ca}\n"),
+        // Verification switched off: delivered.
+        http_source("insecure", &at("localhost", "/insecure"), "")
+            + "        allow_insecure_tls: true\n",
+    ]
+    .concat();
+    let g = Gateway::start(&config("{allow_loopback: true}", "{}", &sources));
+    let c = client();
+    let mut ids = std::collections::HashMap::new();
+    for s in ["untrusted", "private_ca", "wrong_name", "insecure"] {
+        ids.insert(
+            s,
+            ingest(&c, &g, &format!("/webhooks/{s}"), &[], "{}").await,
+        );
+    }
+    let got = rx.wait_for(Duration::from_secs(20), |r| r.len() >= 2).await;
+    let mut paths: Vec<_> = got.iter().map(|r| r.path.clone()).collect();
+    paths.sort();
+    assert_eq!(paths, ["/insecure", "/private_ca"]);
+    assert!(got.iter().all(|r| r.header("webhook-signature").is_some()));
+    let causes: [(&str, &[&str]); 2] = [
+        ("untrusted", &["UnknownIssuer"]),
+        ("wrong_name", &["NotValidForName", "not valid for name"]),
+    ];
+    for (s, cause) in causes {
+        let row = wait_row(&c, &g, &ids[s], |r| {
+            r["attempts"].as_u64().unwrap_or(0) >= 1 && r["last_error"].is_string()
+        })
+        .await;
+        assert_ne!(row["state"], "dead", "a TLS failure is transient: {row}");
+        let err = row["last_error"].as_str().unwrap();
+        assert!(
+            err.contains("transport") && cause.iter().any(|c| err.contains(c)),
+            "{s}: {err}"
+        );
+    }
+    assert_eq!(
+        rx.count(),
+        2,
+        "nothing reached the receiver over an unverified connection"
+    );
+}

@@ -124,6 +124,13 @@ pub fn base_config(gw: &Gateway, admin_token: &str) -> Config {
     c.http.port = spec.ports.http;
     c.admin.ip = [0, 0, 0, 0].into();
     c.admin.port = spec.ports.admin;
+    c.claim_check.port = spec.ports.claims;
+    if let Some(cc) = &spec.settings.claim_check {
+        if let Some(on) = cc.enabled {
+            c.claim_check.enabled = on;
+        }
+        c.claim_check.retention_days = cc.retention_days;
+    }
     c.admin.tokens = vec![AdminToken {
         token: admin_token.to_string(),
         scopes: vec!["*".into()],
@@ -475,6 +482,35 @@ pub fn sink_secret_names(sink: &Sink) -> impl Iterator<Item = &str> {
         .chain(sink.spec.secret_headers.values().map(|r| r.name.as_str()))
 }
 
+/// Secrets a Gateway's own settings read (the admin token is fetched on its own).
+pub fn gateway_secret_names(gw: &Gateway) -> impl Iterator<Item = &str> {
+    gw.spec
+        .settings
+        .claim_check
+        .iter()
+        .flat_map(|cc| cc.token_secret_refs.iter().map(|r| r.name.as_str()))
+}
+
+/// The claim check's reader tokens; with at least one, the claim port listens on the pod
+/// network so consumers in other pods can redeem claims.
+fn claim_tokens(
+    c: &mut Config,
+    cc: &ankusa_crds::ClaimCheckSettings,
+    secrets: &SecretValues,
+) -> Result<(), String> {
+    let mut tokens = Vec::with_capacity(cc.token_secret_refs.len());
+    for (i, r) in cc.token_secret_refs.iter().enumerate() {
+        let v = secret_value(secrets, r)
+            .map_err(|e| format!("spec.settings.claim_check.token_secret_refs[{i}]: {e}"))?;
+        tokens.push(v);
+    }
+    if !tokens.is_empty() {
+        c.claim_check.ip = [0, 0, 0, 0].into();
+    }
+    c.claim_check.tokens = tokens;
+    Ok(())
+}
+
 /// Renders the whole config of a Gateway.
 pub fn render(inputs: &Inputs) -> Rendered {
     let gw_name = inputs.gateway.name_any();
@@ -489,6 +525,15 @@ pub fn render(inputs: &Inputs) -> Rendered {
         out.secrets_used.insert(r.name.clone());
     }
     let mut base = base_config(inputs.gateway, inputs.admin_token);
+    if let Some(cc) = &inputs.gateway.spec.settings.claim_check {
+        for r in &cc.token_secret_refs {
+            out.secrets_used.insert(r.name.clone());
+        }
+        if let Err(e) = claim_tokens(&mut base, cc, inputs.secrets) {
+            out.error = Some(e);
+            return out;
+        }
+    }
     if let Err(e) = ankusa_config::validate(&base) {
         out.error = Some(format!("settings refused by the gateway's validation: {e}"));
         return out;

@@ -151,6 +151,7 @@ pub fn headless_service(gw: &Gateway) -> Service {
             ports: Some(vec![
                 port("http", gw.spec.ports.http),
                 port("admin", gw.spec.ports.admin),
+                port("claims", gw.spec.ports.claims),
             ]),
             ..Default::default()
         }),
@@ -244,6 +245,12 @@ pub fn statefulset(gw: &Gateway, default_image: &str) -> StatefulSet {
             ContainerPort {
                 name: Some("admin".into()),
                 container_port: spec.ports.admin.into(),
+                protocol: Some("TCP".into()),
+                ..Default::default()
+            },
+            ContainerPort {
+                name: Some("claims".into()),
+                container_port: spec.ports.claims.into(),
                 protocol: Some("TCP".into()),
                 ..Default::default()
             },

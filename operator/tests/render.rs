@@ -416,3 +416,57 @@ fn statefulset_reads_the_pods_own_file_and_keeps_a_volume_per_pod() {
     assert_eq!(resources::ordinal(&gw, "gw-12"), Some(12));
     assert_eq!(resources::ordinal(&gw, "gwx-1"), None);
 }
+
+#[test]
+fn the_claim_port_reaches_the_pod_network_only_with_reader_tokens() {
+    let sinks = [receiver_sink(), sink("audit", json!({"type": "log"}))];
+    // No tokens: the claim port stays on the pod's loopback.
+    let gw = gateway(json!({"ports": {"claims": 4105}}));
+    let r = render_with(&gw, &[orders()], &sinks, &base_secrets(), None);
+    let c = r.for_pod("gw-0").unwrap();
+    assert!(c.claim_check.enabled);
+    assert_eq!(c.claim_check.port, 4105);
+    assert!(c.claim_check.ip.is_loopback() && c.claim_check.tokens.is_empty());
+
+    let gw = gateway(json!({"settings": {"claim_check": {
+        "retention_days": 7,
+        "token_secret_refs": [{"name": "claims", "key": "reader"}]}}}));
+    let mut s = base_secrets();
+    s.entry("claims".into())
+        .or_default()
+        .insert("reader".into(), b"claim-reader-token\n".to_vec());
+    let r = render_with(&gw, &[orders()], &sinks, &s, None);
+    assert_eq!(r.error, None);
+    let c = r.for_pod("gw-0").unwrap();
+    assert!(c.claim_check.ip.is_unspecified());
+    assert_eq!(c.claim_check.port, 4001);
+    assert_eq!(c.claim_check.retention_days, Some(7));
+    assert_eq!(c.claim_check.tokens, vec!["claim-reader-token"]);
+    assert!(r.secrets_used.contains("claims"));
+    let names: Vec<String> = {
+        let srcs = [orders()];
+        ankusa_operator::controllers::gateway::referenced_secrets(&gw, &srcs, &sinks)
+            .into_iter()
+            .collect()
+    };
+    assert!(names.contains(&"claims".to_string()), "{names:?}");
+    // The headless Service and the container expose the claim port.
+    let sts = resources::statefulset(&gw, "ankusa:test");
+    let ports = sts.spec.unwrap().template.spec.unwrap().containers[0]
+        .ports
+        .clone()
+        .unwrap();
+    assert!(
+        ports
+            .iter()
+            .any(|p| p.name.as_deref() == Some("claims") && p.container_port == 4001)
+    );
+
+    // A missing token Secret refuses the render, naming the field.
+    let r = render_with(&gw, &[orders()], &sinks, &base_secrets(), None);
+    let err = r.error.unwrap();
+    assert!(
+        err.contains("spec.settings.claim_check.token_secret_refs[0]") && err.contains("claims"),
+        "{err}"
+    );
+}

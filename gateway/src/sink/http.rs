@@ -439,7 +439,7 @@ impl HttpSink {
             .body(env.body.clone())
             .send()
             .await
-            .map_err(|e| SinkError::Transient(format!("transport: {}", e.without_url())))?;
+            .map_err(|e| SinkError::Transient(format!("transport: {}", error_chain(e))))?;
         let status = resp.status().as_u16();
         let retry_after = resp
             .headers()
@@ -492,6 +492,23 @@ pub fn full_jitter(attempt: u32) -> u64 {
         .saturating_mul(1u64 << attempt.saturating_sub(1).min(16))
         .min(30_000);
     1 + fastrand::u64(0..cap.max(1))
+}
+
+/// The error and its causes, without the URL: "error sending request" alone does not tell a
+/// refused connection from an untrusted certificate.
+fn error_chain(e: reqwest::Error) -> String {
+    let e = e.without_url();
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(&e);
+    while let Some(c) = cause {
+        let part = c.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        cause = c.source();
+    }
+    text
 }
 
 /// `Retry-After` as delta-seconds or an HTTP-date, in milliseconds from now.

@@ -100,6 +100,65 @@ impl Receiver {
         }
     }
 
+    /// Like `start`, over TLS with the given PEM certificate chain and PKCS#8 key.
+    pub async fn start_tls(
+        cert_pem: &[u8],
+        key_pem: &[u8],
+        script: impl Fn(usize, &Received) -> Reply + Send + Sync + 'static,
+    ) -> Receiver {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        use tower::Service;
+
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let key = PrivateKeyDer::from_pem_slice(key_pem).unwrap();
+        let tls = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::aws_lc_rs::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let script: Arc<Mutex<Script>> = Arc::new(Mutex::new(Arc::new(script)));
+        let st = St {
+            received: received.clone(),
+            script: script.clone(),
+        };
+        let app = axum::Router::new().fallback(handle).with_state(st);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((tcp, _)) = listener.accept().await else {
+                    return;
+                };
+                let acceptor = acceptor.clone();
+                let app = app.clone();
+                tokio::spawn(async move {
+                    // A client that rejects our certificate aborts the handshake: nothing to serve.
+                    let Ok(stream) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let svc = hyper::service::service_fn(move |req| app.clone().call(req));
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+        });
+        Receiver {
+            addr,
+            received,
+            script,
+            task,
+        }
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{}", self.addr, path)
     }

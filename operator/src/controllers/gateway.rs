@@ -190,10 +190,10 @@ pub fn error_policy(_gw: Arc<Gateway>, err: &Error, ctx: Arc<Ctx>) -> Action {
     Action::requeue(Duration::from_secs(if err.is_waiting() { 3 } else { 10 }))
 }
 
-/// Secrets referenced by a Gateway's Sources and the Sinks they use.
+/// Secrets referenced by a Gateway's claim-check settings, its Sources and the Sinks they use.
 pub fn referenced_secrets(gw: &Gateway, sources: &[Source], sinks: &[Sink]) -> BTreeSet<String> {
     let name = gw.name_any();
-    let mut out = BTreeSet::new();
+    let mut out: BTreeSet<String> = render::gateway_secret_names(gw).map(String::from).collect();
     let mut sink_names = BTreeSet::new();
     for s in sources.iter().filter(|s| render::source_of(s, &name)) {
         out.extend(render::source_secret_names(s).map(String::from));

@@ -93,6 +93,7 @@ pub fn gateways_of_secret(
             .admin_token_secret_ref
             .as_ref()
             .is_some_and(|r| r.name == name)
+            || render::gateway_secret_names(g).any(|n| n == name)
         {
             out.push(ObjectRef::from_obj(g.as_ref()));
         }
