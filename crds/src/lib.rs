@@ -45,6 +45,9 @@ pub mod names {
     pub const SOURCE_FINALIZER: &str = "ankusa.dev/drain-deliveries";
     /// Finalizer on a ReplayJob: the job is cancelled on every pod first.
     pub const REPLAY_FINALIZER: &str = "ankusa.dev/cancel-replay";
+    /// Set on a ReplayJob (any value) to resume the pods whose job paused itself after its
+    /// deliveries kept dead-lettering; the operator removes it once every such pod resumed.
+    pub const RESUME_ANNOTATION: &str = "ankusa.dev/resume";
     /// Finalizer on a Sink: no Source refers to it any more.
     pub const SINK_FINALIZER: &str = "ankusa.dev/sink-in-use";
     /// Where each pod's config file is mounted; the file is `<pod name>.yaml`.

@@ -103,7 +103,7 @@ pub fn replay_aggregate(pods: &[ReplayPodStatus]) -> ReplayAggregate {
         Some(errors.join("; "))
     } else if !paused.is_empty() {
         Some(format!(
-            "paused on {} (deliveries keep dead-lettering; fix the sink, the job resumes when the pod is asked again)",
+            "paused on {} (deliveries keep dead-lettering; fix the sink, then `kubectl annotate replayjob <name> ankusa.dev/resume=now`)",
             paused.join(", ")
         ))
     } else {

@@ -763,12 +763,107 @@ fn c_replay_after_a_sink_outage_with_and_without_a_pod_restart() {
             .unwrap();
         eprintln!("$ kubectl get events (replay-2)\n{events}");
         assert!(events.contains("PodRestarted"), "{events}");
+
+        // A replay whose deliveries keep dead-lettering pauses itself on each pod; once the sink
+        // is fixed, the resume annotation sets it running again and the rest is delivered.
+        receiver.answer(500);
+        let sent3 = send_batch(h, "three", "orders", 3, 8).await;
+        for pod in 0..3u8 {
+            eventually(
+                "8 dead letters per pod",
+                Duration::from_secs(30),
+                || async { (dlq_total(h, pod, &token, "orders").await == 8).then_some(()) },
+            )
+            .await;
+        }
+        h.apply(&(replay_yaml("replay-3", 2) + "  pauseAfterDead: 2\n"))
+            .await
+            .unwrap();
+        eventually(
+            "replay-3 paused on every pod",
+            Duration::from_secs(60),
+            || async {
+                let rj = get_json(h, "replayjob/replay-3").await;
+                let pods = rj["status"]["pods"].as_array()?.clone();
+                (pods.len() == 3 && pods.iter().all(|p| p["state"] == "paused")).then_some(())
+            },
+        )
+        .await;
+        let rj = get_json(h, "replayjob/replay-3").await;
+        assert_eq!(rj["status"]["phase"], "Running", "{:#}", rj["status"]);
+        let degraded = rj["status"]["conditions"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["type"] == "Degraded"))
+            .cloned()
+            .unwrap_or_default();
+        let msg = degraded["message"].as_str().unwrap_or_default();
+        assert!(
+            degraded["status"] == "True"
+                && msg.contains("paused on")
+                && msg.contains("ankusa.dev/resume"),
+            "{degraded}"
+        );
+        let before = bodies(&receiver);
+        assert!(
+            sent3.is_disjoint(&before),
+            "nothing delivered while the sink fails"
+        );
+        receiver.answer(200);
+        h.kubectl(&["annotate", "replayjob", "replay-3", "ankusa.dev/resume=now"])
+            .await
+            .unwrap();
+        let st = eventually("replay-3 finished", Duration::from_secs(90), || async {
+            let rj = get_json(h, "replayjob/replay-3").await;
+            let phase = rj["status"]["phase"].as_str()?.to_string();
+            (phase == "Succeeded" || phase == "Failed").then(|| rj["status"].clone())
+        })
+        .await;
+        // Rows that died again before the pause are not taken twice by the same job (it touches
+        // rows dead at or before its creation): they are its `failed`; every other row arrived.
+        let mut failed = 0;
+        for p in st["pods"].as_array().unwrap() {
+            let (moved, delivered, f) = (
+                p["moved"].as_i64().unwrap(),
+                p["delivered"].as_i64().unwrap(),
+                p["failed"].as_i64().unwrap(),
+            );
+            assert_eq!((moved, delivered + f), (8, 8), "{p}");
+            assert!(f >= 2 && delivered >= 1, "{p}");
+            assert_eq!(p["state"], "completed", "{p}");
+            failed += f;
+        }
+        let got = bodies(&receiver);
+        assert_eq!(
+            sent3.intersection(&got).count() as i64,
+            24 - failed,
+            "every row not failed before the pause was delivered"
+        );
+        let rj = get_json(h, "replayjob/replay-3").await;
+        assert!(
+            rj["metadata"]["annotations"]
+                .get("ankusa.dev/resume")
+                .is_none(),
+            "the operator removes the annotation once it resumed every pod: {:#}",
+            rj["metadata"]
+        );
+        let events = h
+            .kubectl(&[
+                "get",
+                "events",
+                "--field-selector",
+                "involvedObject.name=replay-3",
+            ])
+            .await
+            .unwrap();
+        assert!(events.contains("Resumed"), "{events}");
+
         // Terminal: deleting it is immediate (nothing to cancel).
         h.kubectl(&[
             "delete",
             "replayjob",
             "replay-1",
             "replay-2",
+            "replay-3",
             "--timeout=30s",
         ])
         .await

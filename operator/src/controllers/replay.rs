@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ankusa_crds::names::REPLAY_FINALIZER;
+use ankusa_crds::names::{REPLAY_FINALIZER, RESUME_ANNOTATION};
 use ankusa_crds::{
     Gateway, ReplayJob, ReplayJobSpec, ReplayJobStatus, ReplayPhase, ReplayPodStatus, Source,
 };
@@ -373,6 +373,14 @@ async fn apply(rj: &ReplayJob, ctx: &Ctx, key: &str) -> Result<Action> {
         }
         records.push(rec);
     }
+    if rj.annotations().contains_key(RESUME_ANNOTATION) {
+        let targets = |name: &str| {
+            pods.iter()
+                .find(|p| p.name_any() == name)
+                .and_then(|p| pod_target(p, gw.spec.ports.admin, &token))
+        };
+        resume_paused(ctx, rj, &mut records, targets, &now).await?;
+    }
     let agg = replay_aggregate(&records);
     let mut degraded = agg.degraded.clone();
     if spec_changed {
@@ -422,6 +430,62 @@ async fn apply(rj: &ReplayJob, ctx: &Ctx, key: &str) -> Result<Action> {
     } else {
         Action::requeue(ctx.settings.replay_poll * 2)
     })
+}
+
+/// The user asked (annotation) to resume the pods whose job paused itself: sets each back to
+/// `running`, then removes the annotation once none is left paused, so a later pause needs a
+/// new request.
+async fn resume_paused(
+    ctx: &Ctx,
+    rj: &ReplayJob,
+    records: &mut [ReplayPodStatus],
+    target: impl Fn(&str) -> Option<PodTarget>,
+    now: &str,
+) -> Result<()> {
+    let mut resumed = Vec::new();
+    let mut left = Vec::new();
+    for rec in records.iter_mut().filter(|r| r.state == "paused") {
+        let Some(t) = target(&rec.pod) else {
+            left.push(format!("{}: pod not running", rec.pod));
+            continue;
+        };
+        let r = ctx.admin.set_replay_state(&t, &rec.job_id, "running").await;
+        ctx.metrics.pod_call("resume_replay", &r);
+        match r {
+            Ok(Some(v)) => {
+                update_from_view(rec, &v, now);
+                resumed.push(rec.pod.clone());
+            }
+            Ok(None) => left.push(format!("{}: job not found", rec.pod)),
+            Err(e) => {
+                rec.last_error = Some(e.to_string());
+                left.push(format!("{}: {e}", rec.pod));
+            }
+        }
+    }
+    if !resumed.is_empty() {
+        ctx.event(
+            rj,
+            EventType::Normal,
+            "Resumed",
+            format!("resumed on {}", resumed.join(", ")),
+        )
+        .await;
+    }
+    if !left.is_empty() {
+        tracing::info!(replayjob = %rj.name_any(), left = %left.join("; "), "resume pending");
+        return Ok(());
+    }
+    let api: Api<ReplayJob> =
+        Api::namespaced(ctx.client.clone(), &rj.namespace().unwrap_or_default());
+    let body = json!({ "metadata": { "annotations": { RESUME_ANNOTATION: null } } });
+    api.patch(
+        &rj.name_any(),
+        &kube::api::PatchParams::default(),
+        &Patch::Merge(&body),
+    )
+    .await?;
+    Ok(())
 }
 
 async fn cleanup(rj: &ReplayJob, ctx: &Ctx) -> Result<Action> {
