@@ -617,6 +617,26 @@ async fn send_batch(
     sent
 }
 
+/// While the sink fails: sends `per_pod` hooks of source `orders` to each of 3 pods and waits
+/// until every one is in its pod's DLQ.
+async fn dead_letter_batch(
+    h: &Harness,
+    token: &str,
+    tag: &str,
+    per_pod: usize,
+) -> BTreeSet<String> {
+    let sent = send_batch(h, tag, "orders", 3, per_pod).await;
+    for pod in 0..3u8 {
+        eventually(
+            &format!("{per_pod} dead letters per pod"),
+            Duration::from_secs(30),
+            || async { (dlq_total(h, pod, token, "orders").await == per_pod as i64).then_some(()) },
+        )
+        .await;
+    }
+    sent
+}
+
 fn replay_yaml(name: &str, rate: u32) -> String {
     format!(
         r#"apiVersion: ankusa.dev/v1alpha1
@@ -642,15 +662,7 @@ fn c_replay_after_a_sink_outage_with_and_without_a_pod_restart() {
         let token = admin_token(h).await;
 
         // The sink fails: every hook dead-letters on its pod.
-        let sent = send_batch(h, "one", "orders", 3, 8).await;
-        for pod in 0..3u8 {
-            eventually(
-                "8 dead letters per pod",
-                Duration::from_secs(30),
-                || async { (dlq_total(h, pod, &token, "orders").await == 8).then_some(()) },
-            )
-            .await;
-        }
+        let sent = dead_letter_batch(h, &token, "one", 8).await;
         assert!(bodies(&receiver).is_empty());
         // The sink is fixed; a ReplayJob brings every dead hook back.
         receiver.answer(200);
@@ -686,15 +698,7 @@ fn c_replay_after_a_sink_outage_with_and_without_a_pod_restart() {
 
         // Again, with gw-1 killed and recreated in the middle of its replay.
         receiver.answer(500);
-        let sent2 = send_batch(h, "two", "orders", 3, 12).await;
-        for pod in 0..3u8 {
-            eventually(
-                "12 dead letters per pod",
-                Duration::from_secs(30),
-                || async { (dlq_total(h, pod, &token, "orders").await == 12).then_some(()) },
-            )
-            .await;
-        }
+        let sent2 = dead_letter_batch(h, &token, "two", 12).await;
         receiver.answer(200);
         h.apply(&replay_yaml("replay-2", 2)).await.unwrap();
         let uid_before = eventually(
@@ -767,15 +771,7 @@ fn c_replay_after_a_sink_outage_with_and_without_a_pod_restart() {
         // A replay whose deliveries keep dead-lettering pauses itself on each pod; once the sink
         // is fixed, the resume annotation sets it running again and the rest is delivered.
         receiver.answer(500);
-        let sent3 = send_batch(h, "three", "orders", 3, 8).await;
-        for pod in 0..3u8 {
-            eventually(
-                "8 dead letters per pod",
-                Duration::from_secs(30),
-                || async { (dlq_total(h, pod, &token, "orders").await == 8).then_some(()) },
-            )
-            .await;
-        }
+        let sent3 = dead_letter_batch(h, &token, "three", 8).await;
         h.apply(&(replay_yaml("replay-3", 2) + "  pauseAfterDead: 2\n"))
             .await
             .unwrap();

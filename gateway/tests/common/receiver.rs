@@ -80,6 +80,17 @@ impl Receiver {
     pub async fn start(
         script: impl Fn(usize, &Received) -> Reply + Send + Sync + 'static,
     ) -> Receiver {
+        Self::serve(script, |listener, app| async move {
+            let _ = axum::serve(listener, app).await;
+        })
+        .await
+    }
+
+    /// Binds 127.0.0.1 and runs `serve` with the listener and the recording app.
+    async fn serve<F: std::future::Future<Output = ()> + Send + 'static>(
+        script: impl Fn(usize, &Received) -> Reply + Send + Sync + 'static,
+        serve: impl FnOnce(tokio::net::TcpListener, axum::Router) -> F,
+    ) -> Receiver {
         let received = Arc::new(Mutex::new(Vec::new()));
         let script: Arc<Mutex<Script>> = Arc::new(Mutex::new(Arc::new(script)));
         let st = St {
@@ -89,9 +100,7 @@ impl Receiver {
         let app = axum::Router::new().fallback(handle).with_state(st);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
+        let task = tokio::spawn(serve(listener, app));
         Receiver {
             addr,
             received,
@@ -123,16 +132,7 @@ impl Receiver {
         .with_single_cert(certs, key)
         .unwrap();
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
-        let received = Arc::new(Mutex::new(Vec::new()));
-        let script: Arc<Mutex<Script>> = Arc::new(Mutex::new(Arc::new(script)));
-        let st = St {
-            received: received.clone(),
-            script: script.clone(),
-        };
-        let app = axum::Router::new().fallback(handle).with_state(st);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let task = tokio::spawn(async move {
+        Self::serve(script, |listener, app| async move {
             loop {
                 let Ok((tcp, _)) = listener.accept().await else {
                     return;
@@ -150,13 +150,8 @@ impl Receiver {
                         .await;
                 });
             }
-        });
-        Receiver {
-            addr,
-            received,
-            script,
-            task,
-        }
+        })
+        .await
     }
 
     pub fn url(&self, path: &str) -> String {
