@@ -36,6 +36,8 @@ pub trait CommitListener: Send + Sync {
 
 struct Job {
     rec: IngestRecord,
+    /// The envelope as stored, encoded in the caller's task rather than on the commit thread.
+    encoded: Vec<u8>,
     size: u64,
     enqueued: Instant,
     reply: oneshot::Sender<Result<IngestResult, CommitError>>,
@@ -141,6 +143,7 @@ impl Batcher {
         }
         let (reply, rx) = oneshot::channel();
         let job = Job {
+            encoded: crate::store::encode_envelope(&rec.envelope),
             rec,
             size,
             enqueued: Instant::now(),
@@ -198,11 +201,13 @@ impl Worker {
                 continue;
             }
             let mut recs = Vec::with_capacity(live.len());
+            let mut encoded = Vec::with_capacity(live.len());
             let mut replies = Vec::with_capacity(live.len());
             let mut bytes = 0;
             for j in live {
                 bytes += j.size;
                 recs.push(j.rec);
+                encoded.push(j.encoded);
                 replies.push(j.reply);
             }
             let sweep = last_sweep.elapsed() >= Duration::from_secs(1);
@@ -212,7 +217,7 @@ impl Worker {
             let started = Instant::now();
             let now = now_ms();
             let n = recs.len();
-            let result = self.store.commit_ingest(&recs, now, sweep);
+            let result = self.store.commit_encoded(&recs, &encoded, now, sweep);
             if result.is_err() {
                 self.store.maybe_reopen();
             }

@@ -9,7 +9,7 @@ use super::StoreError;
 
 pub use ankusa_core::{Envelope, Verification, VerifyStatus};
 
-#[derive(Serialize, Deserialize)]
+#[derive(Deserialize)]
 struct EnvelopeMeta {
     id: Uuid,
     received_at: u64,
@@ -29,19 +29,39 @@ struct EnvelopeMeta {
 
 const ENVELOPE_V1: u8 = 1;
 
+/// The metadata as `encode_envelope` writes it: borrowed, so encoding copies nothing but the
+/// output. Field for field the same JSON as `EnvelopeMeta`.
+#[derive(Serialize)]
+struct EnvelopeMetaRef<'a> {
+    id: Uuid,
+    received_at: u64,
+    tenant: &'a str,
+    source_id: &'a str,
+    headers: &'a [(String, String)],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    content_type: Option<&'a str>,
+    verification: Verification,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dedupe_key: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    traceparent: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tracestate: Option<&'a str>,
+}
+
 /// `[1][meta length: u32 BE][meta JSON][body]`.
 pub fn encode_envelope(e: &Envelope) -> Vec<u8> {
-    let meta = EnvelopeMeta {
+    let meta = EnvelopeMetaRef {
         id: e.id,
         received_at: e.received_at,
-        tenant: e.tenant.clone(),
-        source_id: e.source_id.clone(),
-        headers: e.headers.clone(),
-        content_type: e.content_type.clone(),
+        tenant: &e.tenant,
+        source_id: &e.source_id,
+        headers: &e.headers,
+        content_type: e.content_type.as_deref(),
         verification: e.verification,
-        dedupe_key: e.dedupe_key.clone(),
-        traceparent: e.traceparent.clone(),
-        tracestate: e.tracestate.clone(),
+        dedupe_key: e.dedupe_key.as_deref(),
+        traceparent: e.traceparent.as_deref(),
+        tracestate: e.tracestate.as_deref(),
     };
     let meta = serde_json::to_vec(&meta).expect("envelope metadata serialises");
     let mut out = Vec::with_capacity(5 + meta.len() + e.body.len());

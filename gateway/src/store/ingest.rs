@@ -53,6 +53,24 @@ impl Store {
         now: u64,
         sweep: bool,
     ) -> Result<Vec<IngestResult>, StoreError> {
+        let encoded: Vec<Vec<u8>> = records
+            .iter()
+            .map(|r| super::codec::encode_envelope(&r.envelope))
+            .collect();
+        self.commit_encoded(records, &encoded, now, sweep)
+    }
+
+    /// `commit_ingest` with each record's envelope already encoded (`encoded[i]` is
+    /// `encode_envelope(&records[i].envelope)`): the batcher encodes in the request's task, so
+    /// the one commit thread spends its time on the write itself.
+    pub fn commit_encoded(
+        &self,
+        records: &[IngestRecord],
+        encoded: &[Vec<u8>],
+        now: u64,
+        sweep: bool,
+    ) -> Result<Vec<IngestResult>, StoreError> {
+        debug_assert_eq!(records.len(), encoded.len());
         let db = self.db()?;
         let hooks = Self::cf(&db, keys::CF_HOOKS)?;
         let deliveries = Self::cf(&db, keys::CF_DELIVERIES)?;
@@ -75,7 +93,7 @@ impl Store {
         let mut per_tenant: HashMap<&str, i64> = HashMap::new();
         let mut per_source: HashMap<&str, i64> = HashMap::new();
 
-        for rec in records {
+        for (rec, value) in records.iter().zip(encoded) {
             if let Some(claim) = &rec.dedupe {
                 if let Some(id) = claimed_here.get(claim.key.as_slice()) {
                     results.push(IngestResult::Duplicate { id: *id });
@@ -93,7 +111,7 @@ impl Store {
                 }
             }
             let env = &rec.envelope;
-            batch.put_cf(&hooks, keys::hook(seq), super::codec::encode_envelope(env));
+            batch.put_cf(&hooks, keys::hook(seq), value);
             batch.put_cf(&index, keys::hook_id(&env.id), seq.to_be_bytes());
             for (i, sink_type) in rec.sinks.iter().enumerate() {
                 let sink = i as u16;

@@ -24,6 +24,7 @@ use rocksdb::{
 
 pub use codec::{
     DeadSummary, DeliveryRow, Envelope, ErrorClass, RowState, Verification, VerifyStatus,
+    encode_envelope,
 };
 pub use dlq::{DeadCursor, DeadEntry, DeadFilter, DeadPage, DeadSeed, MAX_EXAMINED};
 pub use ingest::{DedupeClaim, IngestRecord, IngestResult};
