@@ -291,3 +291,102 @@ fn the_embedded_config_runs_a_demo_source() {
     assert_eq!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stdout).contains("sources=demo"));
 }
+
+/// The YAML blocks of `docs/` as one config each: whole files as they are; a `sinks:` list, a
+/// `verify:` or a `dedupe:` alone inside a source.
+fn doc_configs(doc: &str) -> Vec<(usize, String)> {
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../docs")
+            .join(doc),
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    let mut block: Option<(usize, String)> = None;
+    for (n, line) in text.lines().enumerate() {
+        match (&mut block, line.trim_start()) {
+            (None, "```yaml") => block = Some((n + 1, String::new())),
+            (Some(_), "```") => {
+                let (at, yaml) = block.take().unwrap();
+                let first = yaml.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+                let indented = |y: &str, by: usize| -> String {
+                    y.lines()
+                        .map(|l| format!("{}{l}\n", " ".repeat(by)))
+                        .collect()
+                };
+                let in_source = |y: &str| {
+                    format!(
+                        "sources:\n  doc:\n{}    sinks: [{{type: log}}]\n",
+                        indented(y, 4)
+                    )
+                };
+                let lines: Vec<&str> = yaml.lines().filter(|l| !l.trim().is_empty()).collect();
+                let key = first.split(':').next().unwrap_or("");
+                let alone = key == "verify" || key == "dedupe";
+                if first.starts_with("    sinks:") {
+                    out.push((at, format!("sources:\n  doc:\n{yaml}")));
+                } else if alone
+                    && lines.len() > 1
+                    && lines.iter().all(|l| l.starts_with(&format!("{key}:")))
+                {
+                    // One line per alternative.
+                    out.extend(lines.iter().map(|l| (at, in_source(l))));
+                } else if alone {
+                    out.push((at, in_source(&yaml)));
+                } else {
+                    out.push((at, yaml));
+                }
+            }
+            (Some((_, yaml)), _) => {
+                yaml.push_str(line);
+                yaml.push('\n');
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+#[test]
+fn the_configuration_and_sink_examples_in_the_docs_load() {
+    let dir = tempfile::tempdir().unwrap();
+    // Every `${VAR}` gets a value that passes any check a secret or token meets (a whsec_ key
+    // is valid base64 and long enough for a token); `${file:...}` reads a file that exists.
+    let value = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    let file = dir.path().join("secret");
+    std::fs::write(&file, value).unwrap();
+    let mut checked = 0;
+    for doc in ["configuration.md", "sinks.md"] {
+        for (line, config) in doc_configs(doc) {
+            let (config, names) = with_refs_resolvable(&config, &file);
+            let env: Vec<(&str, &str)> = names.iter().map(|n| (n.as_str(), value)).collect();
+            let (code, out) = check(&config, &env);
+            assert_eq!(code, 0, "docs/{doc} line {line}:\n{config}\n{out}");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 10, "only {checked} examples found");
+}
+
+/// Points every `${file:...}` at `file` and lists the variables of `${VAR}` / `${VAR:-d}`.
+fn with_refs_resolvable(config: &str, file: &std::path::Path) -> (String, Vec<String>) {
+    let mut out = String::new();
+    let mut names = Vec::new();
+    let mut rest = config;
+    while let Some(start) = rest.find("${") {
+        let Some(len) = rest[start..].find('}') else {
+            break;
+        };
+        let inner = &rest[start + 2..start + len];
+        out.push_str(&rest[..start]);
+        if inner.starts_with("file:") {
+            out.push_str(&format!("${{file:{}}}", file.display()));
+        } else {
+            names.push(inner.split(":-").next().unwrap_or(inner).to_string());
+            out.push_str(&rest[start..=start + len]);
+        }
+        rest = &rest[start + len + 1..];
+    }
+    out.push_str(rest);
+    (out, names)
+}
