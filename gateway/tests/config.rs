@@ -325,6 +325,8 @@ fn doc_configs(doc: &str) -> Vec<(usize, String)> {
                 let alone = key == "verify" || key == "dedupe";
                 if first.starts_with("    sinks:") {
                     out.push((at, format!("sources:\n  doc:\n{yaml}")));
+                } else if key == "sinks" {
+                    out.push((at, format!("sources:\n  doc:\n{}", indented(&yaml, 4))));
                 } else if alone
                     && lines.len() > 1
                     && lines.iter().all(|l| l.starts_with(&format!("{key}:")))
@@ -356,7 +358,12 @@ fn the_configuration_and_sink_examples_in_the_docs_load() {
     let file = dir.path().join("secret");
     std::fs::write(&file, value).unwrap();
     let mut checked = 0;
-    for doc in ["configuration.md", "sinks.md"] {
+    for doc in [
+        "configuration.md",
+        "sinks.md",
+        "delivery.md",
+        "admin-api.md",
+    ] {
         for (line, config) in doc_configs(doc) {
             let (config, names) = with_refs_resolvable(&config, &file);
             let env: Vec<(&str, &str)> = names.iter().map(|n| (n.as_str(), value)).collect();
