@@ -20,6 +20,35 @@ pub struct Conds {
     pub degraded: (bool, &'static str, String),
 }
 
+impl Conds {
+    /// In effect: Ready for `reason`, nothing under way, nothing wrong.
+    pub fn done(reason: &'static str, message: String) -> Conds {
+        Conds {
+            ready: (true, reason, message.clone()),
+            progressing: (false, reason, message),
+            degraded: (false, "AsExpected", String::new()),
+        }
+    }
+
+    /// Work under way (`reason`), not Ready yet, nothing wrong.
+    pub fn under_way(reason: &'static str, message: String) -> Conds {
+        Conds {
+            ready: (false, reason, message.clone()),
+            progressing: (true, reason, message),
+            degraded: (false, "AsExpected", String::new()),
+        }
+    }
+
+    /// Stuck on `reason`: not Ready, Progressing `Blocked`, Degraded.
+    pub fn blocked(reason: &'static str, message: String) -> Conds {
+        Conds {
+            ready: (false, reason, message.clone()),
+            progressing: (false, "Blocked", message.clone()),
+            degraded: (true, reason, message),
+        }
+    }
+}
+
 /// Builds the condition list, keeping each condition's `lastTransitionTime` from `old` when
 /// its status did not change.
 pub fn conditions(

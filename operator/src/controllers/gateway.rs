@@ -531,63 +531,32 @@ pub fn source_status(
         _ => None,
     };
     let deleting = src.metadata.deletion_timestamp.is_some();
-    let (ready, progressing, degraded) = if deleting {
+    let conds = if deleting {
         let m = src
             .status
             .as_ref()
             .and_then(|s| s.drain.as_ref())
             .and_then(|d| d.message.clone())
             .unwrap_or_else(|| "deleting: queued deliveries drain first".into());
-        (
-            (false, "Draining", m.clone()),
-            (true, "Draining", m),
-            (false, "AsExpected", String::new()),
-        )
+        Conds::under_way("Draining", m)
     } else if let Some(e) = gateway_error {
-        (
-            (false, "GatewayConfigInvalid", e.to_string()),
-            (false, "Blocked", e.to_string()),
-            (true, "GatewayConfigInvalid", e.to_string()),
-        )
+        Conds::blocked("GatewayConfigInvalid", e.to_string())
     } else if let Some(f) = failure {
-        (
-            (false, "RenderFailed", f.clone()),
-            (false, "Blocked", f.clone()),
-            (true, "RenderFailed", f),
-        )
-    } else if programmed >= desired {
-        let m = format!(
-            "generation {} programmed on {programmed}/{desired} pods",
-            generation.unwrap_or(0)
-        );
-        (
-            (true, "Programmed", m.clone()),
-            (false, "Programmed", m),
-            (false, "AsExpected", String::new()),
-        )
+        Conds::blocked("RenderFailed", f)
     } else {
         let m = format!(
             "generation {} programmed on {programmed}/{desired} pods",
             generation.unwrap_or(0)
         );
-        (
-            (false, "Programming", m.clone()),
-            (true, "Programming", m),
-            (false, "AsExpected", String::new()),
-        )
+        if programmed >= desired {
+            Conds::done("Programmed", m)
+        } else {
+            Conds::under_way("Programming", m)
+        }
     };
     SourceStatus {
         observed_generation: generation,
-        conditions: conditions(
-            &old.conditions,
-            Conds {
-                ready,
-                progressing,
-                degraded,
-            },
-            generation,
-            now,
-        ),
+        conditions: conditions(&old.conditions, conds, generation, now),
         programmed: Some(fraction(programmed, desired)),
         programmed_replicas: programmed,
         replicas: desired,

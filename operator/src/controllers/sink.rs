@@ -83,57 +83,34 @@ pub fn sink_status(
             stale.push(gw.name_any());
         }
     }
-    let (ready, progressing, degraded) = if !errors.is_empty() {
-        let m = errors.join("; ");
-        (
-            (false, "RenderFailed", m.clone()),
-            (false, "Blocked", m.clone()),
-            (true, "RenderFailed", m),
-        )
+    let conds = if !errors.is_empty() {
+        Conds::blocked("RenderFailed", errors.join("; "))
     } else if used_by.is_empty() {
-        (
-            (
+        Conds {
+            ready: (
                 true,
                 "NotReferenced",
                 "no Source delivers to this sink".to_string(),
             ),
-            (false, "Idle", String::new()),
-            (false, "AsExpected", String::new()),
-        )
+            progressing: (false, "Idle", String::new()),
+            degraded: (false, "AsExpected", String::new()),
+        }
     } else if desired == 0 && stale.is_empty() {
-        let m = "waiting for the Gateway to render it".to_string();
-        (
-            (false, "Pending", m.clone()),
-            (true, "Pending", m),
-            (false, "AsExpected", String::new()),
-        )
-    } else if programmed >= desired && stale.is_empty() {
-        let m = format!("programmed on {programmed}/{desired} pods");
-        (
-            (true, "Programmed", m.clone()),
-            (false, "Programmed", m),
-            (false, "AsExpected", String::new()),
+        Conds::under_way(
+            "Pending",
+            "waiting for the Gateway to render it".to_string(),
         )
     } else {
         let m = format!("programmed on {programmed}/{desired} pods");
-        (
-            (false, "Programming", m.clone()),
-            (true, "Programming", m),
-            (false, "AsExpected", String::new()),
-        )
+        if programmed >= desired && stale.is_empty() {
+            Conds::done("Programmed", m)
+        } else {
+            Conds::under_way("Programming", m)
+        }
     };
     SinkStatus {
         observed_generation: generation,
-        conditions: conditions(
-            &old.conditions,
-            Conds {
-                ready,
-                progressing,
-                degraded,
-            },
-            generation,
-            now,
-        ),
+        conditions: conditions(&old.conditions, conds, generation, now),
         programmed: Some(fraction(programmed, desired)),
         programmed_replicas: programmed,
         replicas: desired,
@@ -206,11 +183,7 @@ async fn cleanup(sink: &Sink, ctx: &Ctx) -> Result<Action> {
             .await;
         let conds = conditions(
             &old.conditions,
-            Conds {
-                ready: (false, "InUse", msg.clone()),
-                progressing: (false, "Blocked", msg.clone()),
-                degraded: (true, "InUse", msg.clone()),
-            },
+            Conds::blocked("InUse", msg.clone()),
             sink.metadata.generation,
             &now_rfc3339(),
         );

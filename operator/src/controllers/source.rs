@@ -61,11 +61,7 @@ async fn apply(src: &Source, ctx: &Ctx) -> Result<Action> {
     let old = src.status.clone().unwrap_or_default();
     let conds = conditions(
         &old.conditions,
-        Conds {
-            ready: (false, "GatewayNotFound", msg.clone()),
-            progressing: (false, "Blocked", msg.clone()),
-            degraded: (true, "GatewayNotFound", msg.clone()),
-        },
+        Conds::blocked("GatewayNotFound", msg.clone()),
         src.metadata.generation,
         &now_rfc3339(),
     );
