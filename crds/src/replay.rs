@@ -85,24 +85,8 @@ pub enum ReplayKind {
     Dlq,
 }
 
-/// Error classes of dead deliveries.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorClass {
-    Permanent,
-    Throttled,
-    Transient,
-}
-
-impl ErrorClass {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorClass::Permanent => "permanent",
-            ErrorClass::Throttled => "throttled",
-            ErrorClass::Transient => "transient",
-        }
-    }
-}
+/// Error classes of dead deliveries (the gateway's own type).
+pub use ankusa_config::ErrorClass;
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -109,36 +109,7 @@ pub enum RowState {
     Dead,
 }
 
-/// Why a dead row died, for DLQ filtering.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorClass {
-    /// The sink said it will never work, or the source, the sink or the hook is gone.
-    Permanent,
-    /// The destination asked for a pause and the retry horizon ended it.
-    Throttled,
-    /// Anything else that kept failing until the retry policy gave up.
-    Transient,
-}
-
-impl ErrorClass {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorClass::Permanent => "permanent",
-            ErrorClass::Throttled => "throttled",
-            ErrorClass::Transient => "transient",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<ErrorClass> {
-        match s {
-            "permanent" => Some(ErrorClass::Permanent),
-            "throttled" => Some(ErrorClass::Throttled),
-            "transient" => Some(ErrorClass::Transient),
-            _ => None,
-        }
-    }
-}
+pub use ankusa_config::ErrorClass;
 
 /// One obligation: deliver hook `seq` to sink `sink` of its source.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
