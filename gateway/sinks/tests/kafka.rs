@@ -201,7 +201,9 @@ async fn kafka_restart_loses_no_hook() {
         async move {
             tokio::time::sleep(Duration::from_millis(400)).await;
             s2.lock().unwrap().kill();
-            tokio::time::sleep(Duration::from_millis(1500)).await;
+            // Down for longer than produce_timeout_ms (2 s): the client retries a produce
+            // internally until then, so a shorter outage could end with no failed attempt.
+            tokio::time::sleep(Duration::from_millis(3500)).await;
             *s2.lock().unwrap() = start();
         },
     )
