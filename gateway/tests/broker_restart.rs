@@ -142,14 +142,7 @@ async fn hooks_survive_a_broker_restart_with_visible_retries() {
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    let text = c
-        .get(g.admin_url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = g.metrics(&c).await;
     let failed: f64 = text
         .lines()
         .filter(|l| {

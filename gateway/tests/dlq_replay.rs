@@ -553,14 +553,7 @@ async fn metrics_have_bounded_labels() {
     }
     rx.wait_for(Duration::from_secs(10), |r| r.len() >= 3).await;
     tokio::time::sleep(Duration::from_millis(1200)).await;
-    let text = c
-        .get(g.admin_url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = g.metrics(&c).await;
     assert!(
         text.contains("ankusa_ingest_requests_total{outcome=\"accepted\"} 3"),
         "{text}"

@@ -32,14 +32,6 @@ async fn post_id(c: &reqwest::Client, url: String, body: String) -> String {
         .to_string()
 }
 
-fn metric(text: &str, line_prefix: &str) -> f64 {
-    text.lines()
-        .find(|l| l.starts_with(line_prefix))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn breaker_opens_parks_probes_closes_and_reopens_longer() {
     let status = Arc::new(AtomicU16::new(503));
@@ -63,14 +55,7 @@ async fn breaker_opens_parks_probes_closes_and_reopens_longer() {
         during_open <= 4,
         "only the failures that opened the breaker ran: {during_open}"
     );
-    let text = c
-        .get(g.admin_url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = g.metrics(&c).await;
     assert_eq!(
         metric(
             &text,
@@ -115,14 +100,7 @@ async fn breaker_opens_parks_probes_closes_and_reopens_longer() {
         assert!(Instant::now() < deadline, "not drained: {wal}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let text = c
-        .get(g.admin_url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = g.metrics(&c).await;
     assert!(
         metric(
             &text,

@@ -119,14 +119,7 @@ async fn one_key_arrives_in_commit_order_through_retries_and_keys_interleave() {
     );
     let failed = all.len() - 61;
     assert!(failed >= 20, "retries happened ({failed} failed attempts)");
-    let text = c
-        .get(g.admin_url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = g.metrics(&c).await;
     assert!(
         text.contains("ankusa_dispatch_lane_key_missing_total{sink=\"http\"} 1"),
         "{text}"
@@ -216,14 +209,7 @@ async fn a_blocked_key_does_not_block_other_keys() {
     // Gauges are published once a second.
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let text = c
-            .get(g.admin_url("/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let text = g.metrics(&c).await;
         if text.contains("ankusa_dispatch_lanes_blocked 1") {
             break;
         }

@@ -26,6 +26,25 @@ struct Seen {
 
 type Handler = dyn Fn(&Seen) -> Option<(u16, Value)> + Send + Sync;
 
+/// The path of a request without its query.
+fn route(s: &Seen) -> &str {
+    s.path.split('?').next().unwrap_or_default()
+}
+
+/// Answers what every reconcile of a Gateway's dependents reads: the Gateway (admin port
+/// `admin_port`), its token Secret, its pods; and accepts events.
+fn gateway_world(s: &Seen, admin_port: u16) -> Option<(u16, Value)> {
+    match (s.method.as_str(), route(s)) {
+        ("GET", "/apis/ankusa.dev/v1alpha1/namespaces/ns/gateways/gw") => {
+            Some((200, gateway_obj(admin_port)))
+        }
+        ("GET", "/api/v1/namespaces/ns/secrets/tok") => Some((200, token_secret())),
+        ("GET", "/api/v1/namespaces/ns/pods") => Some((200, pod_list("127.0.0.1"))),
+        ("POST", p) if p.contains("/events") => Some((201, s.body.clone())),
+        _ => None,
+    }
+}
+
 /// A mocked API server: `handler` answers what it knows; the rest is 404 (recorded).
 fn mock(handler: Box<Handler>) -> (kube::Client, Arc<Mutex<Vec<Seen>>>) {
     let (svc, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
@@ -241,19 +260,13 @@ async fn deleting_a_finished_replay_job_only_drops_the_finalizer() {
 async fn deleting_a_running_replay_job_cancels_it_on_every_pod_first() {
     let (port, calls) = admin_server(0).await;
     let (client, seen) = mock(Box::new(move |s| {
-        match (s.method.as_str(), s.path.split('?').next().unwrap()) {
-            ("GET", "/apis/ankusa.dev/v1alpha1/namespaces/ns/gateways/gw") => {
-                Some((200, gateway_obj(port)))
-            }
-            ("GET", "/api/v1/namespaces/ns/secrets/tok") => Some((200, token_secret())),
-            ("GET", "/api/v1/namespaces/ns/pods") => Some((200, pod_list("127.0.0.1"))),
-            ("POST", p) if p.contains("/events") => Some((201, s.body.clone())),
+        gateway_world(s, port).or_else(|| match (s.method.as_str(), route(s)) {
             ("PATCH", "/apis/ankusa.dev/v1alpha1/namespaces/ns/replayjobs/r") => Some((
                 200,
                 serde_json::to_value(replay_job(&[], true, json!({}))).unwrap(),
             )),
             _ => None,
-        }
+        })
     }));
     let running = json!({"phase": "Running", "pods": [
         {"pod": "gw-0", "podUid": "pod-uid-0", "jobId": "0b7f9f0e-1111-4222-8333-444455556666", "state": "running"},
@@ -280,16 +293,7 @@ async fn deleting_a_running_replay_job_cancels_it_on_every_pod_first() {
 #[tokio::test]
 async fn an_unreachable_pod_keeps_the_replay_finalizer() {
     // The pods' IP answers nothing: cancellation cannot be confirmed, the finalizer stays.
-    let (client, seen) = mock(Box::new(move |s| {
-        match (s.method.as_str(), s.path.split('?').next().unwrap()) {
-            ("GET", "/apis/ankusa.dev/v1alpha1/namespaces/ns/gateways/gw") => {
-                Some((200, gateway_obj(9)))
-            }
-            ("GET", "/api/v1/namespaces/ns/secrets/tok") => Some((200, token_secret())),
-            ("GET", "/api/v1/namespaces/ns/pods") => Some((200, pod_list("127.0.0.1"))),
-            _ => None,
-        }
-    }));
+    let (client, seen) = mock(Box::new(move |s| gateway_world(s, 9)));
     let running = json!({"phase": "Running", "pods": [
         {"pod": "gw-0", "podUid": "pod-uid-0", "jobId": "j", "state": "running"}]});
     let c = ctx(client);
@@ -352,19 +356,13 @@ async fn a_source_whose_gateway_is_gone_is_released() {
 async fn a_source_with_queued_deliveries_waits_and_says_where() {
     let (port, calls) = admin_server(4).await;
     let (client, seen) = mock(Box::new(move |s| {
-        match (s.method.as_str(), s.path.split('?').next().unwrap()) {
-            ("GET", "/apis/ankusa.dev/v1alpha1/namespaces/ns/gateways/gw") => {
-                Some((200, gateway_obj(port)))
-            }
-            ("GET", "/api/v1/namespaces/ns/secrets/tok") => Some((200, token_secret())),
-            ("GET", "/api/v1/namespaces/ns/pods") => Some((200, pod_list("127.0.0.1"))),
-            ("POST", p) if p.contains("/events") => Some((201, s.body.clone())),
+        gateway_world(s, port).or_else(|| match (s.method.as_str(), route(s)) {
             ("PATCH", "/apis/ankusa.dev/v1alpha1/namespaces/ns/sources/orders/status") => Some((
                 200,
                 serde_json::to_value(source_obj(BTreeMap::new())).unwrap(),
             )),
             _ => None,
-        }
+        })
     }));
     let err = source::reconcile(Arc::new(source_obj(BTreeMap::new())), ctx(client))
         .await
@@ -401,18 +399,12 @@ async fn the_dead_letter_annotation_moves_them_and_releases_the_source() {
     let ann = BTreeMap::from([("ankusa.dev/deliveries", "dead_letter")]);
     let obj = serde_json::to_value(source_obj(ann.clone())).unwrap();
     let (client, seen) = mock(Box::new(move |s| {
-        match (s.method.as_str(), s.path.split('?').next().unwrap()) {
-            ("GET", "/apis/ankusa.dev/v1alpha1/namespaces/ns/gateways/gw") => {
-                Some((200, gateway_obj(port)))
-            }
-            ("GET", "/api/v1/namespaces/ns/secrets/tok") => Some((200, token_secret())),
-            ("GET", "/api/v1/namespaces/ns/pods") => Some((200, pod_list("127.0.0.1"))),
-            ("POST", p) if p.contains("/events") => Some((201, s.body.clone())),
+        gateway_world(s, port).or_else(|| match (s.method.as_str(), route(s)) {
             ("PATCH", "/apis/ankusa.dev/v1alpha1/namespaces/ns/sources/orders") => {
                 Some((200, obj.clone()))
             }
             _ => None,
-        }
+        })
     }));
     source::reconcile(Arc::new(source_obj(ann)), ctx(client))
         .await

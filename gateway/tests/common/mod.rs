@@ -186,6 +186,17 @@ impl Gateway {
         format!("http://{}{}", self.admin, path)
     }
 
+    /// The admin API's Prometheus text.
+    pub async fn metrics(&self, c: &reqwest::Client) -> String {
+        c.get(self.admin_url("/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
     pub fn log_tail(&self) -> String {
         let s = std::fs::read_to_string(&self.log_path).unwrap_or_default();
         let lines: Vec<&str> = s.lines().collect();
@@ -290,4 +301,13 @@ pub fn is_root() -> bool {
 
 pub fn path_str(p: &Path) -> String {
     p.display().to_string()
+}
+
+/// The value of the first metric line starting with `line_prefix` (0 when absent).
+pub fn metric(text: &str, line_prefix: &str) -> f64 {
+    text.lines()
+        .find(|l| l.starts_with(line_prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
 }
