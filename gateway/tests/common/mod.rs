@@ -20,6 +20,14 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// A temporary directory on tmpfs (`/dev/shm`) where there is one, else the usual temp dir:
+/// for tests that measure scheduling latency, not the disk's.
+pub fn tmpfs_tempdir() -> tempfile::TempDir {
+    tempfile::tempdir_in("/dev/shm")
+        .or_else(|_| tempfile::tempdir())
+        .expect("tempdir")
+}
+
 pub struct Gateway {
     pub dir: tempfile::TempDir,
     pub config_path: PathBuf,
