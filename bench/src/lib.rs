@@ -208,6 +208,27 @@ impl Drop for ChildGuard {
     }
 }
 
+/// Runs this benchmark's own executable as `<exe> <role> <port>` (a receiver or a no-op
+/// server in its own process) and waits until it accepts connections.
+pub fn spawn_self(role: &str) -> anyhow::Result<(ChildGuard, SocketAddr)> {
+    let port = free_port();
+    let child = ChildGuard(
+        Command::new(std::env::current_exe()?)
+            .args([role, &port.to_string()])
+            .stdout(Stdio::null())
+            .spawn()?,
+    );
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(addr).is_err() {
+        if Instant::now() > deadline {
+            anyhow::bail!("{role} on {addr} never accepted a connection");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok((child, addr))
+}
+
 pub struct GatewayProc {
     pub child: ChildGuard,
     pub ingest: SocketAddr,

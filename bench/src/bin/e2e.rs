@@ -8,7 +8,6 @@
 //! `target/release/e2e [seconds]`
 
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,15 +28,7 @@ fn main() -> anyhow::Result<()> {
         );
     }
     let secs: u64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(10);
-    let port = free_port();
-    let _rx = ChildGuard(
-        Command::new(std::env::current_exe()?)
-            .args(["receiver", &port.to_string()])
-            .stdout(Stdio::null())
-            .spawn()?,
-    );
-    let rx = SocketAddr::from(([127, 0, 0, 1], port));
-    wait_http_ok(rx, "/stats", Duration::from_secs(10))?;
+    let (_rx, rx) = spawn_self("receiver")?;
     let cfg = format!(
         r#"
 egress: {{allow_http: true, allow_loopback: true, pools: {{pool_size: 128}}}}
@@ -49,7 +40,7 @@ sources:
   bench:
     sinks:
       - type: http
-        url: http://127.0.0.1:{port}/in
+        url: http://{rx}/in
         secret: {SINK_SECRET}
 "#
     );

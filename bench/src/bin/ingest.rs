@@ -7,7 +7,6 @@
 //! `cargo build --release -p ankusa-gateway -p ankusa-bench && target/release/ingest [seconds]`
 
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,15 +32,7 @@ fn main() -> anyhow::Result<()> {
     let warmup = Duration::from_secs(2);
 
     // 1. The ceiling: a no-op server in its own process.
-    let port = free_port();
-    let _noop = ChildGuard(
-        Command::new(std::env::current_exe()?)
-            .args(["noop", &port.to_string()])
-            .stdout(Stdio::null())
-            .spawn()?,
-    );
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    wait_connect(addr)?;
+    let (_noop, addr) = spawn_self("noop")?;
     let mut ceiling = rt.block_on(closed_loop(
         addr,
         CONNECTIONS,
@@ -120,16 +111,6 @@ fn report(case: &str, r: &mut LoadResult) {
         "p99_ms": r.latencies.quantile_ms(0.99),
         "max_ms": r.latencies.quantile_ms(1.0),
     }));
-}
-
-fn wait_connect(addr: SocketAddr) -> anyhow::Result<()> {
-    for _ in 0..500 {
-        if std::net::TcpStream::connect(addr).is_ok() {
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    anyhow::bail!("{addr} never accepted a connection")
 }
 
 /// Group-commit figures from the gateway's own metrics: commits per second, records per

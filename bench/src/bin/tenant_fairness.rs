@@ -5,7 +5,6 @@
 //! `target/release/tenant_fairness [a_per_sec] [seconds]`
 
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,19 +25,11 @@ fn main() -> anyhow::Result<()> {
     }
     let rate_a: f64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(20.0);
     let secs: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(20);
-    let port = free_port();
-    let _rx = ChildGuard(
-        Command::new(std::env::current_exe()?)
-            .args(["receiver", &port.to_string()])
-            .stdout(Stdio::null())
-            .spawn()?,
-    );
-    let rx = SocketAddr::from(([127, 0, 0, 1], port));
-    wait_http_ok(rx, "/stats", Duration::from_secs(10))?;
+    let (_rx, rx) = spawn_self("receiver")?;
     let window = 256;
     let sink = |path: &str| {
         format!(
-            "    sinks:\n      - type: http\n        url: http://127.0.0.1:{port}{path}\n        secret: {SINK_SECRET}\n"
+            "    sinks:\n      - type: http\n        url: http://{rx}{path}\n        secret: {SINK_SECRET}\n"
         )
     };
     let cfg = format!(
