@@ -11,7 +11,7 @@ use rocksdb::{IteratorMode, ReadOptions, WriteBatch};
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::codec::{DeadSummary, DeliveryRow, ErrorClass};
+use super::codec::{DeadSummary, DeliveryRow, ErrorClass, RowState};
 use super::queue::{count, delete_dead_index};
 use super::{Store, StoreError, classify, keys};
 
@@ -188,6 +188,9 @@ impl Store {
                 Some(v) => DeliveryRow::decode(&v)?,
                 None => continue,
             };
+            if row.state != RowState::Dead {
+                continue;
+            }
             matched += 1;
             let received_at = match db
                 .get_pinned_cf(&hooks, keys::hook(seq))
@@ -246,6 +249,7 @@ impl Store {
         f: &DeadFilter,
         limit: usize,
     ) -> Result<(usize, u64, bool), StoreError> {
+        let _rows = self.rows_guard();
         let db = self.db()?;
         let index = Self::cf(&db, keys::CF_INDEX)?;
         let deliveries = Self::cf(&db, keys::CF_DELIVERIES)?;
@@ -285,6 +289,10 @@ impl Store {
                 continue;
             };
             let row = DeliveryRow::decode(&rv)?;
+            if row.state != RowState::Dead {
+                // A stale index entry: the row was replayed and is queued again.
+                continue;
+            }
             batch.delete_cf(&deliveries, keys::delivery(seq, sink));
             delete_dead_index(&mut batch, index, seq, sink, &row);
             count(&mut batch, &row, 0, -1);

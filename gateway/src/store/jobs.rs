@@ -176,6 +176,7 @@ impl Store {
         max_rows: usize,
         now: u64,
     ) -> Result<StepResult, StoreError> {
+        let _rows = self.rows_guard();
         let db = self.db()?;
         let index = Self::cf(&db, keys::CF_INDEX)?;
         let deliveries = Self::cf(&db, keys::CF_DELIVERIES)?;

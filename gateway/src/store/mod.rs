@@ -148,6 +148,11 @@ pub struct Store {
     pub health: Health,
     reopen_lock: Mutex<()>,
     last_reopen_attempt_ms: AtomicU64,
+    /// Serialises every read-modify-write of existing delivery rows: dispatch's claims,
+    /// outcomes and lane hand-overs, and the admin's dead-lettering, DLQ deletes and replay
+    /// moves. Each reads a row and writes it back; two of them on one row would lose a
+    /// transition (a claim writing back a row the admin had just dead-lettered revived it).
+    rows: Mutex<()>,
 }
 
 /// Unix milliseconds now.
@@ -269,6 +274,7 @@ impl Store {
             next_seq: AtomicU64::new(1),
             health: Health::default(),
             reopen_lock: Mutex::new(()),
+            rows: Mutex::new(()),
             last_reopen_attempt_ms: AtomicU64::new(0),
         };
         store.check_format()?;
@@ -357,6 +363,11 @@ impl Store {
 
     pub fn next_seq(&self) -> u64 {
         self.next_seq.load(Ordering::SeqCst)
+    }
+
+    /// Held across a read-modify-write of existing delivery rows (see `rows`).
+    pub(crate) fn rows_guard(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.rows.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Writes a batch; `sync` waits for the WAL fsync. Failures update health.

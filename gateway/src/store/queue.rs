@@ -212,6 +212,7 @@ impl Store {
         max: usize,
         max_bytes: u64,
     ) -> Result<ClaimPage, StoreError> {
+        let _rows = self.rows_guard();
         let db = self.db()?;
         let index = Self::cf(&db, keys::CF_INDEX)?;
         let deliveries = Self::cf(&db, keys::CF_DELIVERIES)?;
@@ -258,6 +259,11 @@ impl Store {
                 continue;
             };
             let mut row = DeliveryRow::decode(&rv)?;
+            if row.state != RowState::Pending {
+                // A due key left behind by a transition that moved the row elsewhere.
+                tracing::warn!(seq, sink, state = ?row.state, "due key of a row that is not pending removed");
+                continue;
+            }
             let Some(hv) = db
                 .get_pinned_cf(&hooks, keys::hook(seq))
                 .map_err(|e| classify(&e))?
@@ -305,6 +311,7 @@ impl Store {
         if outcomes.is_empty() {
             return Ok(Vec::new());
         }
+        let _rows = self.rows_guard();
         let now = super::now_ms();
         let mut advances = Vec::new();
         let db = self.db()?;
@@ -444,6 +451,7 @@ impl Store {
         now: u64,
         floor: u64,
     ) -> Result<Option<(String, u64, u64)>, StoreError> {
+        let _rows = self.rows_guard();
         let db = self.db()?;
         let index = Self::cf(&db, keys::CF_INDEX)?;
         if db
@@ -604,21 +612,41 @@ impl Store {
         let db = self.db()?;
         let index = Self::cf(&db, keys::CF_INDEX)?;
         let deliveries = Self::cf(&db, keys::CF_DELIVERIES)?;
-        let mut batch = WriteBatch::default();
-        let mut moved = 0;
+        // The scan reads every row, so it runs without the row lock (dispatch keeps going);
+        // each candidate is read again under the lock and moved only if it is still pending.
+        let mut candidates = Vec::new();
         let mut more = false;
         for item in db.iterator_cf(&deliveries, IteratorMode::Start) {
             let (k, v) = item.map_err(|e| classify(&e))?;
             let Some((seq, sink)) = keys::parse_delivery(&k) else {
                 continue;
             };
-            let mut row = DeliveryRow::decode(&v)?;
+            let row = DeliveryRow::decode(&v)?;
             if row.source_id != source_id || row.state != RowState::Pending {
                 continue;
             }
-            if moved >= limit {
+            if candidates.len() >= limit {
                 more = true;
                 break;
+            }
+            candidates.push((seq, sink));
+        }
+        let _rows = self.rows_guard();
+        let mut batch = WriteBatch::default();
+        let mut moved = 0;
+        for (seq, sink) in candidates {
+            let k = keys::delivery(seq, sink);
+            let Some(v) = db
+                .get_pinned_cf(&deliveries, k.as_slice())
+                .map_err(|e| classify(&e))?
+            else {
+                continue;
+            };
+            let mut row = DeliveryRow::decode(&v)?;
+            if row.state != RowState::Pending {
+                // Claimed (or settled) since the scan: dispatch owns it now.
+                more = true;
+                continue;
             }
             batch.delete_cf(index, keys::due(&row.tenant, row.due_at, seq, sink));
             if let Some(key) = &row.lane {
@@ -631,7 +659,7 @@ impl Store {
             row.dead_at = Some(now);
             row.error_class = Some(ErrorClass::Permanent);
             row.last_error = Some(reason.to_string());
-            batch.put_cf(&deliveries, &k, row.encode());
+            batch.put_cf(&deliveries, k.as_slice(), row.encode());
             put_dead_index(&mut batch, index, seq, sink, &row);
             count(&mut batch, &row, -1, 1);
             moved += 1;
@@ -778,6 +806,65 @@ mod tests {
             s.due_tenants().unwrap(),
             vec![("a".into(), 10), ("b".into(), 99)]
         );
+    }
+
+    /// Dispatch claims and retries rows while the admin dead-letters the source: every row
+    /// ends dead exactly once with the admin's reason, and the counters match the rows. (A
+    /// claim that wrote back a row dead-lettered under it revived it, behind counters that
+    /// said the drain was done.)
+    #[test]
+    fn dead_lettering_a_source_races_dispatch_without_reviving_rows() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        const ROWS: usize = 300;
+        let (_d, s) = temp_store();
+        let s = Arc::new(s);
+        ingest(&s, "t1", ROWS, 10);
+        let stop = Arc::new(AtomicBool::new(false));
+        let dispatch = {
+            let (s, stop) = (s.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let (claimed, _) = s.claim_due("t1", u64::MAX / 2, 8, u64::MAX).unwrap();
+                    let outcomes: Vec<_> = claimed
+                        .into_iter()
+                        .map(|c| {
+                            let mut row = c.row.clone();
+                            row.attempts += 1;
+                            row.last_error = Some("http: status 503".into());
+                            Outcome::Retry {
+                                seq: c.seq,
+                                sink: c.sink,
+                                row,
+                            }
+                        })
+                        .collect();
+                    s.apply_outcomes(&outcomes, &Default::default()).unwrap();
+                }
+            })
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while s.source_counts("src").unwrap().pending > 0 && std::time::Instant::now() < deadline {
+            s.dead_letter_source("src", "source_gone: src", 50, 7)
+                .unwrap();
+        }
+        stop.store(true, Ordering::Relaxed);
+        dispatch.join().unwrap();
+        let states = s.scan_row_states().unwrap();
+        assert_eq!(states.get("dead").copied(), Some(ROWS as u64), "{states:?}");
+        assert_eq!(
+            s.source_counts("src").unwrap(),
+            SourceCounts {
+                pending: 0,
+                dead: ROWS as i64
+            }
+        );
+        let page = s.list_dead(&Default::default(), None, 1000).unwrap();
+        assert_eq!(page.entries.len(), ROWS);
+        for e in &page.entries {
+            assert_eq!(e.reason.as_deref(), Some("source_gone: src"), "{e:?}");
+            assert_eq!(e.error_class, ErrorClass::Permanent);
+        }
     }
 
     #[test]
