@@ -3,22 +3,17 @@
 //! data. Every child is killed on drop.
 #![allow(dead_code)]
 
+pub mod ports;
 pub mod receiver;
 
-use std::net::{SocketAddr, TcpListener};
+pub use ports::free_port;
+
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_ankusa");
-
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
 
 /// A temporary directory on tmpfs (`/dev/shm`) where there is one, else the usual temp dir:
 /// for tests that measure scheduling latency, not the disk's.

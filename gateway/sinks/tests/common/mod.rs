@@ -4,7 +4,6 @@
 
 #![allow(dead_code)]
 
-use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -270,12 +269,9 @@ pub fn assert_config(r: Result<(), SinkError>, needle: &str) {
     }
 }
 
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
+#[path = "../../../tests/common/ports.rs"]
+mod ports;
+pub use ports::free_port;
 
 pub fn port_open(port: u16) -> bool {
     std::net::TcpStream::connect_timeout(
