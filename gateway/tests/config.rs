@@ -119,16 +119,6 @@ fn sw_config(secrets: &[&str]) -> String {
     )
 }
 
-async fn status(c: &reqwest::Client, g: &Gateway) -> Value {
-    c.get(g.admin_url("/v1/status"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
-}
-
 async fn send(c: &reqwest::Client, g: &Gateway, secret: &str, n: u64) -> u16 {
     let body = format!("{{\"n\":{n}}}");
     let mut r = c.post(g.url("/webhooks/sw")).body(body.clone());
@@ -146,7 +136,7 @@ async fn send(c: &reqwest::Client, g: &Gateway, secret: &str, n: u64) -> u16 {
 async fn wait_generation(c: &reqwest::Client, g: &Gateway, want: u64) {
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
-        if status(c, g).await["generation"].as_u64() == Some(want) {
+        if g.admin_json(c, "/v1/status").await["generation"].as_u64() == Some(want) {
             return;
         }
         assert!(
@@ -163,7 +153,7 @@ async fn hot_reload_rotates_a_secret_without_restart_or_failed_request() {
     let g = Gateway::start(&sw_config(&[A]));
     let pid = g.pid();
     let c = client();
-    let before = status(&c, &g).await;
+    let before = g.admin_json(&c, "/v1/status").await;
     assert_eq!(before["generation"], 1);
 
     // A provider keeps sending hooks signed with A through the whole rotation.
@@ -227,7 +217,7 @@ async fn hot_reload_rotates_a_secret_without_restart_or_failed_request() {
     assert_eq!(send(&c, &g, A, 4).await, 401);
     assert_eq!(send(&c, &g, B, 5).await, 201);
     assert_eq!(g.pid(), pid, "no restart");
-    let st = status(&c, &g).await;
+    let st = g.admin_json(&c, "/v1/status").await;
     assert_ne!(st["config_hash"], before["config_hash"]);
     assert!(st["last_reload_error"].is_null());
 }
@@ -236,11 +226,11 @@ async fn hot_reload_rotates_a_secret_without_restart_or_failed_request() {
 async fn a_bad_reload_keeps_the_old_config_and_reports_the_error() {
     let g = Gateway::start(&sw_config(&[A]));
     let c = client();
-    let before = status(&c, &g).await;
+    let before = g.admin_json(&c, "/v1/status").await;
     g.write_config("node: {roles: [edge]}\nsources:\n  sw:\n    verify: {type: standard_webhooks, secret: [\"\"]}\n    sinks: [{type: log}]\n");
     let deadline = Instant::now() + Duration::from_secs(15);
     let st = loop {
-        let st = status(&c, &g).await;
+        let st = g.admin_json(&c, "/v1/status").await;
         if !st["last_reload_error"].is_null() {
             break st;
         }

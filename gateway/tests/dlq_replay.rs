@@ -58,14 +58,10 @@ async fn ingest_n(c: &reqwest::Client, g: &Gateway, tenant: &str, n: usize) -> V
     ids
 }
 
-async fn get(c: &reqwest::Client, url: String) -> Value {
-    c.get(url).send().await.unwrap().json().await.unwrap()
-}
-
 async fn wait_dead(c: &reqwest::Client, g: &Gateway, n: i64) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let wal = get(c, g.admin_url("/v1/wal")).await;
+        let wal = g.admin_json(c, "/v1/wal").await;
         if wal["deliveries"]["dead"].as_i64() == Some(n)
             && wal["deliveries"]["pending"].as_i64() == Some(0)
         {
@@ -101,11 +97,11 @@ async fn dlq_pages_every_row_once_while_rows_are_added() {
     let mut cursor: Option<String> = None;
     let mut last_dead_at = u64::MAX;
     loop {
-        let mut url = g.admin_url("/v1/dlq?limit=30");
+        let mut path = "/v1/dlq?limit=30".to_string();
         if let Some(cur) = &cursor {
-            url.push_str(&format!("&cursor={cur}"));
+            path.push_str(&format!("&cursor={cur}"));
         }
-        let page = get(&c, url).await;
+        let page = g.admin_json(&c, &path).await;
         for e in page["entries"].as_array().unwrap() {
             let at = e["dead_at"].as_u64().unwrap();
             assert!(at <= last_dead_at, "newest first");
@@ -131,7 +127,7 @@ async fn dlq_pages_every_row_once_while_rows_are_added() {
     }
 
     // Filters and totals.
-    let p = get(&c, g.admin_url("/v1/dlq?tenant=t2&limit=1000")).await;
+    let p = g.admin_json(&c, "/v1/dlq?tenant=t2&limit=1000").await;
     assert_eq!(p["entries"].as_array().unwrap().len(), 100);
     assert!(
         p["entries"]
@@ -141,13 +137,14 @@ async fn dlq_pages_every_row_once_while_rows_are_added() {
             .all(|e| e["tenant"] == "t2")
     );
     assert_eq!(p["total"], 100);
-    let p = get(
-        &c,
-        g.admin_url("/v1/dlq?tenant=t1&source_id=s&sink=0&error_class=permanent&limit=1000"),
-    )
-    .await;
+    let p = g
+        .admin_json(
+            &c,
+            "/v1/dlq?tenant=t1&source_id=s&sink=0&error_class=permanent&limit=1000",
+        )
+        .await;
     assert_eq!(p["entries"].as_array().unwrap().len(), 100);
-    let p = get(&c, g.admin_url("/v1/dlq?error_class=transient")).await;
+    let p = g.admin_json(&c, "/v1/dlq?error_class=transient").await;
     assert_eq!(p["entries"].as_array().unwrap().len(), 0);
     let r = c
         .get(g.admin_url("/v1/dlq?cursor=garbage"))
@@ -177,7 +174,7 @@ async fn dlq_pages_every_row_once_while_rows_are_added() {
         .await
         .unwrap();
     assert_eq!(d["deleted"], 100);
-    assert_eq!(get(&c, g.admin_url("/v1/dlq?tenant=t3")).await["total"], 0);
+    assert_eq!(g.admin_json(&c, "/v1/dlq?tenant=t3").await["total"], 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -237,7 +234,7 @@ async fn a_replay_job_survives_kill_9_and_finishes() {
     g.wait_ready(Duration::from_secs(30));
     let deadline = Instant::now() + Duration::from_secs(60);
     let job = loop {
-        let j = get(&c, g.admin_url(&format!("/v1/replays/{job_id}"))).await;
+        let j = g.admin_json(&c, &format!("/v1/replays/{job_id}")).await;
         if j["done"] == true {
             break j;
         }
@@ -263,10 +260,7 @@ async fn a_replay_job_survives_kill_9_and_finishes() {
         ids[600..].iter().all(|id| !delivered.contains(id)),
         "the tenant filter held"
     );
-    assert_eq!(
-        get(&c, g.admin_url("/v1/dlq?tenant=other")).await["total"],
-        50
-    );
+    assert_eq!(g.admin_json(&c, "/v1/dlq?tenant=other").await["total"], 50);
 }
 
 #[tokio::test]
@@ -289,7 +283,7 @@ async fn a_job_whose_deliveries_keep_dying_pauses_itself() {
         .to_string();
     let deadline = Instant::now() + Duration::from_secs(20);
     let j = loop {
-        let j = get(&c, g.admin_url(&format!("/v1/replays/{id}"))).await;
+        let j = g.admin_json(&c, &format!("/v1/replays/{id}")).await;
         if j["state"] == "paused" {
             break j;
         }

@@ -183,14 +183,7 @@ async fn the_ingest_status_map() {
     assert_eq!(retry_after.as_deref(), Some("1"));
 
     // The store holds what was answered 201 (dup collapsed, refused ones absent).
-    let wal: Value = c
-        .get(g.admin_url("/v1/wal"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let wal: Value = g.admin_json(&c, "/v1/wal").await;
     assert_eq!(wal["hooks"], 5, "{wal}");
 }
 
@@ -302,14 +295,7 @@ sources:
     }
     assert_eq!(accepted, 2);
     assert_eq!(overload, 4);
-    let wal: Value = c
-        .get(g.admin_url("/v1/wal"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let wal: Value = g.admin_json(&c, "/v1/wal").await;
     assert_eq!(wal["hooks"], 2);
 }
 

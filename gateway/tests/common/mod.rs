@@ -189,6 +189,17 @@ impl Gateway {
         format!("http://{}{}", self.admin, path)
     }
 
+    /// `GET path` on the admin API, as JSON.
+    pub async fn admin_json(&self, c: &reqwest::Client, path: &str) -> serde_json::Value {
+        c.get(self.admin_url(path))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
     /// The admin API's Prometheus text.
     pub async fn metrics(&self, c: &reqwest::Client) -> String {
         c.get(self.admin_url("/metrics"))
