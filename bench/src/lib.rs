@@ -1,6 +1,8 @@
 //! Shared pieces of the benchmark binaries: a latency histogram, a keep-alive HTTP/1 load
-//! generator, a no-op server (the ceiling of the HTTP stack), and starting the release
-//! `ankusa` binary on free ports.
+//! generator, a no-op server (the ceiling of the HTTP stack), the durability floor (`floor`),
+//! and starting the release `ankusa` binary on free ports.
+
+pub mod floor;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -153,28 +155,40 @@ pub async fn closed_loop(
     Ok(out)
 }
 
-/// Runs a no-op HTTP server on the gateway's own stack (`axum::serve` with a fallback
-/// handler, TCP_NODELAY as the gateway sets it) that reads the body and answers `status` with
-/// the same small JSON body a `201` of the gateway carries. Blocks; meant for a child process.
+/// Runs a no-op HTTP server on the gateway's own stack (`serve_gateway_stack`) that reads the
+/// body and answers `status` with the same small JSON body a `201` of the gateway carries.
+/// Blocks; meant for a child process.
 pub fn run_noop_server(addr: SocketAddr, status: u16) -> anyhow::Result<()> {
+    let status = axum::http::StatusCode::from_u16(status).unwrap_or(axum::http::StatusCode::OK);
+    serve_gateway_stack(
+        addr,
+        axum::Router::new().fallback(move |_body: Bytes| async move { accepted_reply(status) }),
+    )
+}
+
+/// The reply of the no-op and floor servers: the JSON body of a gateway's `201`.
+pub fn accepted_reply(
+    status: axum::http::StatusCode,
+) -> (axum::http::StatusCode, axum::Json<serde_json::Value>) {
+    (
+        status,
+        axum::Json(serde_json::json!({
+            "status": "accepted",
+            "id": "01a2290a-306d-73ad-b310-cd19dd355968",
+        })),
+    )
+}
+
+/// Serves `app` the way the gateway serves ingest: `axum::serve` on a multi-thread tokio
+/// runtime, TCP_NODELAY on every connection. Blocks.
+pub fn serve_gateway_stack(addr: SocketAddr, app: axum::Router) -> anyhow::Result<()> {
     use axum::serve::ListenerExt;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let status = axum::http::StatusCode::from_u16(status).unwrap_or(axum::http::StatusCode::OK);
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(addr).await?.tap_io(|tcp| {
             let _ = tcp.set_nodelay(true);
-        });
-        let app = axum::Router::new().fallback(move |body: Bytes| async move {
-            let _ = body;
-            (
-                status,
-                axum::Json(serde_json::json!({
-                    "status": "accepted",
-                    "id": "01a2290a-306d-73ad-b310-cd19dd355968",
-                })),
-            )
         });
         axum::serve(listener, app).await?;
         Ok(())

@@ -1,8 +1,10 @@
 //! Ingest benchmark: 1 KiB JSON hooks signed with Standard Webhooks (verification on), 64
 //! keep-alive connections on loopback. Prints accepted/s and p50/p99 ack latency for
-//! (1) a no-op handler on the same HTTP stack (the ceiling), (2) the durable gateway
+//! (1) a no-op handler on the same HTTP stack (the ceiling), (1b) the same handler acking
+//! only after a group-committed `fdatasync` of the bodies (the durability floor), (2) the
+//! durable gateway
 //! (edge only: every 201 waits for its fsynced group commit), (3) the gateway with dispatch
-//! delivering to the log sink at the same time, and the ratio of (2) to (1).
+//! delivering to the log sink at the same time, and the ratios of (2) and (1b) to (1).
 //!
 //! `cargo build --release -p ankusa-gateway -p ankusa-bench && target/release/ingest [seconds]`
 
@@ -10,6 +12,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ankusa_bench::floor::{FloorMode, run_fsync_floor_server};
 use ankusa_bench::*;
 use serde_json::json;
 
@@ -21,6 +24,11 @@ fn main() -> anyhow::Result<()> {
     if args.get(1).map(String::as_str) == Some("noop") {
         let port: u16 = args[2].parse()?;
         return run_noop_server(SocketAddr::from(([127, 0, 0, 1], port)), 201);
+    }
+    if let Some(mode) = args.get(1).and_then(|r| FloorMode::from_role(r)) {
+        let port: u16 = args[2].parse()?;
+        let dir = tempfile::tempdir()?;
+        return run_fsync_floor_server(SocketAddr::from(([127, 0, 0, 1], port)), mode, dir.path());
     }
     let secs: u64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(10);
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -43,6 +51,28 @@ fn main() -> anyhow::Result<()> {
     ))?;
     report("noop_ceiling", &mut ceiling);
     drop(_noop);
+
+    // 1b. The durability floor: the same no-op server, acking only after a group-committed
+    // fdatasync of the bodies (no verification, no store), in three ways of syncing. The best
+    // of them bounds what any design that fsyncs before the ack reaches on this machine.
+    let mut floors = serde_json::Map::new();
+    let mut append_floor = 0.0;
+    for (mode, role, case) in FloorMode::ALL {
+        let (_server, addr) = spawn_self(role)?;
+        let mut r = rt.block_on(closed_loop(
+            addr,
+            CONNECTIONS,
+            warmup,
+            duration,
+            None,
+            make.clone(),
+        ))?;
+        report(case, &mut r);
+        if mode == FloorMode::Append {
+            append_floor = r.per_sec();
+        }
+        floors.insert(case.into(), json!(ratio3(r.per_sec() / ceiling.per_sec())));
+    }
 
     // 2. The durable gateway, ingest only.
     // Extra gateway config for experiments (e.g. `batcher: {partitions: 1}`).
@@ -87,7 +117,9 @@ fn main() -> anyhow::Result<()> {
     let p99 = durable.latencies.quantile_ms(0.99);
     emit(json!({
         "case": "summary",
-        "durable_to_ceiling_ratio": (ratio * 1000.0).round() / 1000.0,
+        "durable_to_ceiling_ratio": ratio3(ratio),
+        "floor_to_ceiling_ratios": floors,
+        "durable_to_append_floor_ratio": ratio3(durable.per_sec() / append_floor),
         "target_ratio": 0.6,
         "durable_p99_ms": p99,
         "target_p99_ms": 10.0,
@@ -95,6 +127,10 @@ fn main() -> anyhow::Result<()> {
         "hooks_stored_in_case_2": wal["hooks"],
     }));
     Ok(())
+}
+
+fn ratio3(r: f64) -> f64 {
+    (r * 1000.0).round() / 1000.0
 }
 
 fn report(case: &str, r: &mut LoadResult) {
