@@ -38,27 +38,8 @@ fn main() -> anyhow::Result<()> {
     let make: MakeRequest = Arc::new(move |n| signed_request("/webhooks/bench", &key, n));
     let duration = Duration::from_secs(secs);
     let warmup = Duration::from_secs(2);
-
-    // 1. The ceiling: a no-op server in its own process.
-    let (_noop, addr) = spawn_self("noop")?;
-    let mut ceiling = rt.block_on(closed_loop(
-        addr,
-        CONNECTIONS,
-        warmup,
-        duration,
-        None,
-        make.clone(),
-    ))?;
-    report("noop_ceiling", &mut ceiling);
-    drop(_noop);
-
-    // 1b. The durability floor: the same no-op server, acking only after a group-committed
-    // fdatasync of the bodies (no verification, no store), in three ways of syncing. The best
-    // of them bounds what any design that fsyncs before the ack reaches on this machine.
-    let mut floors = serde_json::Map::new();
-    let mut append_floor = 0.0;
-    for (mode, role, case) in FloorMode::ALL {
-        let (_server, addr) = spawn_self(role)?;
+    // One measured case: the closed loop against `addr`, reported under `case`.
+    let measure = |addr: SocketAddr, case: &str| -> anyhow::Result<LoadResult> {
         let mut r = rt.block_on(closed_loop(
             addr,
             CONNECTIONS,
@@ -68,6 +49,22 @@ fn main() -> anyhow::Result<()> {
             make.clone(),
         ))?;
         report(case, &mut r);
+        Ok(r)
+    };
+
+    // 1. The ceiling: a no-op server in its own process.
+    let (_noop, addr) = spawn_self("noop")?;
+    let ceiling = measure(addr, "noop_ceiling")?;
+    drop(_noop);
+
+    // 1b. The durability floor: the same no-op server, acking only after a group-committed
+    // fdatasync of the bodies (no verification, no store), in three ways of syncing. The best
+    // of them bounds what any design that fsyncs before the ack reaches on this machine.
+    let mut floors = serde_json::Map::new();
+    let mut append_floor = 0.0;
+    for (mode, role, case) in FloorMode::ALL {
+        let (_server, addr) = spawn_self(role)?;
+        let r = measure(addr, case)?;
         if mode == FloorMode::Append {
             append_floor = r.per_sec();
         }
@@ -83,15 +80,7 @@ fn main() -> anyhow::Result<()> {
         )
     };
     let g = start_gateway(&cfg("edge"))?;
-    let mut durable = rt.block_on(closed_loop(
-        g.ingest,
-        CONNECTIONS,
-        warmup,
-        duration,
-        None,
-        make.clone(),
-    ))?;
-    report("ingest_durable", &mut durable);
+    let mut durable = measure(g.ingest, "ingest_durable")?;
     let wal = rt.block_on(get_json(g.admin, "/v1/wal"))?;
     emit(commit_stats(
         &rt,
@@ -102,15 +91,7 @@ fn main() -> anyhow::Result<()> {
 
     // 3. With dispatch delivering every hook to the log sink meanwhile.
     let g = start_gateway(&cfg("edge, dispatch"))?;
-    let mut with_dispatch = rt.block_on(closed_loop(
-        g.ingest,
-        CONNECTIONS,
-        warmup,
-        duration,
-        None,
-        make,
-    ))?;
-    report("ingest_durable_with_dispatch", &mut with_dispatch);
+    measure(g.ingest, "ingest_durable_with_dispatch")?;
     drop(g);
 
     let ratio = durable.per_sec() / ceiling.per_sec();
