@@ -50,6 +50,10 @@ impl FloorMode {
     }
 }
 
+/// The file the floor server writes in `dir`: each body as a little-endian `u32` length and the
+/// bytes, one after the other (a preallocated file wraps to its start when full).
+pub const FLOOR_FILE: &str = "floor.log";
+
 /// Size of the preallocated file; writes wrap around inside it.
 const PREALLOCATED_BYTES: u64 = 64 << 20;
 
@@ -122,22 +126,21 @@ struct Pending {
     committing: bool,
 }
 
-/// The file the floor server writes in `dir`: each body as a little-endian `u32` length and the
-/// bytes, one after the other (a preallocated file wraps to its start when full).
-pub const FLOOR_FILE: &str = "floor.log";
+/// Where a request hands its body.
+#[derive(Clone)]
+enum Committer {
+    /// To the writer thread.
+    Thread(mpsc::Sender<Job>),
+    /// To the queue an inline leader drains.
+    Inline(Arc<Mutex<Pending>>, Arc<Mutex<Log>>),
+}
 
-/// Runs the floor server, writing `dir/floor.log`. Blocks; meant for a child process.
-pub fn run_fsync_floor_server(
-    addr: SocketAddr,
-    mode: FloorMode,
-    dir: &std::path::Path,
-) -> anyhow::Result<()> {
-    let mut log = Log::open(dir, mode)?;
-    let (tx, rx) = mpsc::channel::<Job>();
-    let pending = Arc::new(Mutex::new(Pending::default()));
-    let inline_log = if mode == FloorMode::Inline {
-        Some(Arc::new(Mutex::new(log)))
-    } else {
+impl Committer {
+    fn start(mut log: Log) -> Committer {
+        if log.mode == FloorMode::Inline {
+            return Committer::Inline(Arc::default(), Arc::new(Mutex::new(log)));
+        }
+        let (tx, rx) = mpsc::channel::<Job>();
         std::thread::spawn(move || {
             while let Ok(first) = rx.recv() {
                 let mut jobs = vec![first];
@@ -145,27 +148,41 @@ pub fn run_fsync_floor_server(
                 log.commit(jobs);
             }
         });
-        None
-    };
+        Committer::Thread(tx)
+    }
+
+    /// Queues the job; false if it cannot be committed (the writer is gone).
+    fn queue(&self, job: Job) -> bool {
+        match self {
+            Committer::Thread(tx) => tx.send(job).is_ok(),
+            Committer::Inline(pending, log) => {
+                let leader = {
+                    let mut p = pending.lock().unwrap_or_else(|e| e.into_inner());
+                    p.jobs.push(job);
+                    !std::mem::replace(&mut p.committing, true)
+                };
+                if leader {
+                    commit_inline(pending, log);
+                }
+                true
+            }
+        }
+    }
+}
+
+/// Runs the floor server, writing `dir/floor.log`. Blocks; meant for a child process.
+pub fn run_fsync_floor_server(
+    addr: SocketAddr,
+    mode: FloorMode,
+    dir: &std::path::Path,
+) -> anyhow::Result<()> {
+    let committer = Committer::start(Log::open(dir, mode)?);
     let app = axum::Router::new().fallback(move |body: Bytes| {
-        let (tx, pending, inline_log) = (tx.clone(), pending.clone(), inline_log.clone());
+        let committer = committer.clone();
         async move {
             let (reply, done) = oneshot::channel();
-            let queued = match &inline_log {
-                Some(log) => {
-                    let leader = {
-                        let mut p = pending.lock().unwrap_or_else(|e| e.into_inner());
-                        p.jobs.push((body, reply));
-                        !std::mem::replace(&mut p.committing, true)
-                    };
-                    if leader {
-                        commit_inline(&pending, log);
-                    }
-                    true
-                }
-                None => tx.send((body, reply)).is_ok(),
-            };
-            accepted_reply(if queued && done.await.is_ok() {
+            let durable = committer.queue((body, reply)) && done.await.is_ok();
+            accepted_reply(if durable {
                 axum::http::StatusCode::CREATED
             } else {
                 axum::http::StatusCode::SERVICE_UNAVAILABLE

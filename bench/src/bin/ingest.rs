@@ -1,10 +1,10 @@
 //! Ingest benchmark: 1 KiB JSON hooks signed with Standard Webhooks (verification on), 64
 //! keep-alive connections on loopback. Prints accepted/s and p50/p99 ack latency for
 //! (1) a no-op handler on the same HTTP stack (the ceiling), (1b) the same handler acking
-//! only after a group-committed `fdatasync` of the bodies (the durability floor), (2) the
-//! durable gateway
-//! (edge only: every 201 waits for its fsynced group commit), (3) the gateway with dispatch
-//! delivering to the log sink at the same time, and the ratios of (2) and (1b) to (1).
+//! only after a group-committed `fdatasync` of the bodies (the durability floor, three ways),
+//! (2) the durable gateway (edge only: every 201 waits for its fsynced group commit), (3) the
+//! gateway with dispatch delivering to the log sink at the same time, and the ratios of (2)
+//! and (1b) to (1).
 //!
 //! `cargo build --release -p ankusa-gateway -p ankusa-bench && target/release/ingest [seconds]`
 
