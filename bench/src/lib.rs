@@ -252,7 +252,11 @@ pub struct GatewayProc {
 
 /// Starts the release gateway with `config` on free ports and waits for `/ready`.
 pub fn start_gateway(config: &str) -> anyhow::Result<GatewayProc> {
-    let dir = tempfile::tempdir()?;
+    start_gateway_in(config, tempfile::tempdir()?)
+}
+
+/// `start_gateway` with its config and data dir in `dir` (e.g. a temp dir on tmpfs).
+pub fn start_gateway_in(config: &str, dir: tempfile::TempDir) -> anyhow::Result<GatewayProc> {
     let cfg = dir.path().join("ankusa.yml");
     std::fs::write(&cfg, config)?;
     let ingest = SocketAddr::from(([127, 0, 0, 1], free_port()));
