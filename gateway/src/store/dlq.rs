@@ -265,6 +265,7 @@ impl Store {
         let mut batch = WriteBatch::default();
         let mut deleted_keys = HashSet::new();
         let mut victims = Vec::new();
+        let mut stale = 0usize;
         let mut bytes = 0u64;
         let mut more = false;
         let mut examined = 0;
@@ -282,17 +283,19 @@ impl Store {
             if !f.matches(&summary) {
                 continue;
             }
-            let Some(rv) = db
+            let row = db
                 .get_pinned_cf(&deliveries, keys::delivery(seq, sink))
                 .map_err(|e| classify(&e))?
-            else {
+                .map(|rv| DeliveryRow::decode(&rv))
+                .transpose()?;
+            let Some(row) = row.filter(|r| r.state == RowState::Dead) else {
+                // A stale index entry (its row is gone, or queued again by a replay), left by
+                // a store written before row transitions were serialised: it goes now, so it
+                // stops counting against every later scan's bound.
+                batch.delete_cf(index, &k);
+                stale += 1;
                 continue;
             };
-            let row = DeliveryRow::decode(&rv)?;
-            if row.state != RowState::Dead {
-                // A stale index entry: the row was replayed and is queued again.
-                continue;
-            }
             batch.delete_cf(&deliveries, keys::delivery(seq, sink));
             delete_dead_index(&mut batch, index, seq, sink, &row);
             count(&mut batch, &row, 0, -1);
@@ -306,7 +309,7 @@ impl Store {
                 self.delete_hook_if_done(&db, &mut batch, *seq, row, &deleted_keys)?;
             }
         }
-        if !victims.is_empty() {
+        if !victims.is_empty() || stale > 0 {
             self.write(&db, batch, true)?;
         }
         Ok((victims.len(), bytes, more))
@@ -423,6 +426,63 @@ pub(crate) mod tests {
         };
         let p = s.list_dead(&fb, None, 100).unwrap();
         assert_eq!((p.entries.len(), p.examined), (5, 5));
+    }
+
+    #[test]
+    fn delete_drops_stale_index_entries_and_keeps_live_rows() {
+        let (_d, s) = temp_store();
+        seed_dead(&s, "a", "src", 2, 100, ErrorClass::Transient);
+        // A pending row, and index entries that claim it and a missing row are dead.
+        let recs = vec![IngestRecord {
+            envelope: crate::store::ingest_test_envelope("a", "src"),
+            sinks: vec!["http"],
+            lanes: vec![],
+            dedupe: None,
+        }];
+        let IngestResult::Accepted { seq: live, .. } = s.commit_ingest(&recs, 1, false).unwrap()[0]
+        else {
+            panic!("not accepted")
+        };
+        let summary = DeadSummary {
+            tenant: "a".into(),
+            source_id: "src".into(),
+            sink: 0,
+            sink_type: "http".into(),
+            error_class: ErrorClass::Transient,
+            hook_id: uuid::Uuid::nil(),
+        }
+        .encode();
+        {
+            let db = s.db().unwrap();
+            let index = Store::cf(&db, keys::CF_INDEX).unwrap();
+            let mut b = WriteBatch::default();
+            for seq in [live, 999_999] {
+                b.put_cf(index, keys::dead(50, seq, 0), &summary);
+                b.put_cf(index, keys::dead_tenant("a", 50, seq, 0), &summary);
+            }
+            s.write(&db, b, true).unwrap();
+        }
+        let (n, _, more) = s.delete_dead(&DeadFilter::default(), 10).unwrap();
+        assert_eq!((n, more), (2, false));
+        let all = s.list_dead(&DeadFilter::default(), None, 10).unwrap();
+        assert_eq!(
+            (all.entries.len(), all.examined),
+            (0, 0),
+            "global index emptied"
+        );
+        let fa = DeadFilter {
+            tenant: Some("a".into()),
+            ..Default::default()
+        };
+        let (n, _, _) = s.delete_dead(&fa, 10).unwrap();
+        assert_eq!(n, 0);
+        assert_eq!(
+            s.list_dead(&fa, None, 10).unwrap().examined,
+            0,
+            "tenant index emptied"
+        );
+        assert_eq!(s.rows_of(live).unwrap().len(), 1, "the pending row stays");
+        assert_eq!(s.counter(keys::C_DEAD).unwrap(), 0);
     }
 
     #[test]
