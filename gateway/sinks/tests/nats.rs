@@ -207,7 +207,10 @@ async fn nats_restart_loses_no_hook() {
         async move {
             tokio::time::sleep(Duration::from_millis(400)).await;
             s2.lock().unwrap().kill();
-            tokio::time::sleep(Duration::from_millis(700)).await;
+            // Down for longer than publish_timeout_ms (1 s): the client keeps a publish made
+            // while disconnected and sends it on reconnect, so a shorter outage can end before
+            // any attempt times out, and then nothing failed for the test to see retried.
+            tokio::time::sleep(Duration::from_millis(2_500)).await;
             *s2.lock().unwrap() = start();
         },
     )
