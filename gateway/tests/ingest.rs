@@ -157,6 +157,11 @@ async fn the_ingest_status_map() {
         .await
         .unwrap();
     assert_eq!(resp.status().as_u16(), 413);
+    // The rest of that body is unread: the connection ends with the answer, and says so.
+    assert_eq!(
+        resp.headers().get("connection").map(|v| v.as_bytes()),
+        Some(&b"close"[..])
+    );
 
     // 429 past the tenant's burst, with Retry-After; nothing stored.
     let mut statuses = Vec::new();
@@ -169,6 +174,12 @@ async fn the_ingest_status_map() {
             .await
             .unwrap();
         statuses.push(resp.status().as_u16());
+        if resp.status().as_u16() == 201 {
+            assert!(
+                resp.headers().get("connection").is_none(),
+                "a 201 keeps the connection"
+            );
+        }
         if resp.status().as_u16() == 429 {
             retry_after = resp
                 .headers()

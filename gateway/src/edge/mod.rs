@@ -73,7 +73,17 @@ fn with_retry_after(mut r: Response, secs: u64) -> Response {
 
 async fn ingest(State(app): State<Arc<App>>, req: Request) -> Response {
     let started = Instant::now();
-    let (outcome, resp) = handle(&app, req).await;
+    let mut body_read = false;
+    let (outcome, mut resp) = handle(&app, req, &mut body_read).await;
+    if !body_read {
+        // Refused before the whole body was read (404, 405, 413, 400): what is left of it
+        // would be read as the next request, so the connection ends with this answer, and the
+        // header tells a keep-alive client not to send its next request on it.
+        resp.headers_mut().insert(
+            header::CONNECTION,
+            header::HeaderValue::from_static("close"),
+        );
+    }
     app.metrics
         .ingest_requests
         .with_label_values(&[outcome])
@@ -119,7 +129,8 @@ fn refuse(
     ("refused", error(status, code, extra))
 }
 
-async fn handle(app: &App, req: Request) -> (&'static str, Response) {
+/// `body_read` is set once the whole request body has been read.
+async fn handle(app: &App, req: Request, body_read: &mut bool) -> (&'static str, Response) {
     let rt = app.config.snapshot();
     let cfg = &rt.config;
     let (parts, body) = req.into_parts();
@@ -231,6 +242,7 @@ async fn handle(app: &App, req: Request) -> (&'static str, Response) {
             );
         }
     };
+    *body_read = true;
 
     let now = app.clock.now_ms();
     let verification = match verify(app, &source, &parts.headers, &body, now) {
