@@ -102,7 +102,24 @@ pub fn to_yaml(crd: &CustomResourceDefinition) -> String {
 pub fn to_chart_template(crd: &CustomResourceDefinition) -> String {
     let yaml = to_yaml(crd);
     let mut out = String::from("{{- if .Values.crds.enabled }}\n");
+    // Indent of an open `x-kubernetes-validations:` block: CEL rules are declared only to
+    // servers that know the field (1.25+); older ones refuse the whole CRD (see
+    // `for_legacy_server`), and the operator enforces the rules itself there.
+    let mut cel_block: Option<usize> = None;
     for line in yaml.lines() {
+        let indent = line.len() - line.trim_start().len();
+        if let Some(open) = cel_block
+            && (indent < open || (indent == open && !line.trim_start().starts_with('-')))
+        {
+            out.push_str("{{- end }}\n");
+            cel_block = None;
+        }
+        if cel_block.is_none() && line.trim_start() == "x-kubernetes-validations:" {
+            out.push_str(
+                "{{- if semverCompare \">=1.25-0\" .Capabilities.KubeVersion.Version }}\n",
+            );
+            cel_block = Some(indent);
+        }
         out.push_str(line);
         out.push('\n');
         if line == "metadata:" {
@@ -110,6 +127,9 @@ pub fn to_chart_template(crd: &CustomResourceDefinition) -> String {
                 "  {{- if .Values.crds.keep }}\n  annotations:\n    helm.sh/resource-policy: keep\n  {{- end }}\n",
             );
         }
+    }
+    if cel_block.is_some() {
+        out.push_str("{{- end }}\n");
     }
     out.push_str("{{- end }}\n");
     out

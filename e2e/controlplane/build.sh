@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# Build kube-apiserver + kube-controller-manager 1.20.2 from Debian bookworm's
-# `kubernetes` SOURCE package, fully offline apart from apt, and cache them.
+# Build the Kubernetes 1.20.2 binaries the tests run -- kube-apiserver, kube-controller-manager
+# (the control plane), kube-scheduler, kubelet, kube-proxy (the real node of e2e/node) and the
+# static `pause` binary of the pod sandbox image -- from Debian bookworm's `kubernetes` SOURCE
+# package, fully offline apart from apt, and cache them.
 #
 #   e2e/controlplane/build.sh
 #
 # Result (idempotent; exits 0 at once when already present):
 #   ${ANKUSA_K8S_ASSETS:-$HOME/.cache/ankusa/k8s-1.20.2}/
-#       kube-apiserver  kube-controller-manager  etcd -> /usr/bin/etcd  VERSION
+#       kube-apiserver  kube-controller-manager  kube-scheduler  kubelet  kube-proxy
+#       pause  etcd -> /usr/bin/etcd  VERSION
 #
 # Environment:
 #   ANKUSA_K8S_ASSETS      cache dir (default above)
@@ -21,13 +24,13 @@
 set -euo pipefail
 
 ASSETS="${ANKUSA_K8S_ASSETS:-$HOME/.cache/ankusa/k8s-1.20.2}"
-BINS=(kube-apiserver kube-controller-manager)
+BINS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
 SRC_PKG=kubernetes
 SUITE=bookworm
 MIRROR=http://deb.debian.org/debian
 KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 REFLECT2_SRC=/usr/share/gocode/src/github.com/modern-go/reflect2
-APT_PREREQS=(golang-go rsync jq etcd-server golang-github-modern-go-reflect2-dev make openssl curl)
+APT_PREREQS=(golang-go rsync jq etcd-server golang-github-modern-go-reflect2-dev make openssl curl gcc libc6-dev)
 
 T0=$(date +%s)
 log() { printf '[k8s-build +%4ss] %s\n' "$(( $(date +%s) - T0 ))" "$*" >&2; }
@@ -35,7 +38,7 @@ die() { log "ERROR: $*"; exit 1; }
 
 cache_complete() {
   local b
-  for b in "${BINS[@]}"; do [[ -x "$ASSETS/$b" ]] || return 1; done
+  for b in "${BINS[@]}" pause; do [[ -x "$ASSETS/$b" ]] || return 1; done
   [[ -s "$ASSETS/VERSION" ]] || return 1
   [[ -x "$ASSETS/etcd" ]] || return 1   # symlink must resolve to an installed etcd
   return 0
@@ -74,7 +77,7 @@ link_etcd() { ln -sfn "$ETCD_BIN" "$ASSETS/etcd"; }
 # Binaries may be there while only the etcd link was missing (e.g. etcd-server removed).
 if [[ "${ANKUSA_K8S_FORCE:-0}" != 1 ]]; then
   have_bins=1
-  for b in "${BINS[@]}"; do [[ -x "$ASSETS/$b" ]] || have_bins=0; done
+  for b in "${BINS[@]}" pause; do [[ -x "$ASSETS/$b" ]] || have_bins=0; done
   if ((have_bins)) && [[ -s "$ASSETS/VERSION" ]]; then
     link_etcd
     log "cached binaries present; (re)linked etcd -> $ETCD_BIN"
@@ -146,16 +149,24 @@ export GOCACHE="$WORK/gocache"        # keep ~/.cache/go-build clean; deleted wi
 export PATH="/usr/lib/go/bin:$PATH"
 export CGO_ENABLED=0 GOPROXY=off GOFLAGS=-mod=vendor GO111MODULE=on GOTOOLCHAIN=local
 GO_VERSION=$(GOFLAGS='' go version | awk '{print $3}')
-log "make WHAT=\"cmd/kube-apiserver cmd/kube-controller-manager\" ($GO_VERSION, $(nproc) cores; took ~9 min on 2 busy cores)"
-(cd "$TREE" && make WHAT="cmd/kube-apiserver cmd/kube-controller-manager") 2>&1 |
+WHAT=$(printf 'cmd/%s ' "${BINS[@]}")
+log "make WHAT=\"${WHAT% }\" ($GO_VERSION, $(nproc) cores)"
+(cd "$TREE" && make WHAT="${WHAT% }") 2>&1 |
   while IFS= read -r line; do log "make: $line"; done
 OUT="$TREE/_output/local/bin/$(go env GOOS)/$(go env GOARCH)"
 for b in "${BINS[@]}"; do [[ -x "$OUT/$b" ]] || die "build produced no $OUT/$b"; done
+# The pod sandbox ("pause") binary, static, as upstream builds it for its pause image; e2e/node
+# imports it into Docker as the sandbox image so dockershim never tries to pull one.
+PAUSE_SRC=$(find "$TREE/build/pause" -name pause.c | head -n1)
+[[ -n "$PAUSE_SRC" ]] || die "pause.c not found under $TREE/build/pause"
+PAUSE_VERSION=$(sed -n 's/^TAG ?\?= *//p' "$TREE/build/pause/Makefile" | head -n1)
+gcc -Os -Wall -Werror -static -DVERSION="v${PAUSE_VERSION:-unknown}-ankusa" -o "$OUT/pause" "$PAUSE_SRC"
+strip "$OUT/pause"
 SERVER_VERSION=$("$OUT/kube-apiserver" --version | awk '{print $2}')
 log "built: $SERVER_VERSION"
 
 # ---- install into the cache (atomic per file; stamp last) ---------------------------
-for b in "${BINS[@]}"; do
+for b in "${BINS[@]}" pause; do
   cp "$OUT/$b" "$ASSETS/.$b.tmp"
   mv -f "$ASSETS/.$b.tmp" "$ASSETS/$b"
 done
@@ -165,6 +176,10 @@ cat >"$ASSETS/.VERSION.tmp" <<EOF
 kubernetes $SERVER_VERSION from Debian source package $SRC_PKG=$DEB_VERSION ($SUITE)
 kube-apiserver=$SERVER_VERSION
 kube-controller-manager=$("$ASSETS/kube-controller-manager" --version | awk '{print $2}')
+kube-scheduler=$("$ASSETS/kube-scheduler" --version | awk '{print $2}')
+kubelet=$("$ASSETS/kubelet" --version | awk '{print $2}')
+kube-proxy=$("$ASSETS/kube-proxy" --version | awk '{print $2}')
+pause=${PAUSE_VERSION:-unknown} (build/pause, gcc -static)
 debian-source=$SRC_PKG=$DEB_VERSION
 go=$GO_VERSION
 reflect2-vendor-swap=golang-github-modern-go-reflect2-dev=$REFLECT2_DEB

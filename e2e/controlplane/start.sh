@@ -24,7 +24,15 @@
 #   ANKUSA_SERVICE_CIDR  --service-cluster-ip-range (default 127.100.0.0/16: a LOOPBACK range
 #                        on purpose, so that if anything ever dials a ClusterIP -- the apiserver
 #                        for a service-ref webhook/APIService, `kubectl proxy` -- it stays on
-#                        this machine; 1.20 accepts it. No kube-proxy runs anyway.)
+#                        this machine; 1.20 accepts it. No kube-proxy runs anyway. The real
+#                        node of e2e/node sets a private range that its kube-proxy serves.)
+#   ANKUSA_CP_ADDRESS    address the apiserver binds and advertises (default 127.0.0.1). The
+#                        real node (e2e/node) sets its bridge address so pods reach the
+#                        apiserver through the `kubernetes` Service; then the default endpoint
+#                        reconciler runs (it refuses loopback addresses, hence `none` otherwise).
+#   ANKUSA_CP_NODE       1 = a real kubelet will join (e2e/node): the persistent-volume binder,
+#                        attach/detach, node-lifecycle and TTL controllers run too, and the
+#                        apiserver gets a client certificate for kubelets (logs, exec).
 #
 # Exit codes: 0 ok, 2 usage, 3 binaries missing (run build.sh), 1 anything else.
 set -euo pipefail
@@ -34,6 +42,8 @@ ASSETS="${ANKUSA_K8S_ASSETS:-$HOME/.cache/ankusa/k8s-1.20.2}"
 TIMEOUT="${ANKUSA_CP_TIMEOUT:-90}"
 VERBOSITY="${ANKUSA_CP_VERBOSITY:-1}"
 SERVICE_CIDR="${ANKUSA_SERVICE_CIDR:-127.100.0.0/16}"
+ADDRESS="${ANKUSA_CP_ADDRESS:-127.0.0.1}"
+NODE_MODE="${ANKUSA_CP_NODE:-0}"
 
 T0=$(date +%s)
 log() { printf '[controlplane +%3ss] %s\n' "$(( $(date +%s) - T0 ))" "$*" >&2; }
@@ -109,7 +119,7 @@ free_port() { # VAR -- sets VAR to a free port distinct from the ones already pi
   fail "no free port found"
 }
 free_port ETCD_PORT; free_port ETCD_PEER_PORT; free_port API_PORT; free_port KCM_PORT
-API_URL="https://127.0.0.1:$API_PORT"
+API_URL="https://$ADDRESS:$API_PORT"
 ETCD_URL="http://127.0.0.1:$ETCD_PORT"
 
 # ---- PKI ------------------------------------------------------------------------------
@@ -125,10 +135,17 @@ log "generating CA, serving cert, service-account keys, admin token in $P"
 basicConstraints=CA:FALSE
 keyUsage=critical,digitalSignature,keyEncipherment
 extendedKeyUsage=serverAuth
-subjectAltName=IP:127.0.0.1,IP:${SERVICE_CIDR%.*/*}.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local
+subjectAltName=IP:127.0.0.1,IP:$ADDRESS,IP:${SERVICE_CIDR%.*/*}.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local
 EOF
   openssl x509 -req -sha256 -days 3650 -in "$P/apiserver.csr" -CA "$P/ca.crt" -CAkey "$P/ca.key" \
     -CAcreateserial -extfile "$P/apiserver.ext" -out "$P/apiserver.crt"
+  # The apiserver's client certificate towards kubelets (logs, exec, port-forward).
+  openssl req -newkey rsa:2048 -nodes -sha256 -keyout "$P/kubelet-client.key" \
+    -out "$P/kubelet-client.csr" -subj "/O=system:masters/CN=kube-apiserver-kubelet-client"
+  printf 'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n' \
+    >"$P/kubelet-client.ext"
+  openssl x509 -req -sha256 -days 3650 -in "$P/kubelet-client.csr" -CA "$P/ca.crt" -CAkey "$P/ca.key" \
+    -CAcreateserial -extfile "$P/kubelet-client.ext" -out "$P/kubelet-client.crt"
   openssl genrsa -out "$P/sa.key" 2048
   openssl rsa -in "$P/sa.key" -pubout -out "$P/sa.pub"
 } >"$W/logs/openssl.log" 2>&1 || fail "openssl (see $W/logs/openssl.log)"
@@ -201,10 +218,12 @@ wait_for etcd "$LAST_PID" healthy curl -fsS --max-time 2 "$ETCD_URL/health"
 #   "missing content for CA bundle" errors); no front-proxy cert is ever issued.
 # --endpoint-reconciler-type=none: Endpoints may not hold loopback IPs, so the default
 #   reconciler would fail every 10 s writing 127.0.0.1 into default/kubernetes.
+RECONCILER=none
+[[ "$ADDRESS" == 127.* ]] || RECONCILER=lease
 spawn kube-apiserver "$APISERVER" \
   --etcd-servers "$ETCD_URL" \
-  --bind-address 127.0.0.1 \
-  --advertise-address 127.0.0.1 \
+  --bind-address "$ADDRESS" \
+  --advertise-address "$ADDRESS" \
   --secure-port "$API_PORT" \
   --insecure-port 0 \
   --cert-dir "$W/pki" \
@@ -222,7 +241,10 @@ spawn kube-apiserver "$APISERVER" \
   --service-account-key-file "$P/sa.pub" \
   --service-account-signing-key-file "$P/sa.key" \
   --service-cluster-ip-range "$SERVICE_CIDR" \
-  --endpoint-reconciler-type none \
+  --endpoint-reconciler-type "$RECONCILER" \
+  --kubelet-client-certificate "$P/kubelet-client.crt" \
+  --kubelet-client-key "$P/kubelet-client.key" \
+  --kubelet-preferred-address-types InternalIP \
   --allow-privileged=true \
   --profiling=false \
   --v "$VERBOSITY"
@@ -231,6 +253,11 @@ wait_for kube-apiserver "$LAST_PID" ready "${CURL[@]}" "$API_URL/readyz"
 # ---- kube-controller-manager -----------------------------------------------------------------------
 # All default controllers except those that need nodes, a cloud, a volume plugin or a signer.
 CONTROLLERS='*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle,-route,-service,-persistentvolume-binder,-attachdetach,-csrsigning,-csrapproving,-csrcleaner,-ttl'
+# With a real node: bind PVCs to the node's local PersistentVolumes, track attachments, watch
+# the node's heartbeats.
+if [[ "$NODE_MODE" == 1 ]]; then
+  CONTROLLERS='*,-nodeipam,-cloud-node-lifecycle,-route,-service,-csrsigning,-csrapproving,-csrcleaner'
+fi
 spawn kube-controller-manager "$KCM" \
   --kubeconfig "$W/kubeconfig" \
   --authentication-kubeconfig "$W/kubeconfig" \
@@ -266,6 +293,8 @@ ANKUSA_CP_ETCD_URL=$ETCD_URL
 ANKUSA_CP_KCM_PORT=$KCM_PORT
 ANKUSA_CP_TOKEN=$TOKEN
 ANKUSA_CP_CA=$P/ca.crt
+ANKUSA_CP_ADDRESS=$ADDRESS
+ANKUSA_CP_SERVICE_CIDR=$SERVICE_CIDR
 EOF
 if [[ -n "${ANKUSA_CP_WATCH_PID:-}" ]]; then
   WATCH=$ANKUSA_CP_WATCH_PID

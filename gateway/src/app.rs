@@ -390,7 +390,14 @@ fn spawn_reload_triggers(app: Arc<App>) {
                         .set(app.config.snapshot().generation as i64);
                     tracing::info!(trigger = why, "config reloaded");
                 }
-                Ok(false) => {}
+                // Typical on Kubernetes: the operator pushed this config over the admin API
+                // before the kubelet swapped the mounted Secret.
+                Ok(false) => {
+                    tracing::info!(
+                        trigger = why,
+                        "config file changed; the gateway runs it already"
+                    )
+                }
                 Err(_) => {
                     app.metrics
                         .config_reloads

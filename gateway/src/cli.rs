@@ -65,8 +65,10 @@ fn init_tracing(c: &ankusa_config::Config) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
         EnvFilter::try_new(&c.log.level).unwrap_or_else(|_| EnvFilter::new("info"))
     });
+    // Colours only on a terminal: a container's log (kubectl logs, a log shipper) gets plain text.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     let _ = match c.log.format {
         ankusa_config::LogFormat::Json => builder.json().try_init(),

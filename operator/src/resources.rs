@@ -10,9 +10,10 @@ use ankusa_crds::names::*;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec, StatefulSetUpdateStrategy};
 use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction, ObjectFieldSelector,
-    PersistentVolumeClaim, PersistentVolumeClaimSpec, PodSecurityContext, PodSpec, PodTemplateSpec,
-    Probe, Secret, SecretVolumeSource, Service, ServicePort, ServiceSpec, Volume, VolumeMount,
+    Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
+    HTTPGetAction, ObjectFieldSelector, PersistentVolumeClaim, PersistentVolumeClaimSpec,
+    PodSecurityContext, PodSpec, PodTemplateSpec, Probe, SeccompProfile, Secret,
+    SecretVolumeSource, SecurityContext, Service, ServicePort, ServiceSpec, Volume, VolumeMount,
     VolumeResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -212,6 +213,44 @@ fn http_probe(path: &str, period: i32, failures: i32, initial: i32) -> Probe {
     }
 }
 
+/// The non-root user and group of the image `scripts/images` builds; the data volume is made
+/// writable for it through `fsGroup`.
+pub const GATEWAY_UID: i64 = 65532;
+
+/// Pod-level hardening: the Pod Security "restricted" profile (non-root with a fixed UID/GID,
+/// the runtime's default seccomp profile), and the data volume group-owned by the gateway's
+/// group, so a fresh volume is writable without running anything as root. `OnRootMismatch`
+/// skips the recursive chown of a large store on every restart.
+fn pod_security_context() -> PodSecurityContext {
+    PodSecurityContext {
+        run_as_non_root: Some(true),
+        run_as_user: Some(GATEWAY_UID),
+        run_as_group: Some(GATEWAY_UID),
+        fs_group: Some(GATEWAY_UID),
+        fs_group_change_policy: Some("OnRootMismatch".into()),
+        seccomp_profile: Some(SeccompProfile {
+            type_: "RuntimeDefault".into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Container-level hardening: read-only root (the gateway writes only its data volume and
+/// `/tmp`), no privilege escalation, no capabilities.
+fn container_security_context() -> SecurityContext {
+    SecurityContext {
+        run_as_non_root: Some(true),
+        allow_privilege_escalation: Some(false),
+        read_only_root_filesystem: Some(true),
+        capabilities: Some(Capabilities {
+            drop: Some(vec!["ALL".into()]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
 /// The StatefulSet: one pod per ordinal, each with its own data volume, reading
 /// `/etc/ankusa/<pod>.yaml` from the config Secret (hot-reloaded on change, no restart).
 pub fn statefulset(gw: &Gateway, default_image: &str) -> StatefulSet {
@@ -258,6 +297,7 @@ pub fn statefulset(gw: &Gateway, default_image: &str) -> StatefulSet {
         readiness_probe: Some(http_probe("/ready", 5, 3, 0)),
         liveness_probe: Some(http_probe("/health", 10, 6, 10)),
         resources: spec.resources.clone(),
+        security_context: Some(container_security_context()),
         volume_mounts: Some(vec![
             VolumeMount {
                 name: "config".into(),
@@ -270,6 +310,11 @@ pub fn statefulset(gw: &Gateway, default_image: &str) -> StatefulSet {
                 mount_path: DATA_MOUNT.into(),
                 ..Default::default()
             },
+            VolumeMount {
+                name: "tmp".into(),
+                mount_path: "/tmp".into(),
+                ..Default::default()
+            },
         ]),
         ..Default::default()
     };
@@ -278,25 +323,32 @@ pub fn statefulset(gw: &Gateway, default_image: &str) -> StatefulSet {
         termination_grace_period_seconds: Some(spec.termination_grace_period_seconds),
         automount_service_account_token: Some(false),
         service_account_name: spec.pod_template.service_account_name.clone(),
-        security_context: Some(PodSecurityContext {
-            fs_group: Some(10001),
-            ..Default::default()
-        }),
+        security_context: Some(pod_security_context()),
         affinity: spec.pod_template.affinity.clone(),
         tolerations: (!spec.pod_template.tolerations.is_empty())
             .then(|| spec.pod_template.tolerations.clone()),
         node_selector: (!spec.pod_template.node_selector.is_empty())
             .then(|| spec.pod_template.node_selector.clone()),
         priority_class_name: spec.pod_template.priority_class_name.clone(),
-        volumes: Some(vec![Volume {
-            name: "config".into(),
-            secret: Some(SecretVolumeSource {
-                secret_name: Some(config_secret_name(gw)),
-                default_mode: Some(0o440),
+        volumes: Some(vec![
+            Volume {
+                name: "config".into(),
+                secret: Some(SecretVolumeSource {
+                    secret_name: Some(config_secret_name(gw)),
+                    default_mode: Some(0o440),
+                    ..Default::default()
+                }),
                 ..Default::default()
-            }),
-            ..Default::default()
-        }]),
+            },
+            Volume {
+                name: "tmp".into(),
+                empty_dir: Some(EmptyDirVolumeSource {
+                    size_limit: Some(Quantity("64Mi".into())),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        ]),
         ..Default::default()
     };
     let claim = PersistentVolumeClaim {

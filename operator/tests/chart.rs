@@ -29,6 +29,11 @@ fn chart() -> String {
 }
 
 fn template(helm: &std::path::Path, sets: &[&str]) -> Vec<Value> {
+    template_with(helm, &[], sets)
+}
+
+/// `helm template` with extra flags (such as `--kube-version`).
+fn template_with(helm: &std::path::Path, flags: &[&str], sets: &[&str]) -> Vec<Value> {
     let mut cmd = Command::new(helm);
     cmd.args([
         "template",
@@ -37,6 +42,7 @@ fn template(helm: &std::path::Path, sets: &[&str]) -> Vec<Value> {
         "--namespace",
         "ankusa-system",
     ]);
+    cmd.args(flags);
     for s in sets {
         cmd.args(["--set", s]);
     }
@@ -134,7 +140,22 @@ fn default_install_has_the_crds_rbac_and_deployment() {
         !args.iter().any(|a| a.starts_with("--watch-namespace")),
         "{args:?}"
     );
+    // The image scripts/images builds: both binaries, the operator started by name.
+    assert_eq!(c["image"], "ghcr.io/ankusa/ankusa:0.1.0");
+    assert_eq!(
+        c["command"],
+        serde_json::json!(["/usr/local/bin/ankusa-operator"])
+    );
     assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
+    assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false);
+    assert_eq!(
+        c["securityContext"]["capabilities"]["drop"],
+        serde_json::json!(["ALL"])
+    );
+    let pod_sc = &dep["spec"]["template"]["spec"]["securityContext"];
+    assert_eq!(pod_sc["runAsNonRoot"], true);
+    assert_eq!(pod_sc["runAsUser"], 65532);
+    assert_eq!(pod_sc["seccompProfile"]["type"], "RuntimeDefault");
     assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/ready");
     assert_eq!(dep["spec"]["replicas"], 2);
     assert_eq!(
@@ -217,4 +238,44 @@ fn values_switch_scope_crds_and_leader_election() {
         .find(|d| d["kind"] == "CustomResourceDefinition")
         .unwrap();
     assert!(crd["metadata"]["annotations"].is_null(), "{crd}");
+}
+
+/// A 1.20–1.24 server refuses a CRD that declares `x-kubernetes-validations` (helm install
+/// failed on the real node with "unknown field"): the chart declares the CEL rule only to
+/// servers that know it, and gives older ones exactly what `for_legacy_server` makes.
+#[test]
+fn crds_declare_cel_rules_only_to_servers_that_know_them() {
+    let Some(helm) = helm() else { return };
+    for (version, cel) in [
+        ("1.20.2", false),
+        ("1.24.9", false),
+        ("1.25.0", true),
+        ("1.33.1", true),
+    ] {
+        let docs = template_with(&helm, &["--kube-version", version], &[]);
+        for (_, crd) in ankusa_crds::all() {
+            let name = crd.metadata.name.clone().unwrap_or_default();
+            let have = docs
+                .iter()
+                .find(|d| d["metadata"]["name"] == name.as_str())
+                .expect("CRD in the chart");
+            let mut want = if cel {
+                serde_json::to_value(&crd).unwrap()
+            } else {
+                ankusa_crds::for_legacy_server(&crd)
+            };
+            want["metadata"]["annotations"] =
+                serde_json::json!({"helm.sh/resource-policy": "keep"});
+            assert_eq!(have, &want, "{name} for a {version} server");
+        }
+        let replay = docs
+            .iter()
+            .find(|d| d["metadata"]["name"] == "replayjobs.ankusa.dev")
+            .unwrap();
+        assert_eq!(
+            replay.to_string().contains("x-kubernetes-validations"),
+            cel,
+            "{version}"
+        );
+    }
 }

@@ -417,6 +417,54 @@ fn statefulset_reads_the_pods_own_file_and_keeps_a_volume_per_pod() {
     assert_eq!(resources::ordinal(&gw, "gwx-1"), None);
 }
 
+/// The gateway pods pass the Pod Security "restricted" profile and run on a read-only root
+/// with their volume writable for the image's non-root user (checked on a real kubelet by
+/// operator/tests/node.rs).
+#[test]
+fn gateway_pods_are_restricted_non_root_with_a_read_only_root() {
+    let sts = resources::statefulset(&lenient_gateway(), "ghcr.io/ankusa/ankusa:test");
+    let pod = sts.spec.unwrap().template.spec.unwrap();
+    let psc = pod.security_context.as_ref().unwrap();
+    assert_eq!(psc.run_as_non_root, Some(true));
+    assert_eq!(psc.run_as_user, Some(resources::GATEWAY_UID));
+    assert_eq!(psc.run_as_group, Some(resources::GATEWAY_UID));
+    assert_eq!(psc.fs_group, Some(resources::GATEWAY_UID));
+    assert_eq!(
+        psc.seccomp_profile.as_ref().unwrap().type_,
+        "RuntimeDefault"
+    );
+    let c = &pod.containers[0];
+    let sc = c.security_context.as_ref().unwrap();
+    assert_eq!(sc.read_only_root_filesystem, Some(true));
+    assert_eq!(sc.allow_privilege_escalation, Some(false));
+    assert_eq!(sc.run_as_non_root, Some(true));
+    assert_eq!(
+        sc.capabilities.as_ref().unwrap().drop.as_deref(),
+        Some(&["ALL".to_string()][..])
+    );
+    assert!(sc.privileged.is_none() && sc.capabilities.as_ref().unwrap().add.is_none());
+    // Writable: the data volume and /tmp only.
+    let writable: Vec<&str> = c
+        .volume_mounts
+        .as_ref()
+        .unwrap()
+        .iter()
+        .filter(|m| m.read_only != Some(true))
+        .map(|m| m.mount_path.as_str())
+        .collect();
+    assert_eq!(writable, ["/var/lib/ankusa", "/tmp"]);
+    let tmp = pod
+        .volumes
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|v| v.name == "tmp")
+        .unwrap();
+    assert!(tmp.empty_dir.is_some());
+    assert_eq!(pod.automount_service_account_token, Some(false));
+    assert!(pod.host_network.is_none() && pod.host_pid.is_none());
+}
+
 #[test]
 fn the_claim_port_reaches_the_pod_network_only_with_reader_tokens() {
     let sinks = [receiver_sink(), sink("audit", json!({"type": "log"}))];

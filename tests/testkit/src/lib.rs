@@ -17,6 +17,7 @@
 pub mod controlplane;
 pub mod harness;
 pub mod kubelet;
+pub mod node;
 pub mod process;
 pub mod receiver;
 pub mod sign;
