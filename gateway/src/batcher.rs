@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use ankusa_config::BatcherConfig;
+use ankusa_config::CommitConfig as BatcherConfig;
 use std::sync::mpsc;
 
 use tokio::sync::oneshot;

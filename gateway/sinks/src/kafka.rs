@@ -97,10 +97,10 @@ impl KafkaSink {
             client
                 .set("security.protocol", "sasl_plaintext")
                 .set("sasl.mechanisms", "PLAIN")
-                .set("sasl.username", &s.username)
-                .set("sasl.password", &s.password);
-            secrets.push(s.password.clone());
-            cred = format!("{}\u{0}{}", s.username, s.password);
+                .set("sasl.username", s.username.expose())
+                .set("sasl.password", s.password.expose());
+            secrets.push(s.password.expose().to_string());
+            cred = format!("{}\u{0}{}", s.username.expose(), s.password.expose());
         }
         let key = digest(&[
             "kafka",

@@ -105,12 +105,12 @@ impl SinkBuilder {
                     runtime(field)?;
                     let key = digest(&[
                         "sqs",
-                        &s.queue_url,
-                        s.endpoint.as_deref().unwrap_or(""),
+                        s.queue_url.expose(),
+                        s.endpoint.as_ref().map_or("", |e| e.expose()),
                         s.region.as_deref().unwrap_or(""),
-                        s.access_key_id.as_deref().unwrap_or(""),
-                        s.secret_access_key.as_deref().unwrap_or(""),
-                        s.session_token.as_deref().unwrap_or(""),
+                        s.access_key_id.as_ref().map_or("", |k| k.expose()),
+                        s.secret_access_key.as_ref().map_or("", |k| k.expose()),
+                        s.session_token.as_ref().map_or("", |k| k.expose()),
                         &format!(
                             "{} {} {} {} {} {} {:?} {}",
                             s.batch_linger_ms,
@@ -137,11 +137,13 @@ impl SinkBuilder {
                     runtime(field)?;
                     let key = digest(&[
                         "pubsub",
-                        g.endpoint.as_deref().unwrap_or(pubsub::DEFAULT_ENDPOINT),
+                        g.endpoint
+                            .as_ref()
+                            .map_or(pubsub::DEFAULT_ENDPOINT, |e| e.expose()),
                         &g.project,
                         &g.topic,
                         &format!("{:?}", g.auth),
-                        g.token.as_deref().unwrap_or(""),
+                        g.token.as_ref().map_or("", |t| t.expose()),
                         &format!(
                             "{} {} {} {} {} {} {:?} {}",
                             g.batch_linger_ms,

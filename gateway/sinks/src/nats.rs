@@ -16,7 +16,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ankusa_config::NatsSinkConfig;
+use ankusa_config::{NatsSinkConfig, Secret};
 use ankusa_core::{DeliveryCtx, Envelope, Sink, SinkError};
 use async_nats::jetstream::context::PublishErrorKind;
 use async_nats::jetstream::message::PublishMessage;
@@ -59,16 +59,16 @@ impl NatsSink {
         let secrets: Vec<String> = [&auth.password, &auth.token, &auth.nkey_seed, &auth.jwt]
             .into_iter()
             .flatten()
-            .cloned()
+            .map(|s| s.expose().to_string())
             .collect();
         let key = digest(&[
             "nats",
             &cfg.servers.join(","),
-            auth.username.as_deref().unwrap_or(""),
-            auth.password.as_deref().unwrap_or(""),
-            auth.token.as_deref().unwrap_or(""),
-            auth.nkey_seed.as_deref().unwrap_or(""),
-            auth.jwt.as_deref().unwrap_or(""),
+            auth.username.as_ref().map_or("", Secret::expose),
+            auth.password.as_ref().map_or("", Secret::expose),
+            auth.token.as_ref().map_or("", Secret::expose),
+            auth.nkey_seed.as_ref().map_or("", Secret::expose),
+            auth.jwt.as_ref().map_or("", Secret::expose),
             if cfg.tls { "tls" } else { "" },
             &cfg.publish_timeout_ms.to_string(),
         ]);
@@ -108,22 +108,23 @@ impl NatsSink {
             });
         if let Some(a) = &self.cfg.auth {
             if let (Some(u), Some(p)) = (&a.username, &a.password) {
-                opts = opts.user_and_password(u.clone(), p.clone());
+                opts = opts.user_and_password(u.expose().to_string(), p.expose().to_string());
             } else if let Some(t) = &a.token {
-                opts = opts.token(t.clone());
+                opts = opts.token(t.expose().to_string());
             } else if let Some(seed) = &a.nkey_seed {
+                let seed = seed.expose();
                 match &a.jwt {
                     Some(jwt) => {
                         let kp = Arc::new(
                             nkeys::KeyPair::from_seed(seed)
                                 .map_err(|_| "auth.nkey_seed is not an nkey seed".to_string())?,
                         );
-                        opts = opts.jwt(jwt.clone(), move |nonce| {
+                        opts = opts.jwt(jwt.expose().to_string(), move |nonce| {
                             let kp = kp.clone();
                             async move { kp.sign(&nonce).map_err(async_nats::AuthError::new) }
                         });
                     }
-                    None => opts = opts.nkey(seed.clone()),
+                    None => opts = opts.nkey(seed.to_string()),
                 }
             }
         }

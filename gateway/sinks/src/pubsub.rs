@@ -93,7 +93,12 @@ impl TokenSource {
     pub fn from_config(cfg: &GooglePubsubSinkConfig) -> Self {
         match cfg.auth {
             PubsubAuth::None => TokenSource::None,
-            PubsubAuth::Token => TokenSource::Static(cfg.token.clone().unwrap_or_default()),
+            PubsubAuth::Token => TokenSource::Static(
+                cfg.token
+                    .as_ref()
+                    .map(|t| t.expose().to_string())
+                    .unwrap_or_default(),
+            ),
             PubsubAuth::Metadata => TokenSource::Metadata {
                 host: std::env::var("GCE_METADATA_HOST")
                     .unwrap_or_else(|_| "metadata.google.internal".into()),
@@ -337,8 +342,8 @@ pub fn client(
 ) -> Arc<PubsubClient> {
     let endpoint = cfg
         .endpoint
-        .clone()
-        .unwrap_or_else(|| DEFAULT_ENDPOINT.to_string());
+        .as_ref()
+        .map_or(DEFAULT_ENDPOINT, |e| e.expose());
     Arc::new(PubsubClient {
         http,
         url: format!(

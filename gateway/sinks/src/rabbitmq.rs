@@ -77,15 +77,15 @@ impl RabbitmqSink {
     pub fn new(cfg: &RabbitmqSinkConfig, registry: &Registry<RabbitConn>) -> RabbitmqSink {
         let key = digest(&[
             "rabbitmq",
-            &cfg.url,
+            cfg.url.expose(),
             &cfg.exchange,
             cfg.exchange_type.as_str(),
             &cfg.max_inflight.to_string(),
         ]);
-        let secrets = url_secrets(&cfg.url);
+        let secrets = url_secrets(cfg.url.expose());
         RabbitmqSink {
             slot: registry.slot("rabbitmq", &key, cfg.idle_timeout_ms, cfg.retry_ms),
-            url: cfg.url.clone(),
+            url: cfg.url.expose().to_string(),
             exchange: cfg.exchange.clone(),
             kind: cfg.exchange_type,
             routing_key: cfg.routing_key.clone(),

@@ -40,17 +40,21 @@ pub struct RedisSink {
 
 impl RedisSink {
     pub fn new(cfg: &RedisSinkConfig, registry: &Registry<RedisConn>) -> RedisSink {
-        let key = digest(&["redis", &cfg.url, &cfg.publish_timeout_ms.to_string()]);
+        let key = digest(&[
+            "redis",
+            cfg.url.expose(),
+            &cfg.publish_timeout_ms.to_string(),
+        ]);
         RedisSink {
             slot: registry.slot("redis", &key, cfg.idle_timeout_ms, 1_000),
-            url: cfg.url.clone(),
+            url: cfg.url.expose().to_string(),
             channel: cfg.channel.clone(),
             limits: Limits {
                 inline_max: cfg.inline_max_bytes,
                 max_message: u64::MAX,
             },
             timeout: Duration::from_millis(cfg.publish_timeout_ms),
-            secrets: url_secrets(&cfg.url),
+            secrets: url_secrets(cfg.url.expose()),
         }
     }
 

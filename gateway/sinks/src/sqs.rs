@@ -21,7 +21,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ankusa_config::SqsSinkConfig;
+use ankusa_config::{Secret, SqsSinkConfig};
 use ankusa_core::{DeliveryCtx, Envelope, Sink, SinkError};
 use futures::future::BoxFuture;
 use md5::{Digest, Md5};
@@ -351,13 +351,17 @@ pub struct SqsSink {
 
 /// Builds the client a sink (and its batcher) uses.
 pub fn client(cfg: &SqsSinkConfig, http: reqwest::Client) -> Arc<SqsClient> {
-    let queue = url::Url::parse(&cfg.queue_url).ok();
-    let endpoint = cfg.endpoint.clone().unwrap_or_else(|| {
-        queue
-            .as_ref()
-            .map(|u| u.origin().ascii_serialization())
-            .unwrap_or_default()
-    });
+    let queue = url::Url::parse(cfg.queue_url.expose()).ok();
+    let endpoint = cfg
+        .endpoint
+        .as_ref()
+        .map(|e| e.expose().to_string())
+        .unwrap_or_else(|| {
+            queue
+                .as_ref()
+                .map(|u| u.origin().ascii_serialization())
+                .unwrap_or_default()
+        });
     let region = cfg
         .region
         .clone()
@@ -371,13 +375,13 @@ pub fn client(cfg: &SqsSinkConfig, http: reqwest::Client) -> Arc<SqsClient> {
         .unwrap_or_else(|| "us-east-1".into());
     Arc::new(SqsClient {
         http,
-        queue_url: cfg.queue_url.clone(),
+        queue_url: cfg.queue_url.expose().to_string(),
         endpoint,
         region,
         creds: CredentialSource::from_config(
-            cfg.access_key_id.as_deref(),
-            cfg.secret_access_key.as_deref(),
-            cfg.session_token.as_deref(),
+            cfg.access_key_id.as_ref().map(Secret::expose),
+            cfg.secret_access_key.as_ref().map(Secret::expose),
+            cfg.session_token.as_ref().map(Secret::expose),
         ),
         timeout: Duration::from_millis(cfg.timeout_ms),
     })

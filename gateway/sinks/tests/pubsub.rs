@@ -98,7 +98,7 @@ fn attr(m: &Value, k: &str) -> Option<String> {
 fn sink_cfg(endpoint: &str, topic: &str) -> GooglePubsubSinkConfig {
     let mut c = GooglePubsubSinkConfig::new(PROJECT, topic);
     c.auth = PubsubAuth::None;
-    c.endpoint = Some(endpoint.to_string());
+    c.endpoint = Some(endpoint.into());
     c
 }
 

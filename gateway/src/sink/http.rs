@@ -235,7 +235,7 @@ impl HttpSink {
                     format!("{k:?} is not a header name"),
                 )
             })?;
-            let value = reqwest::header::HeaderValue::from_str(v).map_err(|_| {
+            let value = reqwest::header::HeaderValue::from_str(v.expose()).map_err(|_| {
                 ConfigError::field(
                     format!("{field}.headers.{k}"),
                     "is not a valid header value",
