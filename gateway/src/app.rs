@@ -118,9 +118,9 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
         None
     };
     let dispatcher = if config.has_role(Role::Dispatch) {
-        let claim_store: Option<Arc<dyn ankusa_core::ClaimStore>> = claims
+        let claim_store: Option<Arc<dyn ankusa_core::ClaimCheck>> = claims
             .clone()
-            .map(|c| c as Arc<dyn ankusa_core::ClaimStore>);
+            .map(|c| c as Arc<dyn ankusa_core::ClaimCheck>);
         Some(Dispatcher::start(
             store.clone(),
             handle.clone(),

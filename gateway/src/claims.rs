@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use ankusa_core::{ClaimRef, ClaimStore, Envelope};
+use ankusa_core::{ClaimCheck, ClaimCheckRef, Envelope};
 use axum::Router;
 use axum::extract::{Path as UrlPath, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
@@ -44,13 +44,13 @@ impl LocalClaims {
         (ok(tenant) && ok(claim_id)).then(|| self.dir.join(tenant).join(claim_id))
     }
 
-    fn write(&self, env: &Envelope) -> std::io::Result<ClaimRef> {
+    fn write(&self, env: &Envelope) -> std::io::Result<ClaimCheckRef> {
         let claim_id = Self::claim_id(env);
         let sha = hex::encode(Sha256::digest(&env.body));
         let path = self.path(&env.tenant, &claim_id).ok_or_else(|| {
             std::io::Error::new(std::io::ErrorKind::InvalidInput, "bad tenant or claim id")
         })?;
-        let reference = ClaimRef {
+        let reference = ClaimCheckRef {
             urn: format!("urn:ankusa:claim:v1:{}:{claim_id}", env.tenant),
             sha256: sha,
         };
@@ -91,8 +91,8 @@ impl LocalClaims {
     }
 }
 
-impl ClaimStore for LocalClaims {
-    fn check_in<'a>(&'a self, env: &'a Envelope) -> BoxFuture<'a, Result<ClaimRef, String>> {
+impl ClaimCheck for LocalClaims {
+    fn check_in<'a>(&'a self, env: &'a Envelope) -> BoxFuture<'a, Result<ClaimCheckRef, String>> {
         Box::pin(async move {
             let env = env.clone();
             let this = LocalClaims {

@@ -27,7 +27,7 @@ use ankusa_core::SinkError;
 use futures::future::BoxFuture;
 use tokio::sync::{Notify, Semaphore, oneshot};
 
-use crate::util::full_jitter;
+use ankusa_core::full_jitter;
 
 /// One entry as the flusher sees it.
 pub struct Item<P> {

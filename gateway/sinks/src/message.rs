@@ -6,7 +6,7 @@
 //! and context always encode to the same bytes; the producer vectors in
 //! `tests/vectors/producer.json` pin it.
 
-use ankusa_core::{ClaimRef, DeliveryCtx, Envelope, SinkError};
+use ankusa_core::{ClaimCheckRef, DeliveryCtx, Envelope, SinkError};
 use base64::Engine;
 use serde::Serialize;
 use serde::ser::SerializeMap;
@@ -115,10 +115,11 @@ pub fn tenant_source_key(env: &Envelope) -> String {
     format!("{}/{}", tenant_id(env).unwrap_or(""), env.source_id)
 }
 
-/// Encodes the message. `claim` replaces the inline body; its `sha256` is the body's digest.
-pub fn encode(env: &Envelope, ctx: &DeliveryCtx, claim: Option<&ClaimRef>) -> Vec<u8> {
+/// Encodes the message. A body `checked_in` to the claim check travels as its reference (the
+/// `claim` field) instead of inline; its `sha256` is the body's digest.
+pub fn encode(env: &Envelope, ctx: &DeliveryCtx, checked_in: Option<&ClaimCheckRef>) -> Vec<u8> {
     let inline_sha;
-    let (sha256, body_base64, claim_urn) = match claim {
+    let (sha256, body_base64, claim_urn) = match checked_in {
         Some(c) => (c.sha256.as_str(), None, Some(c.urn.as_str())),
         None => {
             inline_sha = hex::encode(Sha256::digest(&env.body));
@@ -227,8 +228,8 @@ impl Limits {
 #[derive(Debug, Clone)]
 pub struct Prepared {
     pub json: Vec<u8>,
-    /// Whether the body travels as a claim reference.
-    pub claimed: bool,
+    /// Whether the body travels as its claim check reference.
+    pub checked_in: bool,
 }
 
 /// `message_too_large`, permanent: dead-letter now, with no broker call.
@@ -238,7 +239,7 @@ pub fn too_large(size: u64, max: u64) -> SinkError {
 
 /// Picks inline or claim and checks the size, before any broker call.
 ///
-/// - A body over the sink's own `inline_max_bytes` goes as a claim; without `ctx.claim` the
+/// - A body over the sink's own `inline_max_bytes` goes as a claim; without `ctx.claim_check` the
 ///   attempt fails transiently (`claim check unavailable`), never inline over the limit.
 /// - A body the sink would send inline that is over `max_message` by itself is permanent
 ///   `message_too_large`.
@@ -263,11 +264,11 @@ pub fn prepare(
         if json.len() as u64 + overhead <= limits.max_message {
             return Ok(Prepared {
                 json,
-                claimed: false,
+                checked_in: false,
             });
         }
-        return match &ctx.claim {
-            Some(c) => claimed(env, ctx, c, limits, overhead),
+        return match &ctx.claim_check {
+            Some(c) => checked_in(env, ctx, c, limits, overhead),
             None => Err(SinkError::Transient(format!(
                 "claim check unavailable: the inline message ({} bytes) is over max {} and the body was not checked in",
                 json.len() as u64 + overhead,
@@ -275,8 +276,8 @@ pub fn prepare(
             ))),
         };
     }
-    match &ctx.claim {
-        Some(c) => claimed(env, ctx, c, limits, overhead),
+    match &ctx.claim_check {
+        Some(c) => checked_in(env, ctx, c, limits, overhead),
         None => Err(SinkError::Transient(format!(
             "claim check unavailable: body of {size} bytes is over inline_max_bytes {} and has no claim",
             limits.inline_max
@@ -284,28 +285,28 @@ pub fn prepare(
     }
 }
 
-fn claimed(
+fn checked_in(
     env: &Envelope,
     ctx: &DeliveryCtx,
-    claim: &ClaimRef,
+    reference: &ClaimCheckRef,
     limits: Limits,
     overhead: u64,
 ) -> Result<Prepared, SinkError> {
-    let json = encode(env, ctx, Some(claim));
+    let json = encode(env, ctx, Some(reference));
     let total = json.len() as u64 + overhead;
     if total > limits.max_message {
         return Err(too_large(total, limits.max_message));
     }
     Ok(Prepared {
         json,
-        claimed: true,
+        checked_in: true,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ankusa_core::{Verification, VerifyStatus};
+    use ankusa_core::Verification;
     use bytes::Bytes;
 
     fn env(body: &[u8]) -> Envelope {
@@ -313,18 +314,10 @@ mod tests {
             id: uuid::Uuid::parse_str("0192f1c0-0000-7000-8000-000000000001").unwrap(),
             seq: 1,
             received_at: 1_737_500_000_000,
-            tenant: "acme".into(),
-            source_id: "stripe".into(),
-            headers: vec![],
             content_type: Some("application/json".into()),
-            verification: Verification {
-                status: VerifyStatus::Ok,
-                flagged: false,
-            },
+            verification: Verification::OK,
             dedupe_key: Some("evt_1".into()),
-            traceparent: None,
-            tracestate: None,
-            body: Bytes::copy_from_slice(body),
+            ..Envelope::new("acme", "stripe", Bytes::copy_from_slice(body))
         }
     }
 
@@ -341,7 +334,7 @@ mod tests {
                 ("x-multi".into(), "b".into()),
             ],
             tenant_for_pools: "acme".into(),
-            claim: None,
+            claim_check: None,
         }
     }
 
@@ -374,18 +367,18 @@ mod tests {
         };
         // Inline.
         let p = prepare(&env(&[b'a'; 50]), &ctx(), lim, 0).unwrap();
-        assert!(!p.claimed);
+        assert!(!p.checked_in);
         // Over inline, no claim: transient, never inline.
         let e = prepare(&env(&[b'a'; 150]), &ctx(), lim, 0).unwrap_err();
         assert!(matches!(e, SinkError::Transient(ref m) if m.contains("claim check unavailable")));
         // Over inline, with claim.
         let mut c = ctx();
-        c.claim = Some(ClaimRef {
+        c.claim_check = Some(ClaimCheckRef {
             urn: "urn:ankusa:claim:v1:acme:01J".into(),
             sha256: "ab".into(),
         });
         let p = prepare(&env(&[b'a'; 150]), &c, lim, 0).unwrap();
-        assert!(p.claimed);
+        assert!(p.checked_in);
         // Body over the message limit by itself, sink would send it inline: permanent.
         let big = Limits {
             inline_max: 10_000,
@@ -395,7 +388,7 @@ mod tests {
         assert!(matches!(e, SinkError::Permanent(ref m) if m.starts_with("message_too_large")));
         // Inline message over the limit because of base64: the claim is used.
         let p = prepare(&env(&[b'a'; 500]), &c, big, 0).unwrap();
-        assert!(p.claimed);
+        assert!(p.checked_in);
         let e = prepare(&env(&[b'a'; 500]), &ctx(), big, 0).unwrap_err();
         assert!(matches!(e, SinkError::Transient(_)));
         assert_eq!(big.reported_inline_max(0), 1);

@@ -31,7 +31,8 @@ use tokio::sync::Mutex;
 
 use crate::batcher::{BatchConfig, BatchStats, Batcher, Flush, Item};
 use crate::message::{self, Limits};
-use crate::util::{full_jitter, snippet};
+use crate::util::snippet;
+use ankusa_core::full_jitter;
 
 pub const DEFAULT_ENDPOINT: &str = "https://pubsub.googleapis.com";
 

@@ -30,7 +30,8 @@ use serde_json::{Map, Value, json};
 use crate::aws::{CredentialSource, region_from_host, sign_headers};
 use crate::batcher::{BatchConfig, Batcher, Flush, Item};
 use crate::message::{self, Limits};
-use crate::util::{full_jitter, snippet};
+use crate::util::snippet;
+use ankusa_core::full_jitter;
 
 /// One message ready for SQS.
 pub struct SqsEntry {

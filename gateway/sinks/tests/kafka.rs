@@ -132,14 +132,14 @@ async fn kafka_oversized_record_is_permanent_and_claims_are_used() {
     // Over max_record_bytes by itself: dead-lettered, nothing produced.
     let env = hook(&vec![b'k'; 1_200_000]);
     let mut c = ctx();
-    c.claim = Some(claim_for(&env));
+    c.claim_check = Some(check_in_for(&env));
     assert_permanent(sink.deliver(&env, &c).await, "message_too_large");
     // Inline limit kept at the default: a 100 KB body goes as its claim.
     let sink = build(&builder, SinkConfig::Kafka(sink_cfg(BROKER, &topic)));
     let env = hook(&vec![b'k'; 100_000]);
     assert_transient(sink.deliver(&env, &ctx()).await, "claim check unavailable");
     let mut c = ctx();
-    c.claim = Some(claim_for(&env));
+    c.claim_check = Some(check_in_for(&env));
     sink.deliver(&env, &c).await.expect("claim produced");
     let msgs = consume(BROKER, &topic, 1, Duration::from_secs(20)).await;
     assert_eq!(msgs.len(), 1, "only the claim record");

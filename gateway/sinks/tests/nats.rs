@@ -114,7 +114,7 @@ async fn nats_size_limits_are_permanent_without_a_server_call() {
     let sink = build(&builder, SinkConfig::Nats(cfg.clone()));
     let env = hook(&vec![b'a'; 1_100_000]);
     let mut c = ctx();
-    c.claim = Some(claim_for(&env));
+    c.claim_check = Some(check_in_for(&env));
     assert_permanent(sink.deliver(&env, &c).await, "message_too_large");
     // Over the server's max_payload (1 MiB by default) with max_message_bytes raised.
     cfg.max_message_bytes = 8_000_000;
@@ -149,7 +149,7 @@ async fn nats_claim_over_inline_limit() {
     init();
     require("NATS", 4222);
     let sfx = suffix();
-    let subject = format!("ankusa.{sfx}.claim");
+    let subject = format!("ankusa.{sfx}.claim_check");
     let st = stream_for(
         SERVER,
         &format!("ANKUSA_{sfx}"),
@@ -162,7 +162,7 @@ async fn nats_claim_over_inline_limit() {
     let env = hook(&vec![b'z'; 200_000]);
     assert_transient(sink.deliver(&env, &ctx()).await, "claim check unavailable");
     let mut c = ctx();
-    c.claim = Some(claim_for(&env));
+    c.claim_check = Some(check_in_for(&env));
     sink.deliver(&env, &c).await.expect("claim delivered");
     let m = st.get_raw_message(1).await.unwrap();
     assert!(m.payload.len() < 4000, "no inline bytes");

@@ -155,7 +155,7 @@ async fn pubsub_oversized_never_sent_and_claims() {
     let sink = build(&builder, SinkConfig::GooglePubsub(cfg));
     let env = hook(&vec![b'p'; 150_000]);
     let mut c = ctx();
-    c.claim = Some(claim_for(&env));
+    c.claim_check = Some(check_in_for(&env));
     assert_permanent(sink.deliver(&env, &c).await, "message_too_large");
     assert_eq!(
         builder.pubsub_stats.requests.load(Ordering::Relaxed),
@@ -166,7 +166,7 @@ async fn pubsub_oversized_never_sent_and_claims() {
     let env = hook(&vec![b'p'; 100_000]);
     assert_transient(sink.deliver(&env, &ctx()).await, "claim check unavailable");
     let mut c = ctx();
-    c.claim = Some(claim_for(&env));
+    c.claim_check = Some(check_in_for(&env));
     sink.deliver(&env, &c).await.expect("claim published");
     let msgs = pull(EMULATOR, &sub, 1, Duration::from_secs(10)).await;
     let d = data(&msgs[0]);

@@ -213,7 +213,7 @@ async fn rabbitmq_busy_past_max_inflight_and_claims() {
     let big = hook(&vec![b'b'; 100_000]);
     assert_transient(sink.deliver(&big, &ctx()).await, "claim check unavailable");
     let mut cc = ctx();
-    cc.claim = Some(claim_for(&big));
+    cc.claim_check = Some(check_in_for(&big));
     sink.deliver(&big, &cc).await.expect("claim confirmed");
     let mut last = None;
     while let Some(m) = get(&ch, &queue).await {

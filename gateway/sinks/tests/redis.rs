@@ -110,7 +110,7 @@ async fn redis_no_subscribers_is_transient() {
 async fn redis_claim_over_inline_limit() {
     init();
     require("Redis", 6379);
-    let channel = format!("ankusa.claim.{}", suffix());
+    let channel = format!("ankusa.claim_check.{}", suffix());
     let (got, task) = subscriber(URL.into(), channel.clone());
     wait_subscribed(URL, &channel).await;
     let builder = SinkBuilder::new();
@@ -122,7 +122,7 @@ async fn redis_claim_over_inline_limit() {
     // Without a claim: never inline over the limit.
     assert_transient(sink.deliver(&env, &ctx()).await, "claim check unavailable");
     let mut c = ctx();
-    c.claim = Some(claim_for(&env));
+    c.claim_check = Some(check_in_for(&env));
     sink.deliver(&env, &c).await.expect("claim delivered");
     for _ in 0..100 {
         if !got.lock().unwrap().is_empty() {

@@ -239,7 +239,7 @@ async fn sqs_refused_message_is_permanent_oversized_never_sent_and_claims() {
     let sink = build(&builder, SinkConfig::Sqs(cfg));
     let env = hook(&vec![b'a'; 1_100_000]);
     let mut c = ctx();
-    c.claim = Some(claim_for(&env));
+    c.claim_check = Some(check_in_for(&env));
     let before = builder
         .sqs_stats
         .requests
@@ -258,7 +258,7 @@ async fn sqs_refused_message_is_permanent_oversized_never_sent_and_claims() {
     let env = hook(&vec![b'c'; 100_000]);
     assert_transient(sink.deliver(&env, &ctx()).await, "claim check unavailable");
     let mut c = ctx();
-    c.claim = Some(claim_for(&env));
+    c.claim_check = Some(check_in_for(&env));
     sink.deliver(&env, &c).await.expect("claim stored");
     let msgs = drain(MOTO, &q, 1, Duration::from_secs(5)).await;
     let body = msgs[0]["Body"].as_str().unwrap();

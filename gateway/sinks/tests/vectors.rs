@@ -8,7 +8,7 @@
 //! To rewrite the file after an intended change:
 //!     ANKUSA_REGEN_VECTORS=1 cargo test -p ankusa-sinks --test vectors
 
-use ankusa_core::{ClaimRef, DeliveryCtx, Envelope, Verification, VerifyStatus};
+use ankusa_core::{ClaimCheckRef, DeliveryCtx, Envelope, Verification, VerifyStatus};
 use ankusa_sinks::message;
 use base64::Engine;
 use bytes::Bytes;
@@ -21,18 +21,14 @@ fn base_env() -> Envelope {
         id: uuid::Uuid::parse_str("0192f1c0-7a3e-7b11-8c2d-3e4f5a6b7c8d").unwrap(),
         seq: 42,
         received_at: 1_737_500_000_000,
-        tenant: "acme".into(),
-        source_id: "stripe".into(),
-        headers: vec![],
         content_type: Some("application/json".into()),
-        verification: Verification {
-            status: VerifyStatus::Ok,
-            flagged: false,
-        },
+        verification: Verification::OK,
         dedupe_key: Some("evt_1".into()),
-        traceparent: None,
-        tracestate: None,
-        body: Bytes::from_static(br#"{"id":"evt_1","type":"invoice.paid"}"#),
+        ..Envelope::new(
+            "acme",
+            "stripe",
+            Bytes::from_static(br#"{"id":"evt_1","type":"invoice.paid"}"#),
+        )
     }
 }
 
@@ -44,7 +40,7 @@ fn base_ctx() -> DeliveryCtx {
         replay_id: None,
         forward_headers: vec![],
         tenant_for_pools: "acme".into(),
-        claim: None,
+        claim_check: None,
         ordering_key: None,
     }
 }
@@ -58,7 +54,7 @@ fn cases() -> Vec<(&'static str, Envelope, DeliveryCtx)> {
     e.body = Bytes::from(vec![0x5a; 1_000]);
     e.content_type = Some("application/octet-stream".into());
     let mut c = base_ctx();
-    c.claim = Some(ClaimRef {
+    c.claim_check = Some(ClaimCheckRef {
         urn: "urn:ankusa:claim:v1:acme:01M39VMD8RA3C5HR4RBV67Y002".into(),
         sha256: {
             use sha2::Digest;
@@ -118,7 +114,7 @@ fn generate() -> String {
     let cases: Vec<Value> = cases()
         .into_iter()
         .map(|(name, env, ctx)| {
-            let msg = String::from_utf8(message::encode(&env, &ctx, ctx.claim.as_ref()))
+            let msg = String::from_utf8(message::encode(&env, &ctx, ctx.claim_check.as_ref()))
                 .expect("UTF-8");
             let attributes: serde_json::Map<String, Value> = message::attributes(&env, &ctx)
                 .into_iter()
@@ -141,7 +137,7 @@ fn generate() -> String {
                     "region": ctx.region,
                     "replay_id": ctx.replay_id,
                     "forward_headers": ctx.forward_headers,
-                    "claim": ctx.claim.as_ref().map(|c| json!({"urn": c.urn, "sha256": c.sha256})),
+                    "claim": ctx.claim_check.as_ref().map(|c| json!({"urn": c.urn, "sha256": c.sha256})),
                     "ordering_key": ctx.ordering_key,
                 },
                 "message": msg,

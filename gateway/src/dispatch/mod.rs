@@ -28,7 +28,7 @@ use serde::Serialize;
 use crate::batcher::CommitListener;
 use crate::metrics::Metrics;
 use crate::runtime::ConfigHandle;
-use crate::sink::{ClaimStore, DeliveryCtx, Sink, SinkError, forward};
+use crate::sink::{ClaimCheck, DeliveryCtx, Sink, SinkError, forward};
 use crate::store::{Claimed, DeliveryRow, Envelope, ErrorClass, Outcome, Store, now_ms};
 use breaker::{Breaker, Gate, Transition};
 
@@ -144,7 +144,7 @@ impl Dispatcher {
         config: Arc<ConfigHandle>,
         metrics: Arc<Metrics>,
         rt: tokio::runtime::Handle,
-        claims: Option<Arc<dyn ClaimStore>>,
+        claims: Option<Arc<dyn ClaimCheck>>,
     ) -> Result<Arc<Dispatcher>, crate::store::StoreError> {
         let (sched, tx) = Scheduler::new(store, config, metrics, rt, claims)?;
         let (stats, feedback) = (sched.stats.clone(), sched.feedback.clone());
@@ -215,7 +215,7 @@ struct Scheduler {
     config: Arc<ConfigHandle>,
     metrics: Arc<Metrics>,
     rt: tokio::runtime::Handle,
-    claims: Option<Arc<dyn ClaimStore>>,
+    claims: Option<Arc<dyn ClaimCheck>>,
     tx: mpsc::Sender<Event>,
     rx: mpsc::Receiver<Event>,
     stats: Arc<DispatchStats>,
@@ -266,7 +266,7 @@ impl Scheduler {
         config: Arc<ConfigHandle>,
         metrics: Arc<Metrics>,
         rt: tokio::runtime::Handle,
-        claims: Option<Arc<dyn ClaimStore>>,
+        claims: Option<Arc<dyn ClaimCheck>>,
     ) -> Result<(Scheduler, mpsc::Sender<Event>), crate::store::StoreError> {
         let (tx, rx) = mpsc::channel();
         let stats = Arc::new(DispatchStats::default());
@@ -716,7 +716,7 @@ impl Scheduler {
             replay_id: claim.row.replay_id.clone(),
             forward_headers: forward::forwarded(&claim.hook.headers, &src.cfg, Some(&self.metrics)),
             tenant_for_pools: claim.row.tenant.clone(),
-            claim: None,
+            claim_check: None,
             ordering_key: claim.row.lane.clone(),
         };
         let timeout = Duration::from_millis(d.attempt_timeout_ms);
@@ -725,7 +725,7 @@ impl Scheduler {
             let started = Instant::now();
             let attempt = async {
                 if let Some(store) = claims {
-                    ctx.claim = Some(
+                    ctx.claim_check = Some(
                         store
                             .check_in(&claim.hook)
                             .await

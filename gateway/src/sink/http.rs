@@ -22,7 +22,8 @@ use tokio::sync::Semaphore;
 use super::egress::{Policy, Resolve, SystemResolver};
 use super::{DeliveryCtx, Sink, SinkError};
 use crate::metrics::Metrics;
-use crate::store::{Envelope, now_ms};
+use crate::store::Envelope;
+use ankusa_core::{full_jitter, now_ms};
 
 /// How long an attempt waits for a free connection of its pool.
 const POOL_TIMEOUT: Duration = Duration::from_secs(5);
@@ -484,14 +485,6 @@ pub fn classify_status(
         }),
         _ => Err(SinkError::Transient(format!("status {status}"))),
     }
-}
-
-/// A full-jitter pause: 1 to min(30 s, 500 ms · 2^(attempt-1)).
-pub fn full_jitter(attempt: u32) -> u64 {
-    let cap = 500u64
-        .saturating_mul(1u64 << attempt.saturating_sub(1).min(16))
-        .min(30_000);
-    1 + fastrand::u64(0..cap.max(1))
 }
 
 /// The error and its causes, without the URL: "error sending request" alone does not tell a

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use ankusa_config::{Config, ConfigError, SinkConfig, SourceConfig};
 
-pub use ankusa_core::{ClaimRef, ClaimStore, DeliveryCtx, Sink, SinkError};
+pub use ankusa_core::{ClaimCheck, ClaimCheckRef, DeliveryCtx, Sink, SinkError};
 
 /// Builds sinks from config. Shared state (connection pools, broker connections) lives in the
 /// factory, so a reload swaps sinks without dropping connections.

@@ -155,13 +155,7 @@ pub struct Store {
     rows: Mutex<()>,
 }
 
-/// Unix milliseconds now.
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
+pub use ankusa_core::now_ms;
 
 fn merge(key: &[u8], existing: Option<&[u8]>, ops: &MergeOperands) -> Option<Vec<u8>> {
     if key == keys::META_NEXT_SEQ {
@@ -541,21 +535,8 @@ impl Store {
 #[cfg(test)]
 pub(crate) fn ingest_test_envelope(tenant: &str, source: &str) -> Envelope {
     Envelope {
-        id: uuid::Uuid::now_v7(),
-        seq: 0,
         received_at: 1,
-        tenant: tenant.into(),
-        source_id: source.into(),
-        headers: vec![],
-        content_type: None,
-        verification: Verification {
-            status: VerifyStatus::Skipped,
-            flagged: false,
-        },
-        dedupe_key: None,
-        traceparent: None,
-        tracestate: None,
-        body: bytes::Bytes::from_static(b"{}"),
+        ..Envelope::new(tenant, source, bytes::Bytes::from_static(b"{}"))
     }
 }
 

@@ -54,7 +54,7 @@ fn ctx() -> DeliveryCtx {
         replay_id: None,
         forward_headers: vec![("user-agent".into(), "bench".into())],
         tenant_for_pools: "t1".into(),
-        claim: None,
+        claim_check: None,
         ordering_key: None,
     }
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ankusa_config::{Config, SinkConfig, SourceConfig};
-use ankusa_core::{ClaimRef, DeliveryCtx, Envelope, Sink, SinkError, Verification, VerifyStatus};
+use ankusa_core::{ClaimCheckRef, DeliveryCtx, Envelope, Sink, SinkError, Verification};
 use ankusa_sinks::SinkBuilder;
 use base64::Engine;
 use bytes::Bytes;
@@ -51,10 +51,7 @@ pub fn hook(body: &[u8]) -> Envelope {
         source_id: "stripe".into(),
         headers: vec![("x-github-event".into(), "push".into())],
         content_type: Some("application/json".into()),
-        verification: Verification {
-            status: VerifyStatus::Ok,
-            flagged: false,
-        },
+        verification: Verification::OK,
         dedupe_key: Some(format!("evt_{}", suffix())),
         traceparent: Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into()),
         tracestate: Some("congo=t61rcWkgMzE".into()),
@@ -73,14 +70,14 @@ pub fn ctx() -> DeliveryCtx {
             ("x-request-id".into(), "req-1".into()),
         ],
         tenant_for_pools: "acme".into(),
-        claim: None,
+        claim_check: None,
         ordering_key: None,
     }
 }
 
 /// A claim as dispatch would set it for `env`.
-pub fn claim_for(env: &Envelope) -> ClaimRef {
-    ClaimRef {
+pub fn check_in_for(env: &Envelope) -> ClaimCheckRef {
+    ClaimCheckRef {
         urn: format!(
             "urn:ankusa:claim:v1:{}:01J{}",
             env.tenant,
@@ -118,7 +115,7 @@ pub fn check_message(raw: &[u8], env: &Envelope, ctx: &DeliveryCtx) -> Value {
         "traceparent",
         "tracestate",
     ];
-    want.push(if ctx.claim.is_some() {
+    want.push(if ctx.claim_check.is_some() {
         "claim"
     } else {
         "body_base64"
@@ -183,7 +180,7 @@ pub fn check_message(raw: &[u8], env: &Envelope, ctx: &DeliveryCtx) -> Value {
         Some(t) => assert_eq!(v["tracestate"], t.as_str()),
         None => assert!(v["tracestate"].is_null()),
     }
-    match &ctx.claim {
+    match &ctx.claim_check {
         Some(c) => {
             assert_eq!(v["claim"], c.urn);
             assert!(
