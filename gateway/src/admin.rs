@@ -216,13 +216,24 @@ async fn metrics(State(app): State<Arc<App>>) -> Response {
         let c = m.store_write_failures.with_label_values(&[class]);
         c.inc_by(n.saturating_sub(c.get()));
     }
-    let factory = app.config.sinks();
-    for (sink, st) in [
-        ("sqs", &factory.queue.sqs_stats),
-        ("google_pubsub", &factory.queue.pubsub_stats),
+    use std::sync::atomic::Ordering::Relaxed;
+    let bump = |c: prometheus::IntCounter, v: u64| c.inc_by(v.saturating_sub(c.get()));
+    let sinks = app.config.sinks();
+    let pools = sinks.pools();
+    m.http_pools.set(pools.len() as i64);
+    let ps = pools.stats();
+    for (counter, label, v) in [
+        (&m.http_pool_closed, "idle", &ps.closed_idle),
+        (&m.http_pool_closed, "lru", &ps.closed_lru),
+        (&m.http_pool_refused, "tenant", &ps.refused_tenant),
+        (&m.http_pool_refused, "instance", &ps.refused_instance),
     ] {
-        use std::sync::atomic::Ordering::Relaxed;
-        let bump = |c: prometheus::IntCounter, v: u64| c.inc_by(v.saturating_sub(c.get()));
+        bump(counter.with_label_values(&[label]), v.load(Relaxed));
+    }
+    for (sink, st) in [
+        ("sqs", &sinks.sqs_stats),
+        ("google_pubsub", &sinks.pubsub_stats),
+    ] {
         bump(
             m.sink_batch_requests.with_label_values(&[sink]),
             st.requests.load(Relaxed),

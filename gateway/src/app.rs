@@ -7,6 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ankusa_config::{Config, Role};
+use ankusa_sinks::SinkBuilder;
+use ankusa_sinks::http::HttpPools;
 use tokio::net::TcpListener;
 
 use crate::batcher::{Batcher, CommitListener};
@@ -16,8 +18,6 @@ use crate::edge::ratelimit::RateLimiter;
 use crate::metrics::Metrics;
 use crate::replay::Replayer;
 use crate::runtime::{ConfigHandle, Runtime};
-use crate::sink::SinkFactory;
-use crate::sink::http::HttpPools;
 use crate::store::{Store, now_ms};
 
 /// The time source of decisions that depend on it (signature windows).
@@ -80,10 +80,10 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
     };
     let store = Arc::new(store);
     let metrics = Arc::new(Metrics::new());
-    let pools = HttpPools::new(&config.egress.pools, metrics.clone());
-    let factory = Arc::new(SinkFactory::new(pools.clone()));
+    let pools = HttpPools::new(&config.egress.pools);
+    let factory = Arc::new(SinkBuilder::with_pools(pools.clone()));
     // Broker connections unused for their idle_timeout_ms are closed.
-    tokio::spawn(factory.queue.clone().run_reaper(Duration::from_secs(30)));
+    tokio::spawn(factory.clone().run_reaper(Duration::from_secs(30)));
     let runtime = Runtime::build(config.clone(), file_hash, 1, &factory)?;
     let path = match &source {
         ConfigSource::File(p) => Some(p.clone()),

@@ -153,9 +153,8 @@ fn build_check(loaded: &Loaded) -> Result<(), ConfigError> {
         .build()
         .map_err(|e| ConfigError::general(e.to_string()))?;
     rt.block_on(async {
-        let metrics = std::sync::Arc::new(crate::metrics::Metrics::new());
-        let pools = crate::sink::http::HttpPools::new(&loaded.config.egress.pools, metrics);
-        let factory = crate::sink::SinkFactory::new(pools);
+        let pools = ankusa_sinks::http::HttpPools::new(&loaded.config.egress.pools);
+        let factory = ankusa_sinks::SinkBuilder::with_pools(pools);
         crate::runtime::Runtime::build(loaded.config.clone(), loaded.file_hash.clone(), 1, &factory)
             .map(|_| ())
     })

@@ -16,5 +16,4 @@ pub mod metrics;
 pub mod probes;
 pub mod replay;
 pub mod runtime;
-pub mod sink;
 pub mod store;

@@ -15,8 +15,9 @@ use ankusa_config::{Config, ConfigError, SourceConfig};
 use arc_swap::ArcSwap;
 use serde::Serialize;
 
-use crate::sink::{Sink, SinkFactory};
 use crate::store::now_ms;
+use ankusa_core::Sink;
+use ankusa_sinks::SinkBuilder;
 
 /// A source with its verifier and sinks built.
 pub struct SourceRt {
@@ -49,7 +50,7 @@ impl Runtime {
         config: Config,
         file_hash: String,
         generation: u64,
-        factory: &SinkFactory,
+        factory: &SinkBuilder,
     ) -> Result<Runtime, ConfigError> {
         let mut sources = HashMap::new();
         for (id, s) in &config.sources {
@@ -107,7 +108,7 @@ pub type ReloadHook = Box<dyn Fn(&Runtime) + Send + Sync>;
 pub struct ConfigHandle {
     current: ArcSwap<Runtime>,
     path: Option<PathBuf>,
-    factory: Arc<SinkFactory>,
+    factory: Arc<SinkBuilder>,
     generation: AtomicU64,
     last_error: Mutex<Option<ReloadError>>,
     restart_required: Mutex<Vec<String>>,
@@ -121,7 +122,7 @@ impl ConfigHandle {
     pub fn new(
         runtime: Runtime,
         path: Option<PathBuf>,
-        factory: Arc<SinkFactory>,
+        factory: Arc<SinkBuilder>,
     ) -> Arc<ConfigHandle> {
         let started = runtime.config.clone();
         let generation = runtime.generation;
@@ -138,8 +139,8 @@ impl ConfigHandle {
         })
     }
 
-    /// What builds sinks (and owns their connections and batchers).
-    pub fn sinks(&self) -> &Arc<SinkFactory> {
+    /// What builds sinks (and owns their pools, connections and batchers).
+    pub fn sinks(&self) -> &Arc<SinkBuilder> {
         &self.factory
     }
 

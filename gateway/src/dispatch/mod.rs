@@ -11,6 +11,7 @@
 //! store in batches by this thread, so the "last obligation" check of a hook never races.
 
 pub mod breaker;
+mod forward;
 pub mod retry;
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
@@ -28,8 +29,8 @@ use serde::Serialize;
 use crate::batcher::CommitListener;
 use crate::metrics::Metrics;
 use crate::runtime::ConfigHandle;
-use crate::sink::{ClaimCheck, DeliveryCtx, Sink, SinkError, forward};
 use crate::store::{Claimed, DeliveryRow, Envelope, ErrorClass, Outcome, Store, now_ms};
+use ankusa_core::{ClaimCheck, DeliveryCtx, Sink, SinkError};
 use breaker::{Breaker, Gate, Transition};
 
 /// Shared with the replayer and the admin API.
@@ -1114,9 +1115,7 @@ pub fn measure_scans(
         dispatch: d.clone(),
         ..Default::default()
     };
-    let factory = Arc::new(crate::sink::SinkFactory::new(
-        crate::sink::http::HttpPools::new(&Default::default(), metrics.clone()),
-    ));
+    let factory = Arc::new(ankusa_sinks::SinkBuilder::new());
     let runtime =
         crate::runtime::Runtime::build(config, String::new(), 1, &factory).map_err(|e| {
             crate::store::StoreError::Unavailable {
@@ -1261,9 +1260,7 @@ mod tests {
             sources,
         };
         let metrics = Arc::new(Metrics::new());
-        let factory = Arc::new(crate::sink::SinkFactory::new(
-            crate::sink::http::HttpPools::new(&Default::default(), metrics.clone()),
-        ));
+        let factory = Arc::new(ankusa_sinks::SinkBuilder::new());
         let handle = ConfigHandle::new(rt, None, factory);
         let d = Dispatcher::start(
             store.clone(),

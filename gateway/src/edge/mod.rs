@@ -33,7 +33,7 @@ use crate::store::{
 };
 
 /// Headers not kept in the stored hook: credentials, framing and hop-by-hop.
-const NOT_STORED: &[&str] = &[
+pub const NOT_STORED: &[&str] = &[
     "authorization",
     "proxy-authorization",
     "cookie",

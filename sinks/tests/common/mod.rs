@@ -266,7 +266,7 @@ pub fn assert_config(r: Result<(), SinkError>, needle: &str) {
     }
 }
 
-#[path = "../../../tests/common/ports.rs"]
+#[path = "../../../gateway/tests/common/ports.rs"]
 mod ports;
 pub use ports::free_port;
 

@@ -6,191 +6,23 @@
 //! 409 and everything else transient. At most `max_response_bytes` of a response is read;
 //! redirects are never followed.
 
-use std::collections::HashMap;
-use std::net::SocketAddr;
+pub mod egress;
+mod pool;
+
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use ankusa_config::{ConfigError, EgressConfig, HttpMethod, HttpSinkConfig, PoolConfig};
-use futures::future::BoxFuture;
+use ankusa_config::{ConfigError, HttpMethod, HttpSinkConfig};
+use ankusa_core::{DeliveryCtx, Envelope, SinkError, full_jitter, now_ms};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use sha2::{Digest, Sha256};
-use tokio::sync::Semaphore;
 
-use super::egress::{Policy, Resolve, SystemResolver};
-use super::{DeliveryCtx, Sink, SinkError};
-use crate::metrics::Metrics;
-use crate::store::Envelope;
-use ankusa_core::{full_jitter, now_ms};
-
-/// How long an attempt waits for a free connection of its pool.
-const POOL_TIMEOUT: Duration = Duration::from_secs(5);
-/// A connection idle this long is not reused.
-const CONN_MAX_IDLE: Duration = Duration::from_secs(30);
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct PoolKey {
-    host: String,
-    addr: SocketAddr,
-    cacert: Option<PathBuf>,
-    insecure: bool,
-    size: u32,
-}
-
-struct Pool {
-    client: reqwest::Client,
-    permits: Arc<Semaphore>,
-    last_used_ms: AtomicU64,
-    in_flight: AtomicUsize,
-    tenant: String,
-}
-
-/// One connection pool per receiver address and TLS profile, shared by every sink posting
-/// there. Bounded per instance and per tenant; idle pools are closed by `sweep`.
-pub struct HttpPools {
-    pools: Mutex<HashMap<PoolKey, Arc<Pool>>>,
-    cfg: Mutex<PoolConfig>,
-    metrics: Arc<Metrics>,
-    resolver: Arc<dyn Resolve>,
-}
-
-impl HttpPools {
-    pub fn new(cfg: &PoolConfig, metrics: Arc<Metrics>) -> Arc<HttpPools> {
-        Self::with_resolver(cfg, metrics, Arc::new(SystemResolver))
-    }
-
-    pub fn with_resolver(
-        cfg: &PoolConfig,
-        metrics: Arc<Metrics>,
-        resolver: Arc<dyn Resolve>,
-    ) -> Arc<HttpPools> {
-        Arc::new(HttpPools {
-            pools: Mutex::new(HashMap::new()),
-            cfg: Mutex::new(cfg.clone()),
-            metrics,
-            resolver,
-        })
-    }
-
-    /// Takes new limits from a reloaded config.
-    pub fn set_config(&self, cfg: &PoolConfig) {
-        *self.cfg.lock().unwrap_or_else(|p| p.into_inner()) = cfg.clone();
-    }
-
-    fn config(&self) -> PoolConfig {
-        self.cfg.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
-    fn get(
-        &self,
-        key: PoolKey,
-        tenant: &str,
-        cacert_pem: Option<&[u8]>,
-    ) -> Result<Arc<Pool>, SinkError> {
-        let cfg = self.config();
-        let mut pools = self.pools.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(p) = pools.get(&key) {
-            return Ok(p.clone());
-        }
-        let of_tenant = pools.values().filter(|p| p.tenant == tenant).count();
-        if of_tenant >= cfg.max_pools_per_tenant as usize
-            && !evict_idle(&mut pools, Some(tenant), &self.metrics)
-        {
-            self.metrics
-                .http_pool_refused
-                .with_label_values(&["tenant"])
-                .inc();
-            return Err(SinkError::Transient(
-                "unavailable: pool_limit (tenant)".into(),
-            ));
-        }
-        if pools.len() >= cfg.max_pools as usize && !evict_idle(&mut pools, None, &self.metrics) {
-            self.metrics
-                .http_pool_refused
-                .with_label_values(&["instance"])
-                .inc();
-            return Err(SinkError::Transient("unavailable: pool_limit".into()));
-        }
-        let mut b = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .pool_max_idle_per_host(key.size as usize)
-            .pool_idle_timeout(CONN_MAX_IDLE)
-            .connect_timeout(Duration::from_secs(5))
-            .user_agent(concat!("ankusa/", env!("CARGO_PKG_VERSION")))
-            .resolve(&key.host, key.addr);
-        if let Some(pem) = cacert_pem {
-            let cert = reqwest::Certificate::from_pem(pem).map_err(|e| {
-                SinkError::PermanentConfig(format!("cacertfile: {}", e.without_url()))
-            })?;
-            b = b.add_root_certificate(cert);
-        }
-        if key.insecure {
-            b = b.danger_accept_invalid_certs(true);
-        }
-        let client = b
-            .build()
-            .map_err(|e| SinkError::Transient(format!("http client: {}", e.without_url())))?;
-        let pool = Arc::new(Pool {
-            client,
-            permits: Arc::new(Semaphore::new(key.size as usize)),
-            last_used_ms: AtomicU64::new(now_ms()),
-            in_flight: AtomicUsize::new(0),
-            tenant: tenant.to_string(),
-        });
-        pools.insert(key, pool.clone());
-        self.metrics.http_pools.set(pools.len() as i64);
-        Ok(pool)
-    }
-
-    /// Closes pools with nothing in flight for `pool_max_idle_ms`.
-    pub fn sweep(&self) {
-        let idle = self.config().pool_max_idle_ms;
-        let now = now_ms();
-        let mut pools = self.pools.lock().unwrap_or_else(|p| p.into_inner());
-        let before = pools.len();
-        pools.retain(|_, p| {
-            p.in_flight.load(Ordering::SeqCst) > 0
-                || now.saturating_sub(p.last_used_ms.load(Ordering::Relaxed)) < idle
-        });
-        let closed = before - pools.len();
-        if closed > 0 {
-            self.metrics
-                .http_pool_closed
-                .with_label_values(&["idle"])
-                .inc_by(closed as u64);
-        }
-        self.metrics.http_pools.set(pools.len() as i64);
-    }
-
-    pub fn len(&self) -> usize {
-        self.pools.lock().unwrap_or_else(|p| p.into_inner()).len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
-/// Closes the least recently used pool with nothing in flight (of `tenant`, if given).
-fn evict_idle(pools: &mut HashMap<PoolKey, Arc<Pool>>, tenant: Option<&str>, m: &Metrics) -> bool {
-    let victim = pools
-        .iter()
-        .filter(|(_, p)| {
-            p.in_flight.load(Ordering::SeqCst) == 0 && tenant.is_none_or(|t| p.tenant == t)
-        })
-        .min_by_key(|(_, p)| p.last_used_ms.load(Ordering::Relaxed))
-        .map(|(k, _)| k.clone());
-    match victim {
-        Some(k) => {
-            pools.remove(&k);
-            m.http_pool_closed.with_label_values(&["lru"]).inc();
-            true
-        }
-        None => false,
-    }
-}
+use crate::BuildCtx;
+use egress::Policy;
+pub use pool::{HttpPools, PoolStats};
+use pool::{POOL_TIMEOUT, Pool, PoolKey};
 
 pub struct HttpSink {
     url: url::Url,
@@ -211,10 +43,10 @@ impl HttpSink {
     /// Builds the sink; `field` names it in errors (`sources.x.sinks[1]`).
     pub fn new(
         cfg: &HttpSinkConfig,
-        egress: &EgressConfig,
+        ctx: &BuildCtx,
         pools: Arc<HttpPools>,
-        field: &str,
     ) -> Result<HttpSink, ConfigError> {
+        let (field, egress) = (ctx.field, ctx.egress);
         let url = url::Url::parse(&cfg.url)
             .map_err(|e| ConfigError::field(format!("{field}.url"), e.to_string()))?;
         let mut keys = Vec::new();
@@ -519,19 +351,7 @@ pub fn parse_retry_after(v: &str) -> Option<u64> {
     )
 }
 
-impl Sink for HttpSink {
-    fn deliver<'a>(
-        &'a self,
-        env: &'a Envelope,
-        ctx: &'a DeliveryCtx,
-    ) -> BoxFuture<'a, Result<(), SinkError>> {
-        Box::pin(self.attempt(env, ctx))
-    }
-
-    fn type_name(&self) -> &'static str {
-        "http"
-    }
-}
+impl_sink!(HttpSink { type_name: "http" });
 
 #[cfg(test)]
 mod tests {

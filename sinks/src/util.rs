@@ -1,5 +1,22 @@
 //! Small helpers the sinks share.
 
+use std::time::Duration;
+
+use ankusa_core::SinkError;
+
+/// A REST call that got no answer: a timeout, or a transport failure (its text without the
+/// URL). Both are transient.
+pub fn call_failed(e: reqwest::Error, timeout: Duration) -> SinkError {
+    if e.is_timeout() {
+        SinkError::Transient(format!(
+            "timeout: no answer within {} ms",
+            timeout.as_millis()
+        ))
+    } else {
+        SinkError::Transient(format!("transport: {}", e.without_url()))
+    }
+}
+
 /// At most `max` bytes of a response body for an error text, on a char boundary.
 pub fn snippet(body: &str, max: usize) -> String {
     if body.len() <= max {

@@ -15,15 +15,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ankusa_config::KafkaSinkConfig;
-use ankusa_core::{DeliveryCtx, Envelope, Sink, SinkError};
+use ankusa_config::{KafkaSasl, KafkaSinkConfig};
+use ankusa_core::{DeliveryCtx, Envelope, SinkError};
 use futures::future::BoxFuture;
 use rdkafka::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 
-use crate::conn::{Conn, Registry, Slot, digest, scrub};
+use crate::BuildCtx;
+use crate::conn::{Conn, Registry, Slot, scrub};
 use crate::message::{self, Limits};
 
 #[derive(Clone)]
@@ -61,11 +62,7 @@ fn bootstrap(brokers: &[String]) -> String {
 }
 
 impl KafkaSink {
-    pub fn new(
-        cfg: &KafkaSinkConfig,
-        registry: &Registry<KafkaConn>,
-        forward_headers_max_bytes: u64,
-    ) -> KafkaSink {
+    pub fn new(cfg: &KafkaSinkConfig, ctx: &BuildCtx, registry: &Registry<KafkaConn>) -> KafkaSink {
         let servers = bootstrap(&cfg.brokers);
         let mut client = ClientConfig::new();
         client
@@ -92,7 +89,6 @@ impl KafkaSink {
                 (cfg.produce_timeout_ms / 2).max(1).to_string(),
             );
         let mut secrets = Vec::new();
-        let mut cred = String::new();
         if let Some(s) = &cfg.sasl {
             client
                 .set("security.protocol", "sasl_plaintext")
@@ -100,15 +96,23 @@ impl KafkaSink {
                 .set("sasl.username", s.username.expose())
                 .set("sasl.password", s.password.expose());
             secrets.push(s.password.expose().to_string());
-            cred = format!("{}\u{0}{}", s.username.expose(), s.password.expose());
         }
-        let key = digest(&[
+        #[derive(serde::Serialize)]
+        struct Key<'a> {
+            servers: &'a str,
+            sasl: &'a Option<KafkaSasl>,
+            produce_timeout_ms: u64,
+            max_record_bytes: u64,
+        }
+        let key = crate::shared_key(
             "kafka",
-            &servers,
-            &cred,
-            &cfg.produce_timeout_ms.to_string(),
-            &cfg.max_record_bytes.to_string(),
-        ]);
+            &Key {
+                servers: &servers,
+                sasl: &cfg.sasl,
+                produce_timeout_ms: cfg.produce_timeout_ms,
+                max_record_bytes: cfg.max_record_bytes,
+            },
+        );
         let limits = Limits {
             inline_max: cfg.inline_max_bytes,
             max_message: cfg.max_record_bytes,
@@ -119,7 +123,7 @@ impl KafkaSink {
             topic: cfg.topic.clone(),
             key: cfg.key.clone(),
             limits,
-            reported_inline: limits.reported_inline_max(forward_headers_max_bytes),
+            reported_inline: limits.reported_inline_max(ctx.forward_headers_max_bytes),
             produce_timeout: Duration::from_millis(cfg.produce_timeout_ms),
             secrets,
         }
@@ -211,23 +215,12 @@ pub fn classify_code(code: RDKafkaErrorCode, topic: &str, timeout: Duration) -> 
     }
 }
 
-impl Sink for KafkaSink {
-    fn deliver<'a>(
-        &'a self,
-        env: &'a Envelope,
-        ctx: &'a DeliveryCtx,
-    ) -> BoxFuture<'a, Result<(), SinkError>> {
-        Box::pin(self.attempt(env, ctx))
-    }
-
-    fn inline_max_bytes(&self) -> Option<u64> {
+impl_sink!(KafkaSink {
+    type_name: "kafka",
+    inline_max_bytes(self) -> Option<u64> {
         Some(self.reported_inline)
-    }
-
-    fn type_name(&self) -> &'static str {
-        "kafka"
-    }
-}
+    },
+});
 
 #[cfg(test)]
 mod tests {

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ankusa_config::{ExchangeType, RabbitmqSinkConfig};
-use ankusa_core::{DeliveryCtx, Envelope, Sink, SinkError};
+use ankusa_core::{DeliveryCtx, Envelope, SinkError};
 use futures::future::BoxFuture;
 use lapin::Confirmation;
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions};
@@ -233,20 +233,9 @@ impl RabbitmqSink {
     }
 }
 
-impl Sink for RabbitmqSink {
-    fn deliver<'a>(
-        &'a self,
-        env: &'a Envelope,
-        ctx: &'a DeliveryCtx,
-    ) -> BoxFuture<'a, Result<(), SinkError>> {
-        Box::pin(self.attempt(env, ctx))
-    }
-
-    fn inline_max_bytes(&self) -> Option<u64> {
+impl_sink!(RabbitmqSink {
+    type_name: "rabbitmq",
+    inline_max_bytes(self) -> Option<u64> {
         Some(self.limits.inline_max)
-    }
-
-    fn type_name(&self) -> &'static str {
-        "rabbitmq"
-    }
-}
+    },
+});

@@ -16,15 +16,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ankusa_config::{NatsSinkConfig, Secret};
-use ankusa_core::{DeliveryCtx, Envelope, Sink, SinkError};
+use ankusa_config::{NatsAuth, NatsSinkConfig};
+use ankusa_core::{DeliveryCtx, Envelope, SinkError};
 use async_nats::jetstream::context::PublishErrorKind;
 use async_nats::jetstream::message::PublishMessage;
 use async_nats::{ConnectOptions, HeaderMap, ServerAddr};
 use bytes::Bytes;
 use futures::future::BoxFuture;
 
-use crate::conn::{Conn, Registry, Slot, digest, scrub};
+use crate::BuildCtx;
+use crate::conn::{Conn, Registry, Slot, scrub};
 use crate::message::{self, Limits};
 
 #[derive(Clone)]
@@ -50,28 +51,29 @@ pub struct NatsSink {
 }
 
 impl NatsSink {
-    pub fn new(
-        cfg: &NatsSinkConfig,
-        registry: &Registry<NatsConn>,
-        forward_headers_max_bytes: u64,
-    ) -> NatsSink {
+    pub fn new(cfg: &NatsSinkConfig, ctx: &BuildCtx, registry: &Registry<NatsConn>) -> NatsSink {
         let auth = cfg.auth.clone().unwrap_or_default();
         let secrets: Vec<String> = [&auth.password, &auth.token, &auth.nkey_seed, &auth.jwt]
             .into_iter()
             .flatten()
             .map(|s| s.expose().to_string())
             .collect();
-        let key = digest(&[
+        #[derive(serde::Serialize)]
+        struct Key<'a> {
+            servers: &'a [String],
+            auth: &'a NatsAuth,
+            tls: bool,
+            publish_timeout_ms: u64,
+        }
+        let key = crate::shared_key(
             "nats",
-            &cfg.servers.join(","),
-            auth.username.as_ref().map_or("", Secret::expose),
-            auth.password.as_ref().map_or("", Secret::expose),
-            auth.token.as_ref().map_or("", Secret::expose),
-            auth.nkey_seed.as_ref().map_or("", Secret::expose),
-            auth.jwt.as_ref().map_or("", Secret::expose),
-            if cfg.tls { "tls" } else { "" },
-            &cfg.publish_timeout_ms.to_string(),
-        ]);
+            &Key {
+                servers: &cfg.servers,
+                auth: &auth,
+                tls: cfg.tls,
+                publish_timeout_ms: cfg.publish_timeout_ms,
+            },
+        );
         let limits = Limits {
             inline_max: cfg.inline_max_bytes,
             max_message: cfg.max_message_bytes,
@@ -80,7 +82,7 @@ impl NatsSink {
             slot: registry.slot("nats", &key, cfg.idle_timeout_ms, 2_000),
             cfg: cfg.clone(),
             limits,
-            reported_inline: limits.reported_inline_max(forward_headers_max_bytes),
+            reported_inline: limits.reported_inline_max(ctx.forward_headers_max_bytes),
             secrets,
         }
     }
@@ -209,20 +211,9 @@ impl NatsSink {
     }
 }
 
-impl Sink for NatsSink {
-    fn deliver<'a>(
-        &'a self,
-        env: &'a Envelope,
-        ctx: &'a DeliveryCtx,
-    ) -> BoxFuture<'a, Result<(), SinkError>> {
-        Box::pin(self.attempt(env, ctx))
-    }
-
-    fn inline_max_bytes(&self) -> Option<u64> {
+impl_sink!(NatsSink {
+    type_name: "nats",
+    inline_max_bytes(self) -> Option<u64> {
         Some(self.reported_inline)
-    }
-
-    fn type_name(&self) -> &'static str {
-        "nats"
-    }
-}
+    },
+});

@@ -1,10 +1,8 @@
 //! The log sink: records each delivery in the log. Nothing leaves the process, so it is not
 //! durable; it is the default sink of the embedded demo config.
 
+use ankusa_core::{DeliveryCtx, Envelope, Sink, SinkError};
 use futures::future::BoxFuture;
-
-use super::{DeliveryCtx, Sink, SinkError};
-use crate::store::Envelope;
 
 pub struct LogSink;
 

@@ -4,30 +4,19 @@
 
 use ankusa_config::SourceConfig;
 
+use crate::edge::NOT_STORED;
 use crate::metrics::Metrics;
 
-/// Never forwarded, whatever the source lists.
-pub const NEVER_FORWARDED: &[&str] = &[
-    "authorization",
-    "proxy-authorization",
-    "cookie",
-    "set-cookie",
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "transfer-encoding",
-    "te",
-    "trailer",
-    "upgrade",
-    "content-length",
-    "host",
-    "expect",
-    "traceparent",
-    "tracestate",
-];
+/// Never forwarded, whatever the source lists, besides what the edge did not store: headers
+/// that describe this hop (`host`, `set-cookie`) and the trace context, which sinks send as
+/// the gateway's own.
+const NOT_FORWARDED: &[&str] = &["set-cookie", "host", "traceparent", "tracestate"];
 
 pub fn never_forwarded(name: &str) -> bool {
-    NEVER_FORWARDED.iter().any(|n| n.eq_ignore_ascii_case(name))
+    NOT_STORED
+        .iter()
+        .chain(NOT_FORWARDED)
+        .any(|n| n.eq_ignore_ascii_case(name))
         || name.len() >= 9 && name[..9].eq_ignore_ascii_case("x-ankusa-")
 }
 

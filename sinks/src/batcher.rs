@@ -20,14 +20,13 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use ankusa_core::SinkError;
+use ankusa_config::BatchOptions;
+use ankusa_core::{SinkError, full_jitter};
 use futures::future::BoxFuture;
 use tokio::sync::{Notify, Semaphore, oneshot};
-
-use ankusa_core::full_jitter;
 
 /// One entry as the flusher sees it.
 pub struct Item<P> {
@@ -50,6 +49,90 @@ pub struct BatchConfig {
     pub queue_max_bytes: u64,
     pub tenant_max: usize,
     pub max_inflight: usize,
+}
+
+impl BatchConfig {
+    /// A sink's batching options; requests in flight default to `default_inflight`.
+    pub fn from_options(o: &BatchOptions, default_inflight: u32) -> Self {
+        BatchConfig {
+            linger: Duration::from_millis(o.linger_ms),
+            max_entries: o.max_entries as usize,
+            max_bytes: o.max_bytes,
+            queue_max: o.queue_max as usize,
+            queue_max_bytes: o.queue_max_bytes,
+            tenant_max: o.queue_tenant_max as usize,
+            max_inflight: o.max_inflight.unwrap_or(default_inflight) as usize,
+        }
+    }
+}
+
+/// The live batcher of each destination, so sinks sharing one (and the sinks a reload
+/// rebuilds) share its queue. Held weakly: a batcher stops when its last sink is dropped.
+pub struct Shared<P: Send + 'static> {
+    batchers: Mutex<HashMap<String, Weak<Batcher<P>>>>,
+}
+
+impl<P: Send + 'static> Default for Shared<P> {
+    fn default() -> Self {
+        Shared {
+            batchers: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl<P: Send + 'static> Shared<P> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Weak<Batcher<P>>>> {
+        self.batchers.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The live batcher for `key`, or a new one from `make`. Starts a task: call it inside the
+    /// Tokio runtime.
+    pub fn get_or_start(&self, key: String, make: impl FnOnce() -> Batcher<P>) -> Arc<Batcher<P>> {
+        let mut m = self.lock();
+        if let Some(b) = m.get(&key).and_then(Weak::upgrade) {
+            return b;
+        }
+        let b = Arc::new(make());
+        m.insert(key, Arc::downgrade(&b));
+        b
+    }
+
+    /// The batcher of a sink with batching `options`, shared with every sink sending to the
+    /// same `destination` (address, credentials, timeouts: what makes two sinks' requests
+    /// interchangeable) with the same options; `None` when batching is off. Starts the
+    /// batcher's task, so it must run inside the Tokio runtime.
+    pub fn for_sink(
+        &self,
+        kind: &str,
+        destination: &impl serde::Serialize,
+        options: BatchOptions,
+        ctx: &crate::BuildCtx,
+        flush: impl FnOnce() -> Arc<dyn Flush<P>>,
+        stats: Arc<BatchStats>,
+    ) -> Result<Option<Arc<Batcher<P>>>, ankusa_config::ConfigError> {
+        if !options.enabled {
+            return Ok(None);
+        }
+        crate::require_runtime(ctx.field)?;
+        let cfg = BatchConfig::from_options(&options, ctx.default_inflight);
+        let key = crate::shared_key(kind, &(destination, options, cfg.max_inflight));
+        Ok(Some(
+            self.get_or_start(key, || Batcher::start(cfg, flush(), stats)),
+        ))
+    }
+
+    /// Forgets batchers no sink holds any more.
+    pub fn reap(&self) {
+        self.lock().retain(|_, w| w.strong_count() > 0);
+    }
+
+    /// Batchers some sink holds.
+    pub fn live(&self) -> usize {
+        self.lock()
+            .values()
+            .filter(|w| w.strong_count() > 0)
+            .count()
+    }
 }
 
 /// Counters for the `ankusa_sink_batch_*` series.

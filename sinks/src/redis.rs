@@ -16,8 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ankusa_config::RedisSinkConfig;
-use ankusa_core::{DeliveryCtx, Envelope, Sink, SinkError};
-use futures::future::BoxFuture;
+use ankusa_core::{DeliveryCtx, Envelope, SinkError};
 use redis::AsyncConnectionConfig;
 use redis::aio::MultiplexedConnection;
 
@@ -121,24 +120,12 @@ impl RedisSink {
     }
 }
 
-impl Sink for RedisSink {
-    fn deliver<'a>(
-        &'a self,
-        env: &'a Envelope,
-        ctx: &'a DeliveryCtx,
-    ) -> BoxFuture<'a, Result<(), SinkError>> {
-        Box::pin(self.attempt(env, ctx))
-    }
-
-    fn durable(&self) -> bool {
+impl_sink!(RedisSink {
+    type_name: "redis",
+    durable(self) -> bool {
         false
-    }
-
-    fn inline_max_bytes(&self) -> Option<u64> {
+    },
+    inline_max_bytes(self) -> Option<u64> {
         Some(self.limits.inline_max)
-    }
-
-    fn type_name(&self) -> &'static str {
-        "redis"
-    }
-}
+    },
+});

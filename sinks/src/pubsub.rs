@@ -22,17 +22,17 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ankusa_config::{GooglePubsubSinkConfig, PubsubAuth};
-use ankusa_core::{DeliveryCtx, Envelope, Sink, SinkError};
+use ankusa_config::{ConfigError, GooglePubsubSinkConfig, PubsubAuth, Secret, SecretUrl};
+use ankusa_core::{DeliveryCtx, Envelope, SinkError, full_jitter};
 use base64::Engine;
 use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
 use tokio::sync::Mutex;
 
-use crate::batcher::{BatchConfig, BatchStats, Batcher, Flush, Item};
+use crate::batcher::{BatchStats, Batcher, Flush, Item};
 use crate::message::{self, Limits};
-use crate::util::snippet;
-use ankusa_core::full_jitter;
+use crate::util::{call_failed, snippet};
+use crate::{BuildCtx, SinkBuilder};
 
 pub const DEFAULT_ENDPOINT: &str = "https://pubsub.googleapis.com";
 
@@ -223,27 +223,14 @@ impl PubsubClient {
         }
         let resp = match req.send().await {
             Ok(r) => r,
-            Err(e) if e.is_timeout() => {
-                return Outcome::Failed(SinkError::Transient(format!(
-                    "timeout: no answer within {} ms",
-                    self.timeout.as_millis()
-                )));
-            }
-            Err(e) => {
-                return Outcome::Failed(SinkError::Transient(format!(
-                    "transport: {}",
-                    e.without_url()
-                )));
-            }
+            Err(e) => return Outcome::Failed(call_failed(e, self.timeout)),
         };
         let status = resp.status().as_u16();
         let text = match resp.text().await {
             Ok(t) => t,
             Err(e) => {
-                return Outcome::Failed(SinkError::Transient(format!(
-                    "transport: {}",
-                    e.without_url()
-                )));
+                let e = SinkError::Transient(format!("transport: {}", e.without_url()));
+                return Outcome::Failed(e);
             }
         };
         let parsed: Option<Value> = serde_json::from_str(&text).ok();
@@ -344,7 +331,7 @@ pub fn client(
     let endpoint = cfg
         .endpoint
         .as_ref()
-        .map_or(DEFAULT_ENDPOINT, |e| e.expose());
+        .map_or(DEFAULT_ENDPOINT, SecretUrl::expose);
     Arc::new(PubsubClient {
         http,
         url: format!(
@@ -359,27 +346,6 @@ pub fn client(
     })
 }
 
-pub fn batcher(
-    cfg: &GooglePubsubSinkConfig,
-    client: Arc<PubsubClient>,
-    default_inflight: u32,
-) -> Batcher<PubsubMessage> {
-    let stats = client.stats.clone();
-    Batcher::start(
-        BatchConfig {
-            linger: Duration::from_millis(cfg.batch_linger_ms),
-            max_entries: cfg.batch_max_entries as usize,
-            max_bytes: cfg.batch_max_bytes,
-            queue_max: cfg.batch_queue_max as usize,
-            queue_max_bytes: cfg.batch_queue_max_bytes,
-            tenant_max: cfg.batch_queue_tenant_max as usize,
-            max_inflight: cfg.batch_max_inflight.unwrap_or(default_inflight) as usize,
-        },
-        Arc::new(PubsubFlush(client)),
-        stats,
-    )
-}
-
 pub struct PubsubSink {
     client: Arc<PubsubClient>,
     batcher: Option<Arc<Batcher<PubsubMessage>>>,
@@ -389,23 +355,53 @@ pub struct PubsubSink {
 }
 
 impl PubsubSink {
-    pub fn new(
+    /// Builds the sink. With batching on it joins the batcher of every sink publishing to the
+    /// same topic with the same credentials and batching options.
+    pub(crate) fn build(
         cfg: &GooglePubsubSinkConfig,
-        client: Arc<PubsubClient>,
-        batcher: Option<Arc<Batcher<PubsubMessage>>>,
-        forward_headers_max_bytes: u64,
-    ) -> PubsubSink {
+        ctx: &BuildCtx,
+        builder: &SinkBuilder,
+    ) -> Result<PubsubSink, ConfigError> {
+        let client = client(cfg, builder.http.clone(), builder.pubsub_stats.clone());
+        #[derive(serde::Serialize)]
+        struct Destination<'a> {
+            endpoint: &'a str,
+            project: &'a str,
+            topic: &'a str,
+            auth: PubsubAuth,
+            token: &'a Option<Secret>,
+            timeout_ms: u64,
+        }
+        let destination = Destination {
+            endpoint: cfg
+                .endpoint
+                .as_ref()
+                .map_or(DEFAULT_ENDPOINT, SecretUrl::expose),
+            project: &cfg.project,
+            topic: &cfg.topic,
+            auth: cfg.auth,
+            token: &cfg.token,
+            timeout_ms: cfg.timeout_ms,
+        };
+        let batcher = builder.pubsub.for_sink(
+            "pubsub",
+            &destination,
+            cfg.batch_options(),
+            ctx,
+            || Arc::new(PubsubFlush(client.clone())),
+            client.stats.clone(),
+        )?;
         let limits = Limits {
             inline_max: cfg.inline_max_bytes,
             max_message: cfg.max_message_bytes,
         };
-        PubsubSink {
+        Ok(PubsubSink {
             client,
-            batcher: if cfg.batch { batcher } else { None },
+            batcher,
             ordering_key: cfg.message_ordering_key.clone(),
             limits,
-            reported_inline: limits.reported_inline_max(forward_headers_max_bytes),
-        }
+            reported_inline: limits.reported_inline_max(ctx.forward_headers_max_bytes),
+        })
     }
 
     async fn attempt(&self, env: &Envelope, ctx: &DeliveryCtx) -> Result<(), SinkError> {
@@ -469,27 +465,15 @@ impl PubsubSink {
     }
 }
 
-impl Sink for PubsubSink {
-    fn deliver<'a>(
-        &'a self,
-        env: &'a Envelope,
-        ctx: &'a DeliveryCtx,
-    ) -> BoxFuture<'a, Result<(), SinkError>> {
-        Box::pin(self.attempt(env, ctx))
-    }
-
-    fn inline_max_bytes(&self) -> Option<u64> {
+impl_sink!(PubsubSink {
+    type_name: "google_pubsub",
+    inline_max_bytes(self) -> Option<u64> {
         Some(self.reported_inline)
-    }
-
-    fn type_name(&self) -> &'static str {
-        "google_pubsub"
-    }
-
-    fn batching(&self) -> bool {
+    },
+    batching(self) -> bool {
         self.batcher.is_some()
-    }
-}
+    },
+});
 
 #[cfg(test)]
 mod tests {

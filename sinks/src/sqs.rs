@@ -21,17 +21,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ankusa_config::{Secret, SqsSinkConfig};
-use ankusa_core::{DeliveryCtx, Envelope, Sink, SinkError};
+use ankusa_config::{ConfigError, Secret, SecretUrl, SqsSinkConfig};
+use ankusa_core::{DeliveryCtx, Envelope, SinkError, full_jitter};
 use futures::future::BoxFuture;
 use md5::{Digest, Md5};
 use serde_json::{Map, Value, json};
 
 use crate::aws::{CredentialSource, region_from_host, sign_headers};
-use crate::batcher::{BatchConfig, Batcher, Flush, Item};
+use crate::batcher::{Batcher, Flush, Item};
 use crate::message::{self, Limits};
-use crate::util::snippet;
-use ankusa_core::full_jitter;
+use crate::util::{call_failed, snippet};
+use crate::{BuildCtx, SinkBuilder};
 
 /// One message ready for SQS.
 pub struct SqsEntry {
@@ -181,18 +181,7 @@ impl SqsClient {
         }
         let resp = match req.send().await {
             Ok(r) => r,
-            Err(e) if e.is_timeout() => {
-                return Reply::Failed(SinkError::Transient(format!(
-                    "timeout: no answer within {} ms",
-                    self.timeout.as_millis()
-                )));
-            }
-            Err(e) => {
-                return Reply::Failed(SinkError::Transient(format!(
-                    "transport: {}",
-                    e.without_url()
-                )));
-            }
+            Err(e) => return Reply::Failed(call_failed(e, self.timeout)),
         };
         let status = resp.status().as_u16();
         let query_error = resp
@@ -203,10 +192,8 @@ impl SqsClient {
         let text = match resp.text().await {
             Ok(t) => t,
             Err(e) => {
-                return Reply::Failed(SinkError::Transient(format!(
-                    "transport: {}",
-                    e.without_url()
-                )));
+                let e = SinkError::Transient(format!("transport: {}", e.without_url()));
+                return Reply::Failed(e);
             }
         };
         let parsed: Option<Value> = serde_json::from_str(&text).ok();
@@ -388,47 +375,54 @@ pub fn client(cfg: &SqsSinkConfig, http: reqwest::Client) -> Arc<SqsClient> {
     })
 }
 
-/// The batcher for a queue, from a client.
-pub fn batcher(
-    cfg: &SqsSinkConfig,
-    client: Arc<SqsClient>,
-    default_inflight: u32,
-    stats: Arc<crate::batcher::BatchStats>,
-) -> Batcher<SqsEntry> {
-    Batcher::start(
-        BatchConfig {
-            linger: Duration::from_millis(cfg.batch_linger_ms),
-            max_entries: cfg.batch_max_entries as usize,
-            max_bytes: cfg.batch_max_bytes,
-            queue_max: cfg.batch_queue_max as usize,
-            queue_max_bytes: cfg.batch_queue_max_bytes,
-            tenant_max: cfg.batch_queue_tenant_max as usize,
-            max_inflight: cfg.batch_max_inflight.unwrap_or(default_inflight) as usize,
-        },
-        Arc::new(SqsFlush(client)),
-        stats,
-    )
-}
-
 impl SqsSink {
-    pub fn new(
+    /// Builds the sink. With batching on it joins the batcher of every sink sending to the
+    /// same queue with the same credentials and batching options.
+    pub(crate) fn build(
         cfg: &SqsSinkConfig,
-        client: Arc<SqsClient>,
-        batcher: Option<Arc<Batcher<SqsEntry>>>,
-        forward_headers_max_bytes: u64,
-    ) -> SqsSink {
+        ctx: &BuildCtx,
+        builder: &SinkBuilder,
+    ) -> Result<SqsSink, ConfigError> {
+        let client = client(cfg, builder.http.clone());
+        #[derive(serde::Serialize)]
+        struct Destination<'a> {
+            queue_url: &'a SecretUrl,
+            endpoint: &'a Option<SecretUrl>,
+            region: &'a Option<String>,
+            access_key_id: &'a Option<Secret>,
+            secret_access_key: &'a Option<Secret>,
+            session_token: &'a Option<Secret>,
+            timeout_ms: u64,
+        }
+        let destination = Destination {
+            queue_url: &cfg.queue_url,
+            endpoint: &cfg.endpoint,
+            region: &cfg.region,
+            access_key_id: &cfg.access_key_id,
+            secret_access_key: &cfg.secret_access_key,
+            session_token: &cfg.session_token,
+            timeout_ms: cfg.timeout_ms,
+        };
+        let batcher = builder.sqs.for_sink(
+            "sqs",
+            &destination,
+            cfg.batch_options(),
+            ctx,
+            || Arc::new(SqsFlush(client.clone())),
+            builder.sqs_stats.clone(),
+        )?;
         let limits = Limits {
             inline_max: cfg.inline_max_bytes,
             max_message: cfg.max_message_bytes,
         };
-        SqsSink {
+        Ok(SqsSink {
             client,
-            batcher: if cfg.batch { batcher } else { None },
+            batcher,
             fifo: cfg.is_fifo(),
             group_id: cfg.message_group_id.clone(),
             limits,
-            reported_inline: limits.reported_inline_max(forward_headers_max_bytes),
-        }
+            reported_inline: limits.reported_inline_max(ctx.forward_headers_max_bytes),
+        })
     }
 
     async fn attempt(&self, env: &Envelope, ctx: &DeliveryCtx) -> Result<(), SinkError> {
@@ -485,27 +479,15 @@ impl SqsSink {
     }
 }
 
-impl Sink for SqsSink {
-    fn deliver<'a>(
-        &'a self,
-        env: &'a Envelope,
-        ctx: &'a DeliveryCtx,
-    ) -> BoxFuture<'a, Result<(), SinkError>> {
-        Box::pin(self.attempt(env, ctx))
-    }
-
-    fn inline_max_bytes(&self) -> Option<u64> {
+impl_sink!(SqsSink {
+    type_name: "sqs",
+    inline_max_bytes(self) -> Option<u64> {
         Some(self.reported_inline)
-    }
-
-    fn type_name(&self) -> &'static str {
-        "sqs"
-    }
-
-    fn batching(&self) -> bool {
+    },
+    batching(self) -> bool {
         self.batcher.is_some()
-    }
-}
+    },
+});
 
 #[cfg(test)]
 mod tests {
