@@ -24,7 +24,10 @@ use serde_json::json;
 use crate::app::App;
 use crate::edge::error;
 use crate::replay::{CreateJob, ReplayError};
-use crate::store::{DeadCursor, DeadFilter, ErrorClass, StoreError, keys, now_ms};
+use ankusa_api::DeadFilter;
+use ankusa_core::now_ms;
+
+use crate::store::{DeadCursor, ErrorClass, StoreError};
 
 pub fn router(app: Arc<App>) -> Router {
     Router::new()
@@ -192,23 +195,18 @@ macro_rules! tri {
 
 async fn metrics(State(app): State<Arc<App>>) -> Response {
     let store = app.store.clone();
-    let counters = tokio::task::spawn_blocking(move || {
-        (
-            store.counter(keys::C_HOOKS).unwrap_or(0),
-            store.counter(keys::C_HOOK_BYTES).unwrap_or(0),
-            store.counter(keys::C_PENDING).unwrap_or(0),
-            store.counter(keys::C_DEAD).unwrap_or(0),
-            store.disk_bytes(),
-        )
+    // A counter that cannot be read shows as 0 rather than failing the scrape.
+    let (totals, disk) = tokio::task::spawn_blocking(move || {
+        (store.totals().unwrap_or_default(), store.disk_bytes())
     })
     .await
     .unwrap_or_default();
     let m = &app.metrics;
-    m.store_hooks.set(counters.0);
-    m.store_hook_bytes.set(counters.1);
-    m.queue_pending.set(counters.2);
-    m.queue_dead.set(counters.3);
-    m.store_disk_bytes.set(counters.4 as i64);
+    m.store_hooks.set(totals.hooks);
+    m.store_hook_bytes.set(totals.hook_bytes);
+    m.queue_pending.set(totals.pending);
+    m.queue_dead.set(totals.dead);
+    m.store_disk_bytes.set(disk as i64);
     if let Some(b) = &app.batcher {
         m.batcher_queued.set(b.queued() as i64);
     }
@@ -347,11 +345,12 @@ async fn wal(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
     let store = app.store.clone();
     let v = tri!(
         blocking(move || {
+            let t = store.totals()?;
             Ok(json!({
                 "next_seq": store.next_seq(),
-                "hooks": store.counter(keys::C_HOOKS)?,
-                "hook_bytes": store.counter(keys::C_HOOK_BYTES)?,
-                "deliveries": { "pending": store.counter(keys::C_PENDING)?, "dead": store.counter(keys::C_DEAD)? },
+                "hooks": t.hooks,
+                "hook_bytes": t.hook_bytes,
+                "deliveries": { "pending": t.pending, "dead": t.dead },
                 "disk_bytes": store.disk_bytes(),
                 "last_sync_ok_ms": store.health.last_sync_ok_ms(),
                 "last_failure_ms": store.health.last_failure_ms(),
@@ -442,9 +441,9 @@ fn parse_num<T: std::str::FromStr>(field: &str, v: &Option<String>) -> Result<Op
 
 fn dead_filter(q: &DlqQuery, caller: &Caller) -> Result<DeadFilter, Response> {
     if let Some(t) = &q.tenant
-        && !ankusa_config::valid_id(t)
+        && let Err(e) = DeadFilter::check_tenant(t)
     {
-        return Err(bad_filter("tenant", "must match [A-Za-z0-9_-]{1,64}"));
+        return Err(bad_filter(e.field, &e.message));
     }
     let error_class = match &q.error_class {
         None => None,
@@ -455,11 +454,11 @@ fn dead_filter(q: &DlqQuery, caller: &Caller) -> Result<DeadFilter, Response> {
     Ok(DeadFilter {
         tenant: caller.resolve_tenant(q.tenant.clone())?,
         source_id: q.source_id.clone(),
+        id: None,
         sink: parse_num("sink", &q.sink)?,
         error_class,
         since: parse_num("since", &q.since)?,
         until: parse_num("until", &q.until)?,
-        hook_id: None,
     })
 }
 
@@ -498,8 +497,8 @@ async fn delete_dlq(
         return bad_filter("limit", "must be 1..=10000");
     }
     let store = app.store.clone();
-    let (deleted, bytes, more) = tri!(blocking(move || store.delete_dead(&filter, limit)).await);
-    Json(json!({ "deleted": deleted, "bytes": bytes, "more": more })).into_response()
+    let deleted = tri!(blocking(move || store.delete_dead(&filter, limit)).await);
+    Json(deleted).into_response()
 }
 
 fn replay_error(e: ReplayError) -> Response {
@@ -545,7 +544,7 @@ async fn create_replay(
     let filter = tri!(req.filter().map_err(replay_error));
     let tenant = tri!(caller.resolve_tenant(filter.tenant.clone()));
     if tenant != filter.tenant {
-        req.filter = Some(crate::store::ReplayFilter { tenant, ..filter });
+        req.filter = Some(DeadFilter { tenant, ..filter });
         req.tenant = None;
         req.source_id = None;
         req.id = None;

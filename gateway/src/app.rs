@@ -18,7 +18,9 @@ use crate::edge::ratelimit::RateLimiter;
 use crate::metrics::Metrics;
 use crate::replay::Replayer;
 use crate::runtime::{ConfigHandle, Runtime};
-use crate::store::{Store, now_ms};
+use ankusa_core::now_ms;
+
+use crate::store::{LaneId, Store};
 
 /// The time source of decisions that depend on it (signature windows).
 pub trait Clock: Send + Sync {
@@ -58,7 +60,7 @@ pub const EMBEDDED_CONFIG: &str = include_str!("embedded.yml");
 
 struct NoDispatch;
 impl CommitListener for NoDispatch {
-    fn committed(&self, _: &[String], _: u64, _: &[Vec<u8>]) {}
+    fn committed(&self, _: &[String], _: u64, _: &[LaneId]) {}
 }
 
 /// The store directory of a config: `<data_dir>/<instance>/store`.

@@ -15,7 +15,9 @@ use std::sync::mpsc;
 use tokio::sync::oneshot;
 
 use crate::metrics::Metrics;
-use crate::store::{IngestRecord, IngestResult, Store, StoreError, now_ms};
+use ankusa_core::now_ms;
+
+use crate::store::{IngestRecord, IngestResult, LaneId, Store, StoreError};
 
 /// Why a record was not committed. Each maps to a `503` at the edge.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -31,7 +33,7 @@ pub enum CommitError {
 /// Told about every commit, so dispatch wakes at once for the new rows.
 pub trait CommitListener: Send + Sync {
     /// `lanes`: ordering lanes that got rows (dispatch makes a lane's head due).
-    fn committed(&self, tenants: &[String], due_at: u64, lanes: &[Vec<u8>]);
+    fn committed(&self, tenants: &[String], due_at: u64, lanes: &[LaneId]);
 }
 
 struct Job {
@@ -125,7 +127,7 @@ impl Batcher {
             (&rec.envelope.tenant, &rec.envelope.source_id).hash(&mut h);
             (h.finish() % self.parts.len() as u64) as usize
         } else if let Some(d) = &rec.dedupe {
-            d.key.hash(&mut h);
+            (&rec.envelope.tenant, &rec.envelope.source_id, &d.key).hash(&mut h);
             (h.finish() % self.parts.len() as u64) as usize
         } else {
             self.rr.fetch_add(1, Ordering::Relaxed) % self.parts.len()
@@ -226,33 +228,17 @@ impl Worker {
                 .observe(started.elapsed().as_secs_f64());
             self.metrics.commit_batch_records.observe(n as f64);
             match result {
-                Ok(results) => {
+                Ok(committed) => {
                     let mut tenants: Vec<String> = Vec::new();
-                    let mut lanes: Vec<Vec<u8>> = Vec::new();
-                    for (r, res) in recs.iter().zip(&results) {
+                    for r in &recs {
                         if !tenants.contains(&r.envelope.tenant) {
                             tenants.push(r.envelope.tenant.clone());
                         }
-                        if matches!(res, IngestResult::Accepted { .. }) {
-                            for (i, key) in r.lanes.iter().enumerate() {
-                                if let Some(key) = key {
-                                    let lane = crate::store::keys::lane_id(
-                                        &r.envelope.tenant,
-                                        &r.envelope.source_id,
-                                        i as u16,
-                                        key,
-                                    );
-                                    if !lanes.contains(&lane) {
-                                        lanes.push(lane);
-                                    }
-                                }
-                            }
-                        }
                     }
-                    for (reply, res) in replies.into_iter().zip(results) {
+                    for (reply, res) in replies.into_iter().zip(committed.results) {
                         let _ = reply.send(Ok(res));
                     }
-                    self.listener.committed(&tenants, now, &lanes);
+                    self.listener.committed(&tenants, now, &committed.lanes);
                 }
                 Err(e) => self.fail_all(replies, &e),
             }

@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use crate::app::App;
-use crate::store::now_ms;
+use ankusa_core::now_ms;
 
 /// A synced write older than this is refreshed by a probe write.
 const PROBE_MAX_AGE_MS: u64 = 1_000;

@@ -15,7 +15,10 @@ use tokio::sync::Mutex;
 
 use crate::dispatch::{Dispatcher, JobFeedback};
 use crate::metrics::Metrics;
-use crate::store::{JobSettled, JobState, ReplayFilter, ReplayJob, Store, StoreError, now_ms};
+use ankusa_api::{DeadFilter as ReplayFilter, JobState, ReplayJob};
+use ankusa_core::now_ms;
+
+use crate::store::{JobSettled, Store, StoreError};
 
 pub const DEFAULT_RATE: u32 = 1_000;
 pub const MAX_RATE: u32 = 100_000;

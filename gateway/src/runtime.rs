@@ -15,8 +15,8 @@ use ankusa_config::{Config, ConfigError, SourceConfig};
 use arc_swap::ArcSwap;
 use serde::Serialize;
 
-use crate::store::now_ms;
 use ankusa_core::Sink;
+use ankusa_core::now_ms;
 use ankusa_sinks::SinkBuilder;
 
 /// A source with its verifier and sinks built.

@@ -9,8 +9,9 @@ use std::sync::Arc;
 
 use ankusa_bench::*;
 use ankusa_config::DispatchConfig;
+use ankusa_core::now_ms;
 use ankusa_gateway::dispatch::measure_scans;
-use ankusa_gateway::store::{IngestRecord, Store, now_ms};
+use ankusa_gateway::store::{IngestRecord, Store};
 use serde_json::json;
 
 fn envelope(tenant: &str) -> ankusa_core::Envelope {

@@ -29,7 +29,9 @@ use serde::Serialize;
 use crate::batcher::CommitListener;
 use crate::metrics::Metrics;
 use crate::runtime::ConfigHandle;
-use crate::store::{Claimed, DeliveryRow, Envelope, ErrorClass, Outcome, Store, now_ms};
+use ankusa_core::{Envelope, now_ms};
+
+use crate::store::{Claimed, DeliveryRow, DueCursor, ErrorClass, LaneId, Outcome, Store};
 use ankusa_core::{ClaimCheck, DeliveryCtx, Sink, SinkError};
 use breaker::{Breaker, Gate, Transition};
 
@@ -58,7 +60,7 @@ enum Event {
     Due {
         tenants: Vec<String>,
         at: u64,
-        lanes: Vec<Vec<u8>>,
+        lanes: Vec<LaneId>,
         /// The lanes got back older rows (a replay): read them from their start again.
         replayed: bool,
     },
@@ -84,6 +86,7 @@ struct Claim {
     row: DeliveryRow,
     hook: Arc<Envelope>,
     key: SinkKey,
+    lane: Option<LaneId>,
 }
 
 #[derive(Default)]
@@ -133,7 +136,7 @@ pub struct Dispatcher {
 }
 
 impl CommitListener for Dispatcher {
-    fn committed(&self, tenants: &[String], due_at: u64, lanes: &[Vec<u8>]) {
+    fn committed(&self, tenants: &[String], due_at: u64, lanes: &[LaneId]) {
         self.wake_lanes(tenants.to_vec(), due_at, lanes.to_vec());
     }
 }
@@ -170,17 +173,17 @@ impl Dispatcher {
     }
 
     /// As `wake`, and these ordering lanes got rows that may need a head.
-    pub fn wake_lanes(&self, tenants: Vec<String>, at: u64, lanes: Vec<Vec<u8>>) {
+    pub fn wake_lanes(&self, tenants: Vec<String>, at: u64, lanes: Vec<LaneId>) {
         self.send_due(tenants, at, lanes, false);
     }
 
     /// A replay moved dead rows back: due at `at` (exactly the time it wrote), and older rows
     /// re-entered these lanes.
-    pub fn wake_replayed(&self, tenants: Vec<String>, at: u64, lanes: Vec<Vec<u8>>) {
+    pub fn wake_replayed(&self, tenants: Vec<String>, at: u64, lanes: Vec<LaneId>) {
         self.send_due(tenants, at, lanes, true);
     }
 
-    fn send_due(&self, tenants: Vec<String>, at: u64, lanes: Vec<Vec<u8>>, replayed: bool) {
+    fn send_due(&self, tenants: Vec<String>, at: u64, lanes: Vec<LaneId>, replayed: bool) {
         let _ = self
             .tx
             .lock()
@@ -237,14 +240,14 @@ struct Scheduler {
     pending: Vec<Outcome>,
     breakers: HashMap<SinkKey, Breaker>,
     /// Ordering lanes with a head (due, claimed or waiting for a retry).
-    lanes_active: std::collections::HashSet<Vec<u8>>,
+    lanes_active: std::collections::HashSet<LaneId>,
     /// Lanes whose head is waiting for a retry or parked.
-    lanes_blocked: std::collections::HashSet<Vec<u8>>,
+    lanes_blocked: std::collections::HashSet<LaneId>,
     /// Per lane, a seq below which it has no waiting row.
-    lane_floor: HashMap<Vec<u8>, u64>,
+    lane_floor: HashMap<LaneId, u64>,
     /// Per tenant, the due key its next scan starts from: every due key of the tenant below it
     /// is deleted. Lowered by every hint of a row due earlier.
-    tenant_resume: HashMap<String, Vec<u8>>,
+    tenant_resume: HashMap<String, DueCursor>,
     /// Rows running as a half-open breaker's probe.
     probes: std::collections::HashSet<(u64, u16)>,
     /// Attempts waiting in a batching sink's batcher: they hold no slot.
@@ -306,9 +309,9 @@ impl Scheduler {
         for (tenant, at) in sched.store.due_tenants()? {
             sched.set_due(&tenant, at);
         }
-        let (heads, orphans) = sched.store.lane_state()?;
-        sched.lanes_active.extend(heads);
-        for lane in orphans {
+        let lanes = sched.store.lane_state()?;
+        sched.lanes_active.extend(lanes.heads);
+        for lane in lanes.orphans {
             sched.promote(lane, now_ms());
         }
         Ok((sched, tx))
@@ -391,7 +394,7 @@ impl Scheduler {
     }
 
     /// Gives a lane without a head its head.
-    fn promote(&mut self, lane: Vec<u8>, now: u64) {
+    fn promote(&mut self, lane: LaneId, now: u64) {
         let floor = self.lane_floor.get(&lane).copied().unwrap_or(0);
         match self.store.promote_lane(&lane, now, floor) {
             Ok(Some((tenant, at, seq))) => {
@@ -408,10 +411,7 @@ impl Scheduler {
 
     fn set_due(&mut self, tenant: &str, at: u64) {
         if let Some(resume) = self.tenant_resume.get_mut(tenant) {
-            let earliest = crate::store::keys::due(tenant, at, 0, 0);
-            if earliest < *resume {
-                *resume = earliest;
-            }
+            resume.rewind(at);
         }
         match self.tenant_due.get(tenant) {
             Some(&cur) if cur <= at => {}
@@ -500,7 +500,7 @@ impl Scheduler {
                     continue;
                 }
                 self.scan_visits += 1;
-                let from = self.tenant_resume.get(t).map(Vec::as_slice);
+                let from = self.tenant_resume.get(t);
                 match self.store.claim_due_from(t, from, now, quota, bytes_room) {
                     Ok(page) => {
                         self.tenant_resume.insert(t.clone(), page.resume);
@@ -551,6 +551,7 @@ impl Scheduler {
             row: c.row,
             hook: Arc::new(c.hook),
             key: key.clone(),
+            lane: c.lane,
         });
         let q = self.queues.entry(key.clone()).or_default();
         let was_empty = q.rows.is_empty();
@@ -844,14 +845,8 @@ impl Scheduler {
                 };
                 match decision {
                     retry::Decision::RetryAt(at) => {
-                        if let Some(key) = &row.lane {
-                            let lane = crate::store::keys::lane_id(
-                                &row.tenant,
-                                &row.source_id,
-                                claim.sink,
-                                key,
-                            );
-                            self.lanes_blocked.insert(lane);
+                        if let Some(lane) = &claim.lane {
+                            self.lanes_blocked.insert(lane.clone());
                         }
                         row.due_at = at;
                         self.set_due(&row.tenant.clone(), at);
@@ -940,10 +935,8 @@ impl Scheduler {
                 row,
             }
         } else {
-            if let Some(key) = &row.lane {
-                let lane =
-                    crate::store::keys::lane_id(&row.tenant, &row.source_id, claim.sink, key);
-                self.lanes_blocked.insert(lane);
+            if let Some(lane) = &claim.lane {
+                self.lanes_blocked.insert(lane.clone());
             }
             row.due_at = until.min(horizon);
             self.set_due(&row.tenant.clone(), row.due_at);

@@ -28,9 +28,9 @@ use ankusa_config::{OnVerifyFailure, Routing};
 use crate::app::App;
 use crate::batcher::CommitError;
 use crate::runtime::SourceRt;
-use crate::store::{
-    DedupeClaim, Envelope, IngestRecord, IngestResult, Verification, VerifyStatus, keys,
-};
+use ankusa_core::{Envelope, Verification, VerifyStatus};
+
+use crate::store::{Dedupe, IngestRecord, IngestResult};
 
 /// Headers not kept in the stored hook: credentials, framing and hop-by-hop.
 pub const NOT_STORED: &[&str] = &[
@@ -263,7 +263,7 @@ async fn handle(app: &App, req: Request, body_read: &mut bool) -> (&'static str,
         return ("rate_limited", with_retry_after(r, wait_ms.div_ceil(1000)));
     }
 
-    // A hook accepted despite a failed check never claims (nor carries) a dedupe key: a forged
+    // A hook accepted despite a failed check never takes (nor carries) a dedupe key: a forged
     // copy must not pre-empt the real event at the consumer.
     let dedupe = match (&source.cfg.dedupe, verification.flagged) {
         (Some(d), false) => dedupe::extract(d, &parts.headers, &body).map(|k| (k, d.ttl_seconds)),
@@ -290,8 +290,8 @@ async fn handle(app: &App, req: Request, body_read: &mut bool) -> (&'static str,
     let lanes = lanes(app, &source, &parts.headers, &envelope.body);
     let record = IngestRecord {
         lanes,
-        dedupe: dedupe.map(|(k, ttl)| DedupeClaim {
-            key: keys::dedupe(&tenant, &source.id, &k),
+        dedupe: dedupe.map(|(key, ttl)| Dedupe {
+            key,
             ttl_ms: ttl.saturating_mul(1000),
         }),
         envelope,

@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use super::StoreError;
 
-pub use ankusa_core::{Envelope, Verification, VerifyStatus};
+pub use ankusa_core::{Envelope, Verification};
 
 #[derive(Deserialize)]
 struct EnvelopeMeta {
