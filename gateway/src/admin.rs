@@ -112,7 +112,7 @@ impl Caller {
 
 /// Authenticates the request and checks `scope`.
 fn authorize(app: &App, headers: &HeaderMap, scope: &str) -> Result<Caller, Response> {
-    let tokens = &app.config.snapshot().config.admin.tokens;
+    let tokens = &app.config.live().config.admin.tokens;
     if tokens.is_empty() {
         return Ok(Caller {
             scopes: vec!["*".into()],
@@ -207,8 +207,8 @@ async fn metrics(State(app): State<Arc<App>>) -> Response {
     m.queue_pending.set(totals.pending);
     m.queue_dead.set(totals.dead);
     m.store_disk_bytes.set(disk as i64);
-    if let Some(b) = &app.batcher {
-        m.batcher_queued.set(b.queued() as i64);
+    if let Some(b) = &app.commit {
+        m.commit_queued.set(b.queued() as i64);
     }
     for (class, n) in app.store.health.failures() {
         let c = m.store_write_failures.with_label_values(&[class]);
@@ -272,7 +272,7 @@ async fn metrics(State(app): State<Arc<App>>) -> Response {
 async fn status(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
     tri!(authorize_node(&app, &headers, "config:read"));
     let st = app.config.status();
-    let rt = app.config.snapshot();
+    let rt = app.config.live();
     Json(json!({
         "instance": rt.config.node.instance,
         "version": env!("CARGO_PKG_VERSION"),
@@ -290,7 +290,7 @@ async fn status(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
 
 async fn get_config(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
     tri!(authorize_node(&app, &headers, "config:read"));
-    Json(ankusa_config::redacted_json(&app.config.snapshot().config)).into_response()
+    Json(ankusa_config::redacted_json(&app.config.live().config)).into_response()
 }
 
 fn reload_result(app: &App, r: Result<bool, ankusa_config::ConfigError>) -> Response {
@@ -300,7 +300,7 @@ fn reload_result(app: &App, r: Result<bool, ankusa_config::ConfigError>) -> Resp
                 app.metrics.config_reloads.with_label_values(&["ok"]).inc();
                 app.metrics
                     .config_generation
-                    .set(app.config.snapshot().generation as i64);
+                    .set(app.config.live().generation as i64);
             }
             let st = app.config.status();
             Json(json!({

@@ -1,5 +1,5 @@
-//! Process wiring: opens the store, builds the runtime config, starts dispatch, the replayer,
-//! the batcher and the listeners, watches the config file, and drains on SIGTERM.
+//! Process wiring: opens the store, builds the live config, starts dispatch, the replayer,
+//! group commit and the listeners, watches the config file, and drains on SIGTERM.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -11,13 +11,13 @@ use ankusa_sinks::SinkBuilder;
 use ankusa_sinks::http::HttpPools;
 use tokio::net::TcpListener;
 
-use crate::batcher::{Batcher, CommitListener};
-use crate::claims::LocalClaims;
+use crate::claim_check::LocalClaimCheck;
+use crate::commit::{CommitListener, Committer};
 use crate::dispatch::Dispatcher;
 use crate::edge::ratelimit::RateLimiter;
+use crate::live::{ConfigHandle, Live};
 use crate::metrics::Metrics;
 use crate::replay::Replayer;
-use crate::runtime::{ConfigHandle, Runtime};
 use ankusa_core::now_ms;
 
 use crate::store::{LaneId, Store};
@@ -38,7 +38,7 @@ impl Clock for SystemClock {
 pub struct App {
     pub config: Arc<ConfigHandle>,
     pub store: Arc<Store>,
-    pub batcher: Option<Arc<Batcher>>,
+    pub commit: Option<Arc<Committer>>,
     pub dispatcher: Option<Arc<Dispatcher>>,
     pub replayer: Option<Arc<Replayer>>,
     pub limiter: RateLimiter,
@@ -86,16 +86,16 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
     let factory = Arc::new(SinkBuilder::with_pools(pools.clone()));
     // Broker connections unused for their idle_timeout_ms are closed.
     tokio::spawn(factory.clone().run_reaper(Duration::from_secs(30)));
-    let runtime = Runtime::build(config.clone(), file_hash, 1, &factory)?;
+    let live = Live::build(config.clone(), file_hash, 1, &factory)?;
     let path = match &source {
         ConfigSource::File(p) => Some(p.clone()),
         ConfigSource::Embedded => None,
     };
-    let handle = ConfigHandle::new(runtime, path, factory);
+    let handle = ConfigHandle::new(live, path, factory);
     {
         let pools = pools.clone();
-        handle.on_reload(Box::new(move |rt| {
-            pools.set_config(&rt.config.egress.pools)
+        handle.on_reload(Box::new(move |live| {
+            pools.set_config(&live.config.egress.pools)
         }));
     }
     metrics.config_generation.set(1);
@@ -115,7 +115,10 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
             .data_dir
             .join(&config.node.instance)
             .join("claims");
-        Some(LocalClaims::new(dir, config.claim_check.tokens.clone())?)
+        Some(LocalClaimCheck::new(
+            dir,
+            config.claim_check.tokens.clone(),
+        )?)
     } else {
         None
     };
@@ -137,12 +140,12 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
         Some(d) => Some(Replayer::start(store.clone(), d.clone(), metrics.clone()).await?),
         None => None,
     };
-    let batcher = if config.has_role(Role::Edge) {
+    let commit = if config.has_role(Role::Edge) {
         let listener: Arc<dyn CommitListener> = match &dispatcher {
             Some(d) => d.clone(),
             None => Arc::new(NoDispatch),
         };
-        Some(Batcher::start(
+        Some(Committer::start(
             store.clone(),
             &config.batcher,
             metrics.clone(),
@@ -154,7 +157,7 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
     let app = Arc::new(App {
         config: handle.clone(),
         store,
-        batcher,
+        commit,
         dispatcher: dispatcher.clone(),
         replayer,
         limiter: RateLimiter::default(),
@@ -198,7 +201,7 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
         tracing::info!(addr = %listener.local_addr()?, "claim check listening");
         servers.push(tokio::spawn(serve(
             listener,
-            crate::claims::router(c.clone()),
+            crate::claim_check::router(c.clone()),
             stop_rx.clone(),
         )));
         if let Some(days) = config.claim_check.retention_days {
@@ -230,7 +233,7 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
     for s in servers {
         let _ = tokio::time::timeout(Duration::from_secs(10), s).await;
     }
-    if let Some(b) = &app.batcher {
+    if let Some(b) = &app.commit {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
         while b.queued() > 0 && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -389,7 +392,7 @@ fn spawn_reload_triggers(app: Arc<App>) {
                     app.metrics.config_reloads.with_label_values(&["ok"]).inc();
                     app.metrics
                         .config_generation
-                        .set(app.config.snapshot().generation as i64);
+                        .set(app.config.live().generation as i64);
                     tracing::info!(trigger = why, "config reloaded");
                 }
                 Ok(false) => {}
@@ -411,8 +414,8 @@ fn spawn_housekeeping(app: Arc<App>) {
         loop {
             tick.tick().await;
             app.pools.sweep();
-            if let Some(b) = &app.batcher {
-                app.metrics.batcher_queued.set(b.queued() as i64);
+            if let Some(b) = &app.commit {
+                app.metrics.commit_queued.set(b.queued() as i64);
             }
         }
     });

@@ -155,7 +155,7 @@ fn build_check(loaded: &Loaded) -> Result<(), ConfigError> {
     rt.block_on(async {
         let pools = ankusa_sinks::http::HttpPools::new(&loaded.config.egress.pools);
         let factory = ankusa_sinks::SinkBuilder::with_pools(pools);
-        crate::runtime::Runtime::build(loaded.config.clone(), loaded.file_hash.clone(), 1, &factory)
+        crate::live::Live::build(loaded.config.clone(), loaded.file_hash.clone(), 1, &factory)
             .map(|_| ())
     })
 }

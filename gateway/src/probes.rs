@@ -19,7 +19,7 @@ const FAILURE_WINDOW_MS: u64 = 5_000;
 pub async fn health(State(app): State<Arc<App>>) -> Response {
     axum::Json(json!({
         "status": "ok",
-        "instance": app.config.snapshot().config.node.instance,
+        "instance": app.config.live().config.node.instance,
         "version": env!("CARGO_PKG_VERSION"),
     }))
     .into_response()

@@ -26,9 +26,9 @@ use ankusa_config::{DispatchConfig, RetryConfig};
 use futures::FutureExt;
 use serde::Serialize;
 
-use crate::batcher::CommitListener;
+use crate::commit::CommitListener;
+use crate::live::ConfigHandle;
 use crate::metrics::Metrics;
-use crate::runtime::ConfigHandle;
 use ankusa_core::{Envelope, now_ms};
 
 use crate::store::{Claimed, DeliveryRow, DueCursor, ErrorClass, LaneId, Outcome, Store};
@@ -320,7 +320,7 @@ impl Scheduler {
     fn run(mut self) {
         let mut shutdown: Option<(mpsc::Sender<()>, Instant)> = None;
         loop {
-            let d = self.config.snapshot().config.dispatch.clone();
+            let d = self.config.live().config.dispatch.clone();
             self.flush_outcomes();
             if shutdown.is_none() {
                 self.claim(&d);
@@ -656,7 +656,7 @@ impl Scheduler {
 
     /// Binds the row to a sink of its source as the source is now and runs one attempt.
     fn spawn(&mut self, claim: Arc<Claim>, d: &DispatchConfig) {
-        let rt = self.config.snapshot();
+        let rt = self.config.live();
         let bound = match rt.sources.get(&claim.row.source_id) {
             None => Err(format!("source_gone: {}", claim.row.source_id)),
             Some(src) => {
@@ -950,7 +950,7 @@ impl Scheduler {
     }
 
     fn retry_policy(&self, source_id: &str, d: &DispatchConfig) -> RetryConfig {
-        let rt = self.config.snapshot();
+        let rt = self.config.live();
         d.retry
             .with_override(rt.sources.get(source_id).and_then(|s| s.cfg.retry.as_ref()))
     }
@@ -1109,13 +1109,12 @@ pub fn measure_scans(
         ..Default::default()
     };
     let factory = Arc::new(ankusa_sinks::SinkBuilder::new());
-    let runtime =
-        crate::runtime::Runtime::build(config, String::new(), 1, &factory).map_err(|e| {
-            crate::store::StoreError::Unavailable {
-                class: "other",
-                message: e.to_string(),
-            }
-        })?;
+    let runtime = crate::live::Live::build(config, String::new(), 1, &factory).map_err(|e| {
+        crate::store::StoreError::Unavailable {
+            class: "other",
+            message: e.to_string(),
+        }
+    })?;
     let handle = ConfigHandle::new(runtime, None, factory);
     let (mut sched, _tx) =
         Scheduler::new(store.clone(), handle, metrics, rt.handle().clone(), None)?;
@@ -1181,7 +1180,7 @@ fn note_transition(m: &Metrics, key: &SinkKey, tr: Transition) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::{Runtime, SourceRt};
+    use crate::live::{Live, LiveSource};
     use crate::store::{IngestRecord, IngestResult};
     use ankusa_config::{Config, LogSinkConfig, SinkConfig, SourceConfig};
     use futures::future::BoxFuture;
@@ -1216,11 +1215,11 @@ mod tests {
         }
     }
 
-    fn source(id: &str, sink: Arc<dyn Sink>) -> (String, Arc<SourceRt>) {
+    fn source(id: &str, sink: Arc<dyn Sink>) -> (String, Arc<LiveSource>) {
         let cfg = SourceConfig::with_sinks(vec![SinkConfig::Log(LogSinkConfig::default())]);
         (
             id.into(),
-            Arc::new(SourceRt {
+            Arc::new(LiveSource {
                 id: id.into(),
                 cfg,
                 verifier: None,
@@ -1245,7 +1244,7 @@ mod tests {
         ]
         .into_iter()
         .collect();
-        let rt = Runtime {
+        let rt = Live {
             config,
             file_hash: "h".into(),
             generation: 1,

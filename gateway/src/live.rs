@@ -1,26 +1,25 @@
 //! The running configuration and its hot reload.
 //!
-//! A `Runtime` is a config with everything built from it (verifiers, sinks). Requests take a
-//! snapshot at their start, so one in flight finishes on the config it started with; a reload
-//! builds a complete new `Runtime` and swaps it in atomically, or refuses and keeps the old
-//! one. Listener addresses, the data dir and the batcher are read once at start: a reload
-//! that changes them applies everything else and reports those fields as needing a restart.
+//! `Live` is a config with everything built from it (verifiers, sinks). A request takes the
+//! current `Live` at its start and finishes on it, so a reload never changes a request half
+//! way; a reload builds a complete new `Live` and swaps it in atomically, or refuses and keeps
+//! the old one. Listener addresses, the data dir and group commit are read once at start: a
+//! reload that changes them applies everything else and reports those fields as needing a
+//! restart.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use ankusa_api::{ReloadError, Status};
 use ankusa_config::{Config, ConfigError, SourceConfig};
-use arc_swap::ArcSwap;
-use serde::Serialize;
-
-use ankusa_core::Sink;
-use ankusa_core::now_ms;
+use ankusa_core::{Sink, now_ms};
 use ankusa_sinks::SinkBuilder;
+use arc_swap::ArcSwap;
 
 /// A source with its verifier and sinks built.
-pub struct SourceRt {
+pub struct LiveSource {
     pub id: String,
     pub cfg: SourceConfig,
     pub verifier: Option<ankusa_verify::Verifier>,
@@ -29,52 +28,53 @@ pub struct SourceRt {
     pub sink_types: Vec<&'static str>,
 }
 
-impl SourceRt {
+impl LiveSource {
     /// The tenant of a hook of this source when the URL names none.
     pub fn tenant(&self) -> &str {
         self.cfg.tenant.as_deref().unwrap_or("default")
     }
 }
 
-pub struct Runtime {
+/// The config in force, with everything built from it.
+pub struct Live {
     pub config: Config,
     /// `Config::hash` of the file as written; what the operator compares.
     pub file_hash: String,
     pub generation: u64,
     pub loaded_at: u64,
-    pub sources: HashMap<String, Arc<SourceRt>>,
+    pub sources: HashMap<String, Arc<LiveSource>>,
 }
 
-impl Runtime {
+impl Live {
     pub fn build(
         config: Config,
         file_hash: String,
         generation: u64,
-        factory: &SinkBuilder,
-    ) -> Result<Runtime, ConfigError> {
+        sinks: &SinkBuilder,
+    ) -> Result<Live, ConfigError> {
         let mut sources = HashMap::new();
         for (id, s) in &config.sources {
             let verifier = ankusa_verify::Verifier::new(&s.verify)
                 .map_err(|e| ConfigError::field(format!("sources.{id}.verify"), e.to_string()))?;
-            let mut sinks = Vec::with_capacity(s.sinks.len());
+            let mut built = Vec::with_capacity(s.sinks.len());
             let mut sink_types = Vec::with_capacity(s.sinks.len());
             for (i, sc) in s.sinks.iter().enumerate() {
                 let field = format!("sources.{id}.sinks[{i}]");
-                sinks.push(factory.build(&config, s, &field, sc)?);
+                built.push(sinks.build(&config, s, &field, sc)?);
                 sink_types.push(sc.type_name());
             }
             sources.insert(
                 id.clone(),
-                Arc::new(SourceRt {
+                Arc::new(LiveSource {
                     id: id.clone(),
                     cfg: s.clone(),
                     verifier,
-                    sinks,
+                    sinks: built,
                     sink_types,
                 }),
             );
         }
-        Ok(Runtime {
+        Ok(Live {
             config,
             file_hash,
             generation,
@@ -84,52 +84,30 @@ impl Runtime {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
-pub struct ReloadError {
-    pub at: u64,
-    pub message: String,
-}
-
-/// Reported by `/v1/status`: what the operator reads to know a pod runs its config.
-#[derive(Debug, Clone, Serialize)]
-pub struct Status {
-    pub config_hash: String,
-    pub generation: u64,
-    pub loaded_at: u64,
-    pub last_reload_error: Option<ReloadError>,
-    pub restart_required: Vec<String>,
-    pub sources: Vec<String>,
-    pub config_path: Option<String>,
-}
-
-/// Run after every successful reload, before the new runtime is installed.
-pub type ReloadHook = Box<dyn Fn(&Runtime) + Send + Sync>;
+/// Run after every successful reload, before the new `Live` is installed.
+pub type ReloadHook = Box<dyn Fn(&Live) + Send + Sync>;
 
 pub struct ConfigHandle {
-    current: ArcSwap<Runtime>,
+    current: ArcSwap<Live>,
     path: Option<PathBuf>,
-    factory: Arc<SinkBuilder>,
+    sinks: Arc<SinkBuilder>,
     generation: AtomicU64,
     last_error: Mutex<Option<ReloadError>>,
     restart_required: Mutex<Vec<String>>,
     reload_lock: tokio::sync::Mutex<()>,
-    /// The config fixed at start (listeners, data dir, batcher).
+    /// The config fixed at start (listeners, data dir, group commit).
     started: Config,
     on_reload: Mutex<Vec<ReloadHook>>,
 }
 
 impl ConfigHandle {
-    pub fn new(
-        runtime: Runtime,
-        path: Option<PathBuf>,
-        factory: Arc<SinkBuilder>,
-    ) -> Arc<ConfigHandle> {
-        let started = runtime.config.clone();
-        let generation = runtime.generation;
+    pub fn new(live: Live, path: Option<PathBuf>, sinks: Arc<SinkBuilder>) -> Arc<ConfigHandle> {
+        let started = live.config.clone();
+        let generation = live.generation;
         Arc::new(ConfigHandle {
-            current: ArcSwap::from_pointee(runtime),
+            current: ArcSwap::from_pointee(live),
             path,
-            factory,
+            sinks,
             generation: AtomicU64::new(generation),
             last_error: Mutex::new(None),
             restart_required: Mutex::new(Vec::new()),
@@ -141,11 +119,11 @@ impl ConfigHandle {
 
     /// What builds sinks (and owns their pools, connections and batchers).
     pub fn sinks(&self) -> &Arc<SinkBuilder> {
-        &self.factory
+        &self.sinks
     }
 
-    /// The current runtime; hold the `Arc` for the whole request.
-    pub fn snapshot(&self) -> Arc<Runtime> {
+    /// The config in force; hold the `Arc` for the whole request.
+    pub fn live(&self) -> Arc<Live> {
         self.current.load_full()
     }
 
@@ -198,23 +176,23 @@ impl ConfigHandle {
         loaded: Result<ankusa_config::Loaded, ConfigError>,
     ) -> Result<bool, ConfigError> {
         let result = loaded.and_then(|l| {
-            let cur = self.snapshot();
+            let cur = self.live();
             if l.file_hash == cur.file_hash {
                 return Ok(None);
             }
             let mut config = l.config;
             let restart = self.pin_start_fields(&mut config);
             let generation = self.generation.load(Ordering::SeqCst) + 1;
-            Runtime::build(config, l.file_hash, generation, &self.factory)
-                .map(|rt| Some((rt, restart)))
+            Live::build(config, l.file_hash, generation, &self.sinks)
+                .map(|live| Some((live, restart)))
         });
         match result {
             Ok(None) => {
                 *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = None;
                 Ok(false)
             }
-            Ok(Some((rt, restart))) => {
-                tracing::info!(generation = rt.generation, hash = %rt.file_hash, "config reloaded");
+            Ok(Some((live, restart))) => {
+                tracing::info!(generation = live.generation, hash = %live.file_hash, "config reloaded");
                 if !restart.is_empty() {
                     tracing::warn!(fields = ?restart, "config fields changed that take effect only after a restart");
                 }
@@ -224,10 +202,10 @@ impl ConfigHandle {
                     .unwrap_or_else(|p| p.into_inner())
                     .iter()
                 {
-                    f(&rt);
+                    f(&live);
                 }
-                self.generation.store(rt.generation, Ordering::SeqCst);
-                self.current.store(Arc::new(rt));
+                self.generation.store(live.generation, Ordering::SeqCst);
+                self.current.store(Arc::new(live));
                 *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = None;
                 *self
                     .restart_required
@@ -272,14 +250,17 @@ impl ConfigHandle {
         changed
     }
 
+    /// `GET /v1/status`: what the operator reads to know a pod runs its config.
     pub fn status(&self) -> Status {
-        let rt = self.snapshot();
-        let mut sources: Vec<String> = rt.sources.keys().cloned().collect();
+        let live = self.live();
+        let mut sources: Vec<String> = live.sources.keys().cloned().collect();
         sources.sort();
         Status {
-            config_hash: rt.file_hash.clone(),
-            generation: rt.generation,
-            loaded_at: rt.loaded_at,
+            instance: live.config.node.instance.clone(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            config_hash: live.file_hash.clone(),
+            generation: live.generation,
+            loaded_at: live.loaded_at,
             last_reload_error: self
                 .last_error
                 .lock()
@@ -292,6 +273,7 @@ impl ConfigHandle {
                 .clone(),
             sources,
             config_path: self.path.as_ref().map(|p| p.display().to_string()),
+            roles: live.config.node.roles.clone(),
         }
     }
 }

@@ -23,15 +23,15 @@ use sha2::{Digest, Sha256};
 
 use crate::edge::error;
 
-pub struct LocalClaims {
+pub struct LocalClaimCheck {
     dir: PathBuf,
     tokens: Vec<String>,
 }
 
-impl LocalClaims {
-    pub fn new(dir: PathBuf, tokens: Vec<String>) -> std::io::Result<Arc<LocalClaims>> {
+impl LocalClaimCheck {
+    pub fn new(dir: PathBuf, tokens: Vec<String>) -> std::io::Result<Arc<LocalClaimCheck>> {
         crate::store::create_dir_synced(&dir)?;
-        Ok(Arc::new(LocalClaims { dir, tokens }))
+        Ok(Arc::new(LocalClaimCheck { dir, tokens }))
     }
 
     /// The claim id of a hook: its id, so every sink and retry share one claim.
@@ -91,11 +91,11 @@ impl LocalClaims {
     }
 }
 
-impl ClaimCheck for LocalClaims {
+impl ClaimCheck for LocalClaimCheck {
     fn check_in<'a>(&'a self, env: &'a Envelope) -> BoxFuture<'a, Result<ClaimCheckRef, String>> {
         Box::pin(async move {
             let env = env.clone();
-            let this = LocalClaims {
+            let this = LocalClaimCheck {
                 dir: self.dir.clone(),
                 tokens: Vec::new(),
             };
@@ -107,7 +107,7 @@ impl ClaimCheck for LocalClaims {
     }
 }
 
-pub fn router(claims: Arc<LocalClaims>) -> Router {
+pub fn router(claims: Arc<LocalClaimCheck>) -> Router {
     Router::new()
         .route(
             "/health",
@@ -153,7 +153,7 @@ fn parse_range(v: &str, len: u64) -> Result<Option<(u64, u64)>, ()> {
 }
 
 async fn redeem(
-    State(claims): State<Arc<LocalClaims>>,
+    State(claims): State<Arc<LocalClaimCheck>>,
     method: Method,
     headers: HeaderMap,
     UrlPath((tenant, claim_id)): UrlPath<(String, String)>,
@@ -264,7 +264,7 @@ mod tests {
     #[tokio::test]
     async fn check_in_is_idempotent_and_redeemable() {
         let d = tempfile::tempdir().unwrap();
-        let claims = LocalClaims::new(d.path().join("claims"), vec![]).unwrap();
+        let claims = LocalClaimCheck::new(d.path().join("claims"), vec![]).unwrap();
         let mut env = crate::store::ingest_test_envelope("acme", "src");
         env.body = bytes::Bytes::from(vec![7u8; 100_000]);
         let a = claims.check_in(&env).await.unwrap();
@@ -272,7 +272,7 @@ mod tests {
         assert_eq!(a, b);
         assert!(a.urn.starts_with("urn:ankusa:claim:v1:acme:"));
         assert_eq!(a.sha256, hex::encode(Sha256::digest(&env.body)));
-        let id = LocalClaims::claim_id(&env);
+        let id = LocalClaimCheck::claim_id(&env);
         let path = claims.path("acme", &id).unwrap();
         let r = read_claim(&path, Some("bytes=10-19"), false).unwrap();
         assert_eq!(r.status(), StatusCode::PARTIAL_CONTENT);

@@ -1,4 +1,5 @@
-//! The group-commit writer. Requests hand their record to a partition and wait; each
+//! Group commit: the writer in front of the store. Requests hand their record to a partition
+//! and wait; each
 //! partition commits everything that queued meanwhile in one synced store write and answers
 //! every caller only after that write is durable. One commit is in flight per partition; the
 //! queue keeps accepting while it runs, up to `max_queue` records per partition and
@@ -9,14 +10,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use ankusa_config::CommitConfig as BatcherConfig;
 use std::sync::mpsc;
 
+use ankusa_config::CommitConfig;
+use ankusa_core::now_ms;
 use tokio::sync::oneshot;
 
 use crate::metrics::Metrics;
-use ankusa_core::now_ms;
-
 use crate::store::{IngestRecord, IngestResult, LaneId, Store, StoreError};
 
 /// Why a record was not committed. Each maps to a `503` at the edge.
@@ -50,7 +50,7 @@ struct Partition {
     queued: Arc<AtomicUsize>,
 }
 
-pub struct Batcher {
+pub struct Committer {
     parts: Vec<Partition>,
     queued_bytes: Arc<AtomicU64>,
     max_queue: usize,
@@ -60,21 +60,21 @@ pub struct Batcher {
 
 struct Worker {
     store: Arc<Store>,
-    cfg: BatcherConfig,
+    cfg: CommitConfig,
     metrics: Arc<Metrics>,
     listener: Arc<dyn CommitListener>,
     queued: Arc<AtomicUsize>,
     queued_bytes: Arc<AtomicU64>,
 }
 
-impl Batcher {
+impl Committer {
     /// Starts one commit task per partition on the current runtime.
     pub fn start(
         store: Arc<Store>,
-        cfg: &BatcherConfig,
+        cfg: &CommitConfig,
         metrics: Arc<Metrics>,
         listener: Arc<dyn CommitListener>,
-    ) -> Arc<Batcher> {
+    ) -> Arc<Committer> {
         let queued_bytes = Arc::new(AtomicU64::new(0));
         let mut parts = Vec::new();
         for _ in 0..cfg.partitions.max(1) {
@@ -96,7 +96,7 @@ impl Batcher {
                 .expect("spawn a commit thread");
             parts.push(Partition { tx, queued });
         }
-        Arc::new(Batcher {
+        Arc::new(Committer {
             parts,
             queued_bytes,
             max_queue: cfg.max_queue as usize,
@@ -196,7 +196,7 @@ impl Worker {
                 .partition(|j| j.enqueued.elapsed() <= max_wait);
             for j in expired {
                 self.release(j.size);
-                self.metrics.batcher_expired.inc();
+                self.metrics.commit_expired.inc();
                 let _ = j.reply.send(Err(CommitError::Expired));
             }
             if live.is_empty() {
