@@ -13,6 +13,10 @@
 
 use std::sync::Arc;
 
+use ankusa_api::{
+    CreateReplay, DeadFilter, DeadLettered, FieldError, JobList, PatchReplay, ReloadReply,
+};
+use ankusa_core::now_ms;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -23,10 +27,7 @@ use serde_json::json;
 
 use crate::app::App;
 use crate::edge::error;
-use crate::replay::{CreateJob, ReplayError};
-use ankusa_api::DeadFilter;
-use ankusa_core::now_ms;
-
+use crate::replay::ReplayError;
 use crate::store::{DeadCursor, ErrorClass, StoreError};
 
 pub fn router(app: Arc<App>) -> Router {
@@ -193,7 +194,10 @@ macro_rules! tri {
     };
 }
 
+/// Counters kept elsewhere (the store's, the sinks') are copied into their series here, so
+/// they are current whenever they are scraped.
 async fn metrics(State(app): State<Arc<App>>) -> Response {
+    use std::sync::atomic::Ordering::Relaxed;
     let store = app.store.clone();
     // A counter that cannot be read shows as 0 rather than failing the scrape.
     let (totals, disk) = tokio::task::spawn_blocking(move || {
@@ -207,14 +211,13 @@ async fn metrics(State(app): State<Arc<App>>) -> Response {
     m.queue_pending.set(totals.pending);
     m.queue_dead.set(totals.dead);
     m.store_disk_bytes.set(disk as i64);
-    if let Some(b) = &app.commit {
-        m.commit_queued.set(b.queued() as i64);
+    if let Some(c) = &app.commit {
+        m.commit_queued.set(c.queued() as i64);
     }
     for (class, n) in app.store.health.failures() {
         let c = m.store_write_failures.with_label_values(&[class]);
         c.inc_by(n.saturating_sub(c.get()));
     }
-    use std::sync::atomic::Ordering::Relaxed;
     let bump = |c: prometheus::IntCounter, v: u64| c.inc_by(v.saturating_sub(c.get()));
     let sinks = app.config.sinks();
     let pools = sinks.pools();
@@ -271,21 +274,7 @@ async fn metrics(State(app): State<Arc<App>>) -> Response {
 
 async fn status(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
     tri!(authorize_node(&app, &headers, "config:read"));
-    let st = app.config.status();
-    let rt = app.config.live();
-    Json(json!({
-        "instance": rt.config.node.instance,
-        "version": env!("CARGO_PKG_VERSION"),
-        "config_hash": st.config_hash,
-        "generation": st.generation,
-        "loaded_at": st.loaded_at,
-        "last_reload_error": st.last_reload_error,
-        "restart_required": st.restart_required,
-        "sources": st.sources,
-        "config_path": st.config_path,
-        "roles": rt.config.node.roles,
-    }))
-    .into_response()
+    Json(app.config.status()).into_response()
 }
 
 async fn get_config(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
@@ -303,12 +292,12 @@ fn reload_result(app: &App, r: Result<bool, ankusa_config::ConfigError>) -> Resp
                     .set(app.config.live().generation as i64);
             }
             let st = app.config.status();
-            Json(json!({
-                "changed": changed,
-                "config_hash": st.config_hash,
-                "generation": st.generation,
-                "restart_required": st.restart_required,
-            }))
+            Json(ReloadReply {
+                changed,
+                config_hash: st.config_hash,
+                generation: st.generation,
+                restart_required: st.restart_required,
+            })
             .into_response()
         }
         Err(e) => {
@@ -316,11 +305,12 @@ fn reload_result(app: &App, r: Result<bool, ankusa_config::ConfigError>) -> Resp
                 .config_reloads
                 .with_label_values(&["error"])
                 .inc();
-            error(
-                StatusCode::BAD_REQUEST,
-                "invalid_config",
-                Some(json!({ "field": e.field, "message": e.message })),
-            )
+            let body = FieldError {
+                error: "invalid_config".into(),
+                field: e.field,
+                message: e.message,
+            };
+            (StatusCode::BAD_REQUEST, Json(body)).into_response()
         }
     }
 }
@@ -409,6 +399,8 @@ async fn get_hook(
     .into_response()
 }
 
+/// `GET|DELETE /v1/dlq` parameters: the filter as text, so a bad value is `invalid_filter`
+/// naming it (see `DlqQuery::filter`).
 #[derive(Debug, Deserialize, Default)]
 struct DlqQuery {
     tenant: Option<String>,
@@ -501,6 +493,17 @@ async fn delete_dlq(
     Json(deleted).into_response()
 }
 
+/// A JSON request body; `400 invalid_body` when it is not one (unknown keys included).
+fn json_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, Response> {
+    serde_json::from_slice(body).map_err(|e| {
+        error(
+            StatusCode::BAD_REQUEST,
+            "invalid_body",
+            Some(json!({ "message": e.to_string() })),
+        )
+    })
+}
+
 fn replay_error(e: ReplayError) -> Response {
     match e {
         ReplayError::InvalidFilter { field, message } => bad_filter(field, &message),
@@ -531,27 +534,11 @@ async fn create_replay(
 ) -> Response {
     let caller = tri!(authorize(&app, &headers, "replays:write"));
     let r = tri!(replayer(&app));
-    let mut req: CreateJob = match serde_json::from_slice(&body) {
-        Ok(v) => v,
-        Err(e) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "invalid_body",
-                Some(json!({ "message": e.to_string() })),
-            );
-        }
-    };
-    let filter = tri!(req.filter().map_err(replay_error));
+    let mut req: CreateReplay = tri!(json_body(&body));
+    let filter = tri!(req.filter().map_err(|e| replay_error(e.into())));
     let tenant = tri!(caller.resolve_tenant(filter.tenant.clone()));
     if tenant != filter.tenant {
-        req.filter = Some(DeadFilter { tenant, ..filter });
-        req.tenant = None;
-        req.source_id = None;
-        req.id = None;
-        req.sink = None;
-        req.error_class = None;
-        req.since = None;
-        req.until = None;
+        req = req.with_filter(DeadFilter { tenant, ..filter });
     }
     match r.create(req).await {
         Ok((view, created)) => {
@@ -575,7 +562,7 @@ async fn list_replays(State(app): State<Arc<App>>, headers: HeaderMap) -> Respon
                 .into_iter()
                 .filter(|j| caller.sees_tenant(j.job.filter.tenant.as_deref()))
                 .collect();
-            Json(json!({ "jobs": jobs })).into_response()
+            Json(JobList { jobs }).into_response()
         }
         Err(e) => replay_error(e),
     }
@@ -595,12 +582,6 @@ async fn get_replay(
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PatchReplay {
-    state: String,
-}
-
 async fn patch_replay(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
@@ -609,16 +590,7 @@ async fn patch_replay(
 ) -> Response {
     let caller = tri!(authorize(&app, &headers, "replays:write"));
     let r = tri!(replayer(&app));
-    let req: PatchReplay = match serde_json::from_slice(&body) {
-        Ok(v) => v,
-        Err(e) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "invalid_body",
-                Some(json!({ "message": e.to_string() })),
-            );
-        }
-    };
+    let req: PatchReplay = tri!(json_body(&body));
     match r.get(&id).await {
         Ok(v) if caller.sees_tenant(v.job.filter.tenant.as_deref()) => {}
         Ok(_) => return replay_error(ReplayError::NotFound),
@@ -666,5 +638,11 @@ async fn dead_letter_source(
         tri!(blocking(move || store.dead_letter_source(&sid, &reason, now_ms(), limit)).await);
     let store = app.store.clone();
     let counts = tri!(blocking(move || store.source_counts(&id)).await);
-    Json(json!({ "dead_lettered": moved, "more": more, "pending": counts.pending, "dead": counts.dead })).into_response()
+    Json(DeadLettered {
+        dead_lettered: moved as i64,
+        more,
+        pending: counts.pending,
+        dead: counts.dead,
+    })
+    .into_response()
 }

@@ -10,58 +10,19 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
 
 use crate::dispatch::{Dispatcher, JobFeedback};
 use crate::metrics::Metrics;
-use ankusa_api::{DeadFilter as ReplayFilter, JobState, ReplayJob};
+use ankusa_api::{
+    CreateReplay, DEFAULT_MAX_LAG_MS, DEFAULT_PAUSE_AFTER_DEAD, DEFAULT_RATE, FilterError,
+    JobState, JobView, ReplayJob,
+};
 use ankusa_core::now_ms;
 
 use crate::store::{JobSettled, Store, StoreError};
 
-pub const DEFAULT_RATE: u32 = 1_000;
-pub const MAX_RATE: u32 = 100_000;
-pub const DEFAULT_MAX_LAG_MS: u64 = 2_000;
-pub const DEFAULT_PAUSE_AFTER_DEAD: u32 = 20;
 const TICK: Duration = Duration::from_millis(100);
-
-/// A request to create a job (`POST /v1/replays`).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CreateJob {
-    #[serde(default)]
-    pub job_id: Option<String>,
-    #[serde(default = "default_kind")]
-    pub kind: String,
-    #[serde(default)]
-    pub filter: Option<ReplayFilter>,
-    // Filter keys are also accepted at the top level of the body.
-    #[serde(default)]
-    pub tenant: Option<String>,
-    #[serde(default)]
-    pub source_id: Option<String>,
-    #[serde(default)]
-    pub id: Option<uuid::Uuid>,
-    #[serde(default)]
-    pub sink: Option<u16>,
-    #[serde(default)]
-    pub error_class: Option<String>,
-    #[serde(default)]
-    pub since: Option<u64>,
-    #[serde(default)]
-    pub until: Option<u64>,
-    #[serde(default)]
-    pub rate: Option<u32>,
-    #[serde(default)]
-    pub max_lag_ms: Option<u64>,
-    #[serde(default)]
-    pub pause_after_dead: Option<u32>,
-}
-
-fn default_kind() -> String {
-    "dlq".into()
-}
 
 /// Why a request about jobs was refused; each maps to an admin API error code.
 #[derive(Debug, thiserror::Error)]
@@ -79,65 +40,20 @@ pub enum ReplayError {
     Store(#[from] StoreError),
 }
 
+impl From<FilterError> for ReplayError {
+    fn from(e: FilterError) -> Self {
+        ReplayError::InvalidFilter {
+            field: e.field,
+            message: e.message,
+        }
+    }
+}
+
 fn invalid(field: &'static str, message: impl Into<String>) -> ReplayError {
     ReplayError::InvalidFilter {
         field,
         message: message.into(),
     }
-}
-
-impl CreateJob {
-    /// The filter, whether given nested or at the top level (not both).
-    pub fn filter(&self) -> Result<ReplayFilter, ReplayError> {
-        let top = ReplayFilter {
-            tenant: self.tenant.clone(),
-            source_id: self.source_id.clone(),
-            id: self.id,
-            sink: self.sink,
-            error_class: match &self.error_class {
-                None => None,
-                Some(c) => Some(crate::store::ErrorClass::parse(c).ok_or_else(|| {
-                    invalid("error_class", "must be permanent, throttled or transient")
-                })?),
-            },
-            since: self.since,
-            until: self.until,
-        };
-        let f = match &self.filter {
-            Some(f) if top != ReplayFilter::default() => {
-                return Err(invalid(
-                    "filter",
-                    format!("give the filter nested or at the top level, not both: {f:?}"),
-                ));
-            }
-            Some(f) => f.clone(),
-            None => top,
-        };
-        if let Some(t) = &f.tenant
-            && !ankusa_config::valid_id(t)
-        {
-            return Err(invalid("tenant", "must match [A-Za-z0-9_-]{1,64}"));
-        }
-        if let (Some(s), Some(u)) = (f.since, f.until)
-            && s > u
-        {
-            return Err(invalid("since", "must not be after until"));
-        }
-        Ok(f)
-    }
-}
-
-/// A job with its progress, as the admin API shows it.
-#[derive(Debug, Clone, Serialize)]
-pub struct JobView {
-    #[serde(flatten)]
-    pub job: ReplayJob,
-    pub delivered: i64,
-    pub failed: i64,
-    /// Moved rows not yet delivered or dead again.
-    pub outstanding: i64,
-    /// The scan is over and every moved row has settled.
-    pub done: bool,
 }
 
 struct JobRt {
@@ -195,7 +111,7 @@ impl Replayer {
 
     /// Creates a job, or returns the existing one for the same `job_id`, kind and filter.
     /// Returns (view, created).
-    pub async fn create(&self, req: CreateJob) -> Result<(JobView, bool), ReplayError> {
+    pub async fn create(&self, req: CreateReplay) -> Result<(JobView, bool), ReplayError> {
         if req.kind != "dlq" {
             return Err(invalid(
                 "kind",
@@ -207,12 +123,7 @@ impl Replayer {
         }
         let filter = req.filter()?;
         let rate = req.rate.unwrap_or(DEFAULT_RATE);
-        if rate == 0 || rate > MAX_RATE {
-            return Err(invalid(
-                "rate",
-                format!("must be 1..={MAX_RATE}, got {rate}"),
-            ));
-        }
+        ankusa_api::check_rate(rate).map_err(|m| invalid("rate", m))?;
         let id = match &req.job_id {
             Some(id) => {
                 let parsed = uuid::Uuid::parse_str(id)
