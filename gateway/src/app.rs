@@ -7,19 +7,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ankusa_config::{Config, Role};
+use ankusa_core::{ClaimCheck, now_ms};
 use ankusa_sinks::SinkBuilder;
 use ankusa_sinks::http::HttpPools;
 use tokio::net::TcpListener;
 
 use crate::claim_check::LocalClaimCheck;
 use crate::commit::{CommitListener, Committer};
-use crate::dispatch::Dispatcher;
+use crate::dispatch::{self, Dispatcher};
 use crate::edge::ratelimit::RateLimiter;
 use crate::live::{ConfigHandle, Live};
 use crate::metrics::Metrics;
-use crate::replay::Replayer;
-use ankusa_core::now_ms;
-
+use crate::replay::{self, Replayer};
 use crate::store::{LaneId, Store};
 
 /// The time source of decisions that depend on it (signature windows).
@@ -44,7 +43,6 @@ pub struct App {
     pub limiter: RateLimiter,
     pub metrics: Arc<Metrics>,
     pub clock: Arc<dyn Clock>,
-    pub pools: Arc<HttpPools>,
     pub probe_lock: tokio::sync::Mutex<()>,
 }
 
@@ -82,18 +80,19 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
     };
     let store = Arc::new(store);
     let metrics = Arc::new(Metrics::new());
-    let pools = HttpPools::new(&config.egress.pools);
-    let factory = Arc::new(SinkBuilder::with_pools(pools.clone()));
+    let sinks = Arc::new(SinkBuilder::with_pools(HttpPools::new(
+        &config.egress.pools,
+    )));
     // Broker connections unused for their idle_timeout_ms are closed.
-    tokio::spawn(factory.clone().run_reaper(Duration::from_secs(30)));
-    let live = Live::build(config.clone(), file_hash, 1, &factory)?;
+    tokio::spawn(sinks.clone().run_reaper(Duration::from_secs(30)));
+    let live = Live::build(config.clone(), file_hash, 1, &sinks)?;
     let path = match &source {
         ConfigSource::File(p) => Some(p.clone()),
         ConfigSource::Embedded => None,
     };
-    let handle = ConfigHandle::new(live, path, factory);
+    let handle = ConfigHandle::new(live, path, sinks.clone());
     {
-        let pools = pools.clone();
+        let pools = sinks.pools().clone();
         handle.on_reload(Box::new(move |live| {
             pools.set_config(&live.config.egress.pools)
         }));
@@ -109,7 +108,8 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
         );
     }
 
-    let claims = if config.claim_check.enabled {
+    let claim_check = if config.claim_check.enabled {
+        // The directory keeps the name it had when the claim check wrote there first.
         let dir = config
             .node
             .data_dir
@@ -122,23 +122,20 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
     } else {
         None
     };
-    let dispatcher = if config.has_role(Role::Dispatch) {
-        let claim_store: Option<Arc<dyn ankusa_core::ClaimCheck>> = claims
-            .clone()
-            .map(|c| c as Arc<dyn ankusa_core::ClaimCheck>);
-        Some(Dispatcher::start(
-            store.clone(),
-            handle.clone(),
-            metrics.clone(),
-            tokio::runtime::Handle::current(),
-            claim_store,
-        )?)
+    let (dispatcher, replayer) = if config.has_role(Role::Dispatch) {
+        let (feedback, settled) = replay::feedback();
+        let d = Dispatcher::start(dispatch::Context {
+            store: store.clone(),
+            config: handle.clone(),
+            metrics: metrics.clone(),
+            tokio: tokio::runtime::Handle::current(),
+            claim_check: claim_check.clone().map(|c| c as Arc<dyn ClaimCheck>),
+            feedback: Some(feedback),
+        })?;
+        let r = Replayer::start(store.clone(), d.clone(), settled, metrics.clone()).await?;
+        (Some(d), Some(r))
     } else {
-        None
-    };
-    let replayer = match &dispatcher {
-        Some(d) => Some(Replayer::start(store.clone(), d.clone(), metrics.clone()).await?),
-        None => None,
+        (None, None)
     };
     let commit = if config.has_role(Role::Edge) {
         let listener: Arc<dyn CommitListener> = match &dispatcher {
@@ -163,7 +160,6 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
         limiter: RateLimiter::default(),
         metrics,
         clock: Arc::new(SystemClock),
-        pools: pools.clone(),
         probe_lock: tokio::sync::Mutex::new(()),
     });
 
@@ -193,7 +189,7 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
             stop_rx.clone(),
         )));
     }
-    if let Some(c) = &claims {
+    if let Some(c) = &claim_check {
         let addr = SocketAddr::new(config.claim_check.ip, config.claim_check.port);
         let listener = TcpListener::bind(addr)
             .await
@@ -413,9 +409,9 @@ fn spawn_housekeeping(app: Arc<App>) {
         let mut tick = tokio::time::interval(Duration::from_secs(5));
         loop {
             tick.tick().await;
-            app.pools.sweep();
-            if let Some(b) = &app.commit {
-                app.metrics.commit_queued.set(b.queued() as i64);
+            app.config.sinks().pools().sweep();
+            if let Some(c) = &app.commit {
+                app.metrics.commit_queued.set(c.queued() as i64);
             }
         }
     });
