@@ -154,8 +154,8 @@ fn build_check(loaded: &Loaded) -> Result<(), ConfigError> {
         .map_err(|e| ConfigError::general(e.to_string()))?;
     rt.block_on(async {
         let pools = ankusa_sinks::http::HttpPools::new(&loaded.config.egress.pools);
-        let factory = ankusa_sinks::SinkBuilder::with_pools(pools);
-        crate::live::Live::build(loaded.config.clone(), loaded.file_hash.clone(), 1, &factory)
+        let sinks = ankusa_sinks::SinkBuilder::with_pools(pools);
+        crate::live::Live::build(loaded.config.clone(), loaded.file_hash.clone(), 1, &sinks)
             .map(|_| ())
     })
 }
