@@ -13,8 +13,9 @@ use schemars::JsonSchema;
 
 const REDACTED: &str = "[redacted]";
 
-/// One credential (a password, a token, an access key, a header value).
-#[derive(Clone, Default, PartialEq, Eq, Hash, Serialize)]
+/// One credential (a password, a token, an access key, a header value). Read as a YAML string;
+/// a field that also takes a number or boolean as its text says so (`scalar::secret_map`).
+#[derive(Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(transparent)]
 pub struct Secret(String);
@@ -63,14 +64,6 @@ impl PartialEq<str> for Secret {
 impl PartialEq<&str> for Secret {
     fn eq(&self, other: &&str) -> bool {
         self.0 == *other
-    }
-}
-
-/// Like every field that holds text, a secret accepts a YAML number or boolean as its text
-/// (`${TOKEN}` with `TOKEN=123456` is the secret `"123456"`, not a type error).
-impl<'de> Deserialize<'de> for Secret {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        crate::scalar::string(d).map(Secret)
     }
 }
 
@@ -165,7 +158,7 @@ mod tests {
         let s = Secret::new("hunter2");
         assert_eq!(serde_json::to_string(&s).unwrap(), "\"hunter2\"");
         assert_eq!(format!("{s:?} {s}"), "[redacted] [redacted]");
-        let back: Secret = serde_json::from_str("123456").unwrap();
+        let back: Secret = serde_json::from_str("\"123456\"").unwrap();
         assert_eq!(back, "123456");
         let u = SecretUrl::new("amqp://user:pw@host:5672/%2f?token=abc");
         assert_eq!(

@@ -30,7 +30,11 @@ sink_config! {
         #[serde(default = "default_http_timeout")]
         pub timeout_ms: u64,
         /// Extra request headers (values are treated as secrets in `print-config`).
-        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        #[serde(
+            default,
+            skip_serializing_if = "BTreeMap::is_empty",
+            deserialize_with = "crate::scalar::secret_map"
+        )]
         pub headers: BTreeMap<String, Secret>,
         /// Standard Webhooks signing secret(s), `whsec_<base64>`; required unless `allow_unsigned`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
