@@ -16,7 +16,7 @@ pub use error::ConfigError;
 pub use load::{Loaded, apply_env_overrides, from_yaml_str, from_yaml_value, load_file};
 pub use model::*;
 pub use redact::{redact_url, redacted_json};
-pub use secrets::{MAX_SECRETS, Secrets};
+pub use secrets::{MAX_SECRETS, Secret, SecretUrl, Secrets};
 pub use sinks::*;
 pub use validate::{
     ADMIN_SCOPES, parse_cidr, signed_tokens, valid_header_name, valid_id, validate,

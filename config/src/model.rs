@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::secrets::Secrets;
+use crate::sinks::SinkConfig;
 
 #[cfg(feature = "schema")]
 use schemars::JsonSchema;
@@ -24,7 +25,8 @@ pub struct Config {
     pub log: LogConfig,
     pub http: HttpConfig,
     pub admin: AdminConfig,
-    pub batcher: BatcherConfig,
+    /// Group commit (`commit.rs` in the gateway); the key keeps its first name.
+    pub batcher: CommitConfig,
     pub rate_limits: RateLimitsConfig,
     pub dispatch: DispatchConfig,
     pub egress: EgressConfig,
@@ -170,7 +172,7 @@ impl Default for AdminConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(deny_unknown_fields, default)]
-pub struct BatcherConfig {
+pub struct CommitConfig {
     /// Independent commit queues; each has one synced write in flight.
     pub partitions: u32,
     /// Most records in one synced write.
@@ -185,9 +187,9 @@ pub struct BatcherConfig {
     pub max_wait_ms: u64,
 }
 
-impl Default for BatcherConfig {
+impl Default for CommitConfig {
     fn default() -> Self {
-        BatcherConfig {
+        CommitConfig {
             partitions: 2,
             max_batch: 256,
             max_delay_ms: 0,
@@ -695,153 +697,6 @@ impl<'de> Deserialize<'de> for DedupeConfig {
                 json: f.json,
                 ttl_seconds: f.ttl_seconds,
             }),
-        }
-    }
-}
-
-/// Where the key of an ordering lane comes from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(JsonSchema))]
-#[serde(deny_unknown_fields)]
-pub struct OrderingKey {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub header: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub json: Option<String>,
-}
-
-/// A destination of a source's hooks.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(JsonSchema))]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum SinkConfig {
-    /// Logs each delivery; nothing leaves the process (`durable: false`).
-    Log(LogSinkConfig),
-    /// POSTs the raw body to a URL, signed per Standard Webhooks.
-    Http(HttpSinkConfig),
-    /// Produces the queue message to a Kafka topic (`acks=all`).
-    Kafka(crate::sinks::KafkaSinkConfig),
-    /// Publishes the queue message to a RabbitMQ exchange (mandatory, confirmed, persistent).
-    Rabbitmq(crate::sinks::RabbitmqSinkConfig),
-    /// Publishes the queue message to a NATS JetStream subject (acked by the stream).
-    Nats(crate::sinks::NatsSinkConfig),
-    /// PUBLISHes the queue message to a Redis pub/sub channel (not durable).
-    Redis(crate::sinks::RedisSinkConfig),
-    /// Sends the queue message to an SQS queue (standard or FIFO).
-    Sqs(crate::sinks::SqsSinkConfig),
-    /// Publishes the queue message to a Google Cloud Pub/Sub topic.
-    GooglePubsub(crate::sinks::GooglePubsubSinkConfig),
-}
-
-impl SinkConfig {
-    /// The type name as written in YAML, stored with each delivery row.
-    pub fn type_name(&self) -> &'static str {
-        match self {
-            SinkConfig::Log(_) => "log",
-            SinkConfig::Http(_) => "http",
-            SinkConfig::Kafka(_) => "kafka",
-            SinkConfig::Rabbitmq(_) => "rabbitmq",
-            SinkConfig::Nats(_) => "nats",
-            SinkConfig::Redis(_) => "redis",
-            SinkConfig::Sqs(_) => "sqs",
-            SinkConfig::GooglePubsub(_) => "google_pubsub",
-        }
-    }
-
-    pub fn ordering(&self) -> (bool, Option<&OrderingKey>) {
-        match self {
-            SinkConfig::Log(s) => (s.ordered, s.ordering_key.as_ref()),
-            SinkConfig::Http(s) => (s.ordered, s.ordering_key.as_ref()),
-            SinkConfig::Kafka(s) => (s.ordered, s.ordering_key.as_ref()),
-            SinkConfig::Rabbitmq(s) => (s.ordered, s.ordering_key.as_ref()),
-            SinkConfig::Nats(s) => (s.ordered, s.ordering_key.as_ref()),
-            SinkConfig::Redis(s) => (s.ordered, s.ordering_key.as_ref()),
-            SinkConfig::Sqs(s) => (s.ordered, s.ordering_key.as_ref()),
-            SinkConfig::GooglePubsub(s) => (s.ordered, s.ordering_key.as_ref()),
-        }
-    }
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(JsonSchema))]
-#[serde(deny_unknown_fields)]
-pub struct LogSinkConfig {
-    #[serde(default)]
-    pub ordered: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ordering_key: Option<OrderingKey>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[cfg_attr(feature = "schema", derive(JsonSchema))]
-#[serde(rename_all = "snake_case")]
-pub enum HttpMethod {
-    #[default]
-    Post,
-    Put,
-    Patch,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(JsonSchema))]
-#[serde(deny_unknown_fields)]
-pub struct HttpSinkConfig {
-    pub url: String,
-    #[serde(default)]
-    pub method: HttpMethod,
-    #[serde(default = "default_http_timeout")]
-    pub timeout_ms: u64,
-    /// Extra request headers (values are treated as secrets in `print-config`).
-    #[serde(
-        default,
-        skip_serializing_if = "BTreeMap::is_empty",
-        deserialize_with = "crate::scalar::string_map"
-    )]
-    pub headers: BTreeMap<String, String>,
-    /// Standard Webhooks signing secret(s), `whsec_<base64>`; required unless `allow_unsigned`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub secret: Option<Secrets>,
-    #[serde(default)]
-    pub allow_unsigned: bool,
-    #[serde(default = "default_max_response_bytes")]
-    pub max_response_bytes: u64,
-    /// PEM file of a private CA to trust for this receiver.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cacertfile: Option<PathBuf>,
-    #[serde(default)]
-    pub allow_insecure_tls: bool,
-    /// Connections to this receiver (defaults to `egress.pools.pool_size`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pool_size: Option<u32>,
-    #[serde(default)]
-    pub ordered: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ordering_key: Option<OrderingKey>,
-}
-
-fn default_http_timeout() -> u64 {
-    5_000
-}
-
-fn default_max_response_bytes() -> u64 {
-    65_536
-}
-
-impl HttpSinkConfig {
-    pub fn new(url: impl Into<String>) -> Self {
-        HttpSinkConfig {
-            url: url.into(),
-            method: HttpMethod::Post,
-            timeout_ms: default_http_timeout(),
-            headers: BTreeMap::new(),
-            secret: None,
-            allow_unsigned: false,
-            max_response_bytes: default_max_response_bytes(),
-            cacertfile: None,
-            allow_insecure_tls: false,
-            pool_size: None,
-            ordered: false,
-            ordering_key: None,
         }
     }
 }

@@ -46,6 +46,17 @@ pub fn string_map<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, St
         .map_err(|_| serde::de::Error::custom("expected a map of strings"))
 }
 
+/// `string_map` whose values are secrets (an HTTP sink's header values).
+pub fn secret_map<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<BTreeMap<String, crate::Secret>, D::Error> {
+    string_map(d).map(|m| {
+        m.into_iter()
+            .map(|(k, v)| (k, crate::Secret::new(v)))
+            .collect()
+    })
+}
+
 /// For `Secrets`: one value or a list.
 pub(crate) fn one_or_many<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
     #[derive(Deserialize)]

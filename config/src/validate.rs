@@ -25,7 +25,7 @@ pub fn valid_header_name(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
-fn at_least<T: PartialOrd + std::fmt::Display>(
+pub(crate) fn at_least<T: PartialOrd + std::fmt::Display>(
     field: &str,
     v: T,
     min: T,
@@ -60,7 +60,7 @@ pub fn validate(c: &Config) -> Result<(), ConfigError> {
     node(c)?;
     http(c)?;
     admin(c)?;
-    batcher(c)?;
+    commit(c)?;
     rate_limits(&c.rate_limits)?;
     dispatch(&c.dispatch)?;
     egress(&c.egress)?;
@@ -215,7 +215,7 @@ fn admin(c: &Config) -> Result<(), ConfigError> {
     Ok(())
 }
 
-fn batcher(c: &Config) -> Result<(), ConfigError> {
+fn commit(c: &Config) -> Result<(), ConfigError> {
     let b = &c.batcher;
     at_least("batcher.partitions", b.partitions, 1)?;
     at_most("batcher.partitions", b.partitions, 64)?;
@@ -402,7 +402,7 @@ fn ports(c: &Config) -> Result<(), ConfigError> {
 
 /// Checks a secret list: 1..=8 entries, none empty. `whsec` says each must be a
 /// Standard Webhooks secret (`whsec_<base64>` or raw bytes) whose base64 part decodes.
-fn secrets(field: &str, s: &Secrets, whsec: bool) -> Result<(), ConfigError> {
+pub(crate) fn secrets(field: &str, s: &Secrets, whsec: bool) -> Result<(), ConfigError> {
     if s.is_empty() {
         return Err(err(field, "must hold at least one secret"));
     }
@@ -527,7 +527,7 @@ fn source(c: &Config, id: &str, s: &SourceConfig) -> Result<(), ConfigError> {
         return Err(err(format!("{p}.sinks"), "must list at least one sink"));
     }
     for (i, sink) in s.sinks.iter().enumerate() {
-        sink_config(&format!("{p}.sinks[{i}]"), sink)?;
+        sink.validate(&format!("{p}.sinks[{i}]"))?;
     }
     Ok(())
 }
@@ -656,115 +656,10 @@ pub fn signed_tokens(tpl: &str) -> Result<Vec<String>, String> {
     Ok(out)
 }
 
-fn sink_config(p: &str, s: &SinkConfig) -> Result<(), ConfigError> {
-    let (ordered, key) = s.ordering();
-    if let Some(k) = key {
-        if !ordered {
-            return Err(err(
-                format!("{p}.ordering_key"),
-                "is only read with ordered: true",
-            ));
-        }
-        match (&k.header, &k.json) {
-            (Some(h), None) if valid_header_name(h) => {}
-            (Some(h), None) => {
-                return Err(err(
-                    format!("{p}.ordering_key.header"),
-                    format!("is not a header name: {h:?}"),
-                ));
-            }
-            (None, Some(j)) if !j.is_empty() && !j.split('.').any(str::is_empty) => {}
-            (None, Some(j)) => {
-                return Err(err(
-                    format!("{p}.ordering_key.json"),
-                    format!("must be a dot path like data.id, got {j:?}"),
-                ));
-            }
-            _ => {
-                return Err(err(
-                    format!("{p}.ordering_key"),
-                    "must name exactly one of header, json",
-                ));
-            }
-        }
-    }
-    if let (true, SinkConfig::Sqs(q)) = (ordered, s)
-        && !q.is_fifo()
-    {
-        return Err(err(
-            format!("{p}.ordered"),
-            "an ordered SQS sink needs a FIFO queue (queue_url ending in .fifo)",
-        ));
-    }
-    match s {
-        SinkConfig::Log(_) => Ok(()),
-        SinkConfig::Http(h) => http_sink(p, h),
-        SinkConfig::Kafka(k) => crate::sinks::kafka_sink(p, k),
-        SinkConfig::Rabbitmq(r) => crate::sinks::rabbitmq_sink(p, r),
-        SinkConfig::Nats(n) => crate::sinks::nats_sink(p, n),
-        SinkConfig::Redis(r) => crate::sinks::redis_sink(p, r),
-        SinkConfig::Sqs(s) => crate::sinks::sqs_sink(p, s),
-        SinkConfig::GooglePubsub(g) => crate::sinks::pubsub_sink(p, g),
-    }
-}
-
-fn http_sink(p: &str, h: &HttpSinkConfig) -> Result<(), ConfigError> {
-    let url = url::Url::parse(&h.url).map_err(|e| {
-        err(
-            format!("{p}.url"),
-            format!("is not a URL ({e}): {:?}", crate::redact_url(&h.url)),
-        )
-    })?;
-    if url.scheme() != "http" && url.scheme() != "https" {
-        return Err(err(
-            format!("{p}.url"),
-            format!("must be http or https, got {}", url.scheme()),
-        ));
-    }
-    if url.host().is_none() {
-        return Err(err(format!("{p}.url"), "must name a host"));
-    }
-    if !url.username().is_empty() || url.password().is_some() {
-        return Err(err(
-            format!("{p}.url"),
-            "must not carry credentials; use headers",
-        ));
-    }
-    match &h.secret {
-        Some(s) => secrets(&format!("{p}.secret"), s, true)?,
-        None if !h.allow_unsigned => {
-            return Err(err(
-                format!("{p}.secret"),
-                "is required: deliveries are signed (Standard Webhooks); set allow_unsigned: true to send unsigned",
-            ));
-        }
-        None => {}
-    }
-    at_least(&format!("{p}.timeout_ms"), h.timeout_ms, 1)?;
-    at_least(&format!("{p}.max_response_bytes"), h.max_response_bytes, 1)?;
-    for name in h.headers.keys() {
-        if !valid_header_name(name) {
-            return Err(err(
-                format!("{p}.headers"),
-                format!("{name:?} is not a header name"),
-            ));
-        }
-        if name.to_ascii_lowercase().starts_with("x-ankusa-") || name.eq_ignore_ascii_case("host") {
-            return Err(err(
-                format!("{p}.headers"),
-                format!("{name} is set by the gateway"),
-            ));
-        }
-    }
-    if let Some(n) = h.pool_size {
-        at_least(&format!("{p}.pool_size"), n, 1)?;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sinks::*;
 
     fn with_source(s: SourceConfig) -> Config {
         let mut c = Config::default();

@@ -2,7 +2,7 @@
 //! the `Source` and `Sink` objects that refer to it.
 
 use ankusa_config::{
-    BatcherConfig, DispatchConfig, EgressConfig, LogConfig, RateLimitsConfig, Routing,
+    CommitConfig, DispatchConfig, EgressConfig, LogConfig, RateLimitsConfig, Routing,
 };
 use k8s_openapi::api::core::v1::{Affinity, ResourceRequirements, Toleration};
 use kube::CustomResource;
@@ -194,7 +194,7 @@ pub struct GatewaySettings {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http: Option<HttpSettings>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub batcher: Option<BatcherConfig>,
+    pub batcher: Option<CommitConfig>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limits: Option<RateLimitsConfig>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -13,6 +13,10 @@
 
 use std::sync::Arc;
 
+use ankusa_api::{
+    CreateReplay, DeadFilter, DeadLettered, FieldError, JobList, PatchReplay, ReloadReply,
+};
+use ankusa_core::now_ms;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -23,8 +27,8 @@ use serde_json::json;
 
 use crate::app::App;
 use crate::edge::error;
-use crate::replay::{CreateJob, ReplayError};
-use crate::store::{DeadCursor, DeadFilter, ErrorClass, StoreError, keys, now_ms};
+use crate::replay::ReplayError;
+use crate::store::{DeadCursor, ErrorClass, StoreError};
 
 pub fn router(app: Arc<App>) -> Router {
     Router::new()
@@ -109,7 +113,7 @@ impl Caller {
 
 /// Authenticates the request and checks `scope`.
 fn authorize(app: &App, headers: &HeaderMap, scope: &str) -> Result<Caller, Response> {
-    let tokens = &app.config.snapshot().config.admin.tokens;
+    let tokens = &app.config.live().config.admin.tokens;
     if tokens.is_empty() {
         return Ok(Caller {
             scopes: vec!["*".into()],
@@ -190,39 +194,47 @@ macro_rules! tri {
     };
 }
 
+/// Counters kept elsewhere (the store's, the sinks') are copied into their series here, so
+/// they are current whenever they are scraped.
 async fn metrics(State(app): State<Arc<App>>) -> Response {
+    use std::sync::atomic::Ordering::Relaxed;
     let store = app.store.clone();
-    let counters = tokio::task::spawn_blocking(move || {
-        (
-            store.counter(keys::C_HOOKS).unwrap_or(0),
-            store.counter(keys::C_HOOK_BYTES).unwrap_or(0),
-            store.counter(keys::C_PENDING).unwrap_or(0),
-            store.counter(keys::C_DEAD).unwrap_or(0),
-            store.disk_bytes(),
-        )
+    // A counter that cannot be read shows as 0 rather than failing the scrape.
+    let (totals, disk) = tokio::task::spawn_blocking(move || {
+        (store.totals().unwrap_or_default(), store.disk_bytes())
     })
     .await
     .unwrap_or_default();
     let m = &app.metrics;
-    m.store_hooks.set(counters.0);
-    m.store_hook_bytes.set(counters.1);
-    m.queue_pending.set(counters.2);
-    m.queue_dead.set(counters.3);
-    m.store_disk_bytes.set(counters.4 as i64);
-    if let Some(b) = &app.batcher {
-        m.batcher_queued.set(b.queued() as i64);
+    m.store_hooks.set(totals.hooks);
+    m.store_hook_bytes.set(totals.hook_bytes);
+    m.queue_pending.set(totals.pending);
+    m.queue_dead.set(totals.dead);
+    m.store_disk_bytes.set(disk as i64);
+    if let Some(c) = &app.commit {
+        m.commit_queued.set(c.queued() as i64);
     }
     for (class, n) in app.store.health.failures() {
         let c = m.store_write_failures.with_label_values(&[class]);
         c.inc_by(n.saturating_sub(c.get()));
     }
-    let factory = app.config.sinks();
-    for (sink, st) in [
-        ("sqs", &factory.queue.sqs_stats),
-        ("google_pubsub", &factory.queue.pubsub_stats),
+    let bump = |c: prometheus::IntCounter, v: u64| c.inc_by(v.saturating_sub(c.get()));
+    let sinks = app.config.sinks();
+    let pools = sinks.pools();
+    m.http_pools.set(pools.len() as i64);
+    let ps = pools.stats();
+    for (counter, label, v) in [
+        (&m.http_pool_closed, "idle", &ps.closed_idle),
+        (&m.http_pool_closed, "lru", &ps.closed_lru),
+        (&m.http_pool_refused, "tenant", &ps.refused_tenant),
+        (&m.http_pool_refused, "instance", &ps.refused_instance),
     ] {
-        use std::sync::atomic::Ordering::Relaxed;
-        let bump = |c: prometheus::IntCounter, v: u64| c.inc_by(v.saturating_sub(c.get()));
+        bump(counter.with_label_values(&[label]), v.load(Relaxed));
+    }
+    for (sink, st) in [
+        ("sqs", &sinks.sqs_stats),
+        ("google_pubsub", &sinks.pubsub_stats),
+    ] {
         bump(
             m.sink_batch_requests.with_label_values(&[sink]),
             st.requests.load(Relaxed),
@@ -262,26 +274,12 @@ async fn metrics(State(app): State<Arc<App>>) -> Response {
 
 async fn status(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
     tri!(authorize_node(&app, &headers, "config:read"));
-    let st = app.config.status();
-    let rt = app.config.snapshot();
-    Json(json!({
-        "instance": rt.config.node.instance,
-        "version": env!("CARGO_PKG_VERSION"),
-        "config_hash": st.config_hash,
-        "generation": st.generation,
-        "loaded_at": st.loaded_at,
-        "last_reload_error": st.last_reload_error,
-        "restart_required": st.restart_required,
-        "sources": st.sources,
-        "config_path": st.config_path,
-        "roles": rt.config.node.roles,
-    }))
-    .into_response()
+    Json(app.config.status()).into_response()
 }
 
 async fn get_config(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
     tri!(authorize_node(&app, &headers, "config:read"));
-    Json(ankusa_config::redacted_json(&app.config.snapshot().config)).into_response()
+    Json(ankusa_config::redacted_json(&app.config.live().config)).into_response()
 }
 
 fn reload_result(app: &App, r: Result<bool, ankusa_config::ConfigError>) -> Response {
@@ -291,15 +289,15 @@ fn reload_result(app: &App, r: Result<bool, ankusa_config::ConfigError>) -> Resp
                 app.metrics.config_reloads.with_label_values(&["ok"]).inc();
                 app.metrics
                     .config_generation
-                    .set(app.config.snapshot().generation as i64);
+                    .set(app.config.live().generation as i64);
             }
             let st = app.config.status();
-            Json(json!({
-                "changed": changed,
-                "config_hash": st.config_hash,
-                "generation": st.generation,
-                "restart_required": st.restart_required,
-            }))
+            Json(ReloadReply {
+                changed,
+                config_hash: st.config_hash,
+                generation: st.generation,
+                restart_required: st.restart_required,
+            })
             .into_response()
         }
         Err(e) => {
@@ -307,11 +305,12 @@ fn reload_result(app: &App, r: Result<bool, ankusa_config::ConfigError>) -> Resp
                 .config_reloads
                 .with_label_values(&["error"])
                 .inc();
-            error(
-                StatusCode::BAD_REQUEST,
-                "invalid_config",
-                Some(json!({ "field": e.field, "message": e.message })),
-            )
+            let body = FieldError {
+                error: "invalid_config".into(),
+                field: e.field,
+                message: e.message,
+            };
+            (StatusCode::BAD_REQUEST, Json(body)).into_response()
         }
     }
 }
@@ -336,11 +335,12 @@ async fn wal(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
     let store = app.store.clone();
     let v = tri!(
         blocking(move || {
+            let t = store.totals()?;
             Ok(json!({
                 "next_seq": store.next_seq(),
-                "hooks": store.counter(keys::C_HOOKS)?,
-                "hook_bytes": store.counter(keys::C_HOOK_BYTES)?,
-                "deliveries": { "pending": store.counter(keys::C_PENDING)?, "dead": store.counter(keys::C_DEAD)? },
+                "hooks": t.hooks,
+                "hook_bytes": t.hook_bytes,
+                "deliveries": { "pending": t.pending, "dead": t.dead },
                 "disk_bytes": store.disk_bytes(),
                 "last_sync_ok_ms": store.health.last_sync_ok_ms(),
                 "last_failure_ms": store.health.last_failure_ms(),
@@ -399,6 +399,8 @@ async fn get_hook(
     .into_response()
 }
 
+/// `GET|DELETE /v1/dlq` parameters: the filter as text, so a bad value is `invalid_filter`
+/// naming it (see `DlqQuery::filter`).
 #[derive(Debug, Deserialize, Default)]
 struct DlqQuery {
     tenant: Option<String>,
@@ -431,9 +433,9 @@ fn parse_num<T: std::str::FromStr>(field: &str, v: &Option<String>) -> Result<Op
 
 fn dead_filter(q: &DlqQuery, caller: &Caller) -> Result<DeadFilter, Response> {
     if let Some(t) = &q.tenant
-        && !ankusa_config::valid_id(t)
+        && let Err(e) = DeadFilter::check_tenant(t)
     {
-        return Err(bad_filter("tenant", "must match [A-Za-z0-9_-]{1,64}"));
+        return Err(bad_filter(e.field, &e.message));
     }
     let error_class = match &q.error_class {
         None => None,
@@ -444,11 +446,11 @@ fn dead_filter(q: &DlqQuery, caller: &Caller) -> Result<DeadFilter, Response> {
     Ok(DeadFilter {
         tenant: caller.resolve_tenant(q.tenant.clone())?,
         source_id: q.source_id.clone(),
+        id: None,
         sink: parse_num("sink", &q.sink)?,
         error_class,
         since: parse_num("since", &q.since)?,
         until: parse_num("until", &q.until)?,
-        hook_id: None,
     })
 }
 
@@ -487,8 +489,19 @@ async fn delete_dlq(
         return bad_filter("limit", "must be 1..=10000");
     }
     let store = app.store.clone();
-    let (deleted, bytes, more) = tri!(blocking(move || store.delete_dead(&filter, limit)).await);
-    Json(json!({ "deleted": deleted, "bytes": bytes, "more": more })).into_response()
+    let deleted = tri!(blocking(move || store.delete_dead(&filter, limit)).await);
+    Json(deleted).into_response()
+}
+
+/// A JSON request body; `400 invalid_body` when it is not one (unknown keys included).
+fn json_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, Response> {
+    serde_json::from_slice(body).map_err(|e| {
+        error(
+            StatusCode::BAD_REQUEST,
+            "invalid_body",
+            Some(json!({ "message": e.to_string() })),
+        )
+    })
 }
 
 fn replay_error(e: ReplayError) -> Response {
@@ -521,27 +534,11 @@ async fn create_replay(
 ) -> Response {
     let caller = tri!(authorize(&app, &headers, "replays:write"));
     let r = tri!(replayer(&app));
-    let mut req: CreateJob = match serde_json::from_slice(&body) {
-        Ok(v) => v,
-        Err(e) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "invalid_body",
-                Some(json!({ "message": e.to_string() })),
-            );
-        }
-    };
-    let filter = tri!(req.filter().map_err(replay_error));
+    let mut req: CreateReplay = tri!(json_body(&body));
+    let filter = tri!(req.filter().map_err(|e| replay_error(e.into())));
     let tenant = tri!(caller.resolve_tenant(filter.tenant.clone()));
     if tenant != filter.tenant {
-        req.filter = Some(crate::store::ReplayFilter { tenant, ..filter });
-        req.tenant = None;
-        req.source_id = None;
-        req.id = None;
-        req.sink = None;
-        req.error_class = None;
-        req.since = None;
-        req.until = None;
+        req = req.with_filter(DeadFilter { tenant, ..filter });
     }
     match r.create(req).await {
         Ok((view, created)) => {
@@ -565,7 +562,7 @@ async fn list_replays(State(app): State<Arc<App>>, headers: HeaderMap) -> Respon
                 .into_iter()
                 .filter(|j| caller.sees_tenant(j.job.filter.tenant.as_deref()))
                 .collect();
-            Json(json!({ "jobs": jobs })).into_response()
+            Json(JobList { jobs }).into_response()
         }
         Err(e) => replay_error(e),
     }
@@ -585,12 +582,6 @@ async fn get_replay(
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PatchReplay {
-    state: String,
-}
-
 async fn patch_replay(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
@@ -599,16 +590,7 @@ async fn patch_replay(
 ) -> Response {
     let caller = tri!(authorize(&app, &headers, "replays:write"));
     let r = tri!(replayer(&app));
-    let req: PatchReplay = match serde_json::from_slice(&body) {
-        Ok(v) => v,
-        Err(e) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "invalid_body",
-                Some(json!({ "message": e.to_string() })),
-            );
-        }
-    };
+    let req: PatchReplay = tri!(json_body(&body));
     match r.get(&id).await {
         Ok(v) if caller.sees_tenant(v.job.filter.tenant.as_deref()) => {}
         Ok(_) => return replay_error(ReplayError::NotFound),
@@ -656,5 +638,11 @@ async fn dead_letter_source(
         tri!(blocking(move || store.dead_letter_source(&sid, &reason, now_ms(), limit)).await);
     let store = app.store.clone();
     let counts = tri!(blocking(move || store.source_counts(&id)).await);
-    Json(json!({ "dead_lettered": moved, "more": more, "pending": counts.pending, "dead": counts.dead })).into_response()
+    Json(DeadLettered {
+        dead_lettered: moved as i64,
+        more,
+        pending: counts.pending,
+        dead: counts.dead,
+    })
+    .into_response()
 }

@@ -1,5 +1,5 @@
-//! Process wiring: opens the store, builds the runtime config, starts dispatch, the replayer,
-//! the batcher and the listeners, watches the config file, and drains on SIGTERM.
+//! Process wiring: opens the store, builds the live config, starts dispatch, the replayer,
+//! group commit and the listeners, watches the config file, and drains on SIGTERM.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -7,18 +7,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ankusa_config::{Config, Role};
+use ankusa_core::{ClaimCheck, now_ms};
+use ankusa_sinks::SinkBuilder;
+use ankusa_sinks::http::HttpPools;
 use tokio::net::TcpListener;
 
-use crate::batcher::{Batcher, CommitListener};
-use crate::claims::LocalClaims;
-use crate::dispatch::Dispatcher;
+use crate::claim_check::LocalClaimCheck;
+use crate::commit::{CommitListener, Committer};
+use crate::dispatch::{self, Dispatcher};
 use crate::edge::ratelimit::RateLimiter;
+use crate::live::{ConfigHandle, Live};
 use crate::metrics::Metrics;
-use crate::replay::Replayer;
-use crate::runtime::{ConfigHandle, Runtime};
-use crate::sink::SinkFactory;
-use crate::sink::http::HttpPools;
-use crate::store::{Store, now_ms};
+use crate::replay::{self, Replayer};
+use crate::store::{LaneId, Store};
 
 /// The time source of decisions that depend on it (signature windows).
 pub trait Clock: Send + Sync {
@@ -36,13 +37,12 @@ impl Clock for SystemClock {
 pub struct App {
     pub config: Arc<ConfigHandle>,
     pub store: Arc<Store>,
-    pub batcher: Option<Arc<Batcher>>,
+    pub commit: Option<Arc<Committer>>,
     pub dispatcher: Option<Arc<Dispatcher>>,
     pub replayer: Option<Arc<Replayer>>,
     pub limiter: RateLimiter,
     pub metrics: Arc<Metrics>,
     pub clock: Arc<dyn Clock>,
-    pub pools: Arc<HttpPools>,
     pub probe_lock: tokio::sync::Mutex<()>,
 }
 
@@ -58,7 +58,7 @@ pub const EMBEDDED_CONFIG: &str = include_str!("embedded.yml");
 
 struct NoDispatch;
 impl CommitListener for NoDispatch {
-    fn committed(&self, _: &[String], _: u64, _: &[Vec<u8>]) {}
+    fn committed(&self, _: &[String], _: u64, _: &[LaneId]) {}
 }
 
 /// The store directory of a config: `<data_dir>/<instance>/store`.
@@ -80,20 +80,21 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
     };
     let store = Arc::new(store);
     let metrics = Arc::new(Metrics::new());
-    let pools = HttpPools::new(&config.egress.pools, metrics.clone());
-    let factory = Arc::new(SinkFactory::new(pools.clone()));
+    let sinks = Arc::new(SinkBuilder::with_pools(HttpPools::new(
+        &config.egress.pools,
+    )));
     // Broker connections unused for their idle_timeout_ms are closed.
-    tokio::spawn(factory.queue.clone().run_reaper(Duration::from_secs(30)));
-    let runtime = Runtime::build(config.clone(), file_hash, 1, &factory)?;
+    tokio::spawn(sinks.clone().run_reaper(Duration::from_secs(30)));
+    let live = Live::build(config.clone(), file_hash, 1, &sinks)?;
     let path = match &source {
         ConfigSource::File(p) => Some(p.clone()),
         ConfigSource::Embedded => None,
     };
-    let handle = ConfigHandle::new(runtime, path, factory);
+    let handle = ConfigHandle::new(live, path, sinks.clone());
     {
-        let pools = pools.clone();
-        handle.on_reload(Box::new(move |rt| {
-            pools.set_config(&rt.config.egress.pools)
+        let pools = sinks.pools().clone();
+        handle.on_reload(Box::new(move |live| {
+            pools.set_config(&live.config.egress.pools)
         }));
     }
     metrics.config_generation.set(1);
@@ -107,40 +108,41 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
         );
     }
 
-    let claims = if config.claim_check.enabled {
+    let claim_check = if config.claim_check.enabled {
+        // The directory keeps the name it had when the claim check wrote there first.
         let dir = config
             .node
             .data_dir
             .join(&config.node.instance)
             .join("claims");
-        Some(LocalClaims::new(dir, config.claim_check.tokens.clone())?)
-    } else {
-        None
-    };
-    let dispatcher = if config.has_role(Role::Dispatch) {
-        let claim_store: Option<Arc<dyn ankusa_core::ClaimStore>> = claims
-            .clone()
-            .map(|c| c as Arc<dyn ankusa_core::ClaimStore>);
-        Some(Dispatcher::start(
-            store.clone(),
-            handle.clone(),
-            metrics.clone(),
-            tokio::runtime::Handle::current(),
-            claim_store,
+        Some(LocalClaimCheck::new(
+            dir,
+            config.claim_check.tokens.clone(),
         )?)
     } else {
         None
     };
-    let replayer = match &dispatcher {
-        Some(d) => Some(Replayer::start(store.clone(), d.clone(), metrics.clone()).await?),
-        None => None,
+    let (dispatcher, replayer) = if config.has_role(Role::Dispatch) {
+        let (feedback, settled) = replay::feedback();
+        let d = Dispatcher::start(dispatch::Context {
+            store: store.clone(),
+            config: handle.clone(),
+            metrics: metrics.clone(),
+            tokio: tokio::runtime::Handle::current(),
+            claim_check: claim_check.clone().map(|c| c as Arc<dyn ClaimCheck>),
+            feedback: Some(feedback),
+        })?;
+        let r = Replayer::start(store.clone(), d.clone(), settled, metrics.clone()).await?;
+        (Some(d), Some(r))
+    } else {
+        (None, None)
     };
-    let batcher = if config.has_role(Role::Edge) {
+    let commit = if config.has_role(Role::Edge) {
         let listener: Arc<dyn CommitListener> = match &dispatcher {
             Some(d) => d.clone(),
             None => Arc::new(NoDispatch),
         };
-        Some(Batcher::start(
+        Some(Committer::start(
             store.clone(),
             &config.batcher,
             metrics.clone(),
@@ -152,13 +154,12 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
     let app = Arc::new(App {
         config: handle.clone(),
         store,
-        batcher,
+        commit,
         dispatcher: dispatcher.clone(),
         replayer,
         limiter: RateLimiter::default(),
         metrics,
         clock: Arc::new(SystemClock),
-        pools: pools.clone(),
         probe_lock: tokio::sync::Mutex::new(()),
     });
 
@@ -188,7 +189,7 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
             stop_rx.clone(),
         )));
     }
-    if let Some(c) = &claims {
+    if let Some(c) = &claim_check {
         let addr = SocketAddr::new(config.claim_check.ip, config.claim_check.port);
         let listener = TcpListener::bind(addr)
             .await
@@ -196,7 +197,7 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
         tracing::info!(addr = %listener.local_addr()?, "claim check listening");
         servers.push(tokio::spawn(serve(
             listener,
-            crate::claims::router(c.clone()),
+            crate::claim_check::router(c.clone()),
             stop_rx.clone(),
         )));
         if let Some(days) = config.claim_check.retention_days {
@@ -228,7 +229,7 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
     for s in servers {
         let _ = tokio::time::timeout(Duration::from_secs(10), s).await;
     }
-    if let Some(b) = &app.batcher {
+    if let Some(b) = &app.commit {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
         while b.queued() > 0 && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -387,7 +388,7 @@ fn spawn_reload_triggers(app: Arc<App>) {
                     app.metrics.config_reloads.with_label_values(&["ok"]).inc();
                     app.metrics
                         .config_generation
-                        .set(app.config.snapshot().generation as i64);
+                        .set(app.config.live().generation as i64);
                     tracing::info!(trigger = why, "config reloaded");
                 }
                 // Typical on Kubernetes: the operator pushed this config over the admin API
@@ -415,9 +416,9 @@ fn spawn_housekeeping(app: Arc<App>) {
         let mut tick = tokio::time::interval(Duration::from_secs(5));
         loop {
             tick.tick().await;
-            app.pools.sweep();
-            if let Some(b) = &app.batcher {
-                app.metrics.batcher_queued.set(b.queued() as i64);
+            app.config.sinks().pools().sweep();
+            if let Some(c) = &app.commit {
+                app.metrics.commit_queued.set(c.queued() as i64);
             }
         }
     });

@@ -155,10 +155,9 @@ fn build_check(loaded: &Loaded) -> Result<(), ConfigError> {
         .build()
         .map_err(|e| ConfigError::general(e.to_string()))?;
     rt.block_on(async {
-        let metrics = std::sync::Arc::new(crate::metrics::Metrics::new());
-        let pools = crate::sink::http::HttpPools::new(&loaded.config.egress.pools, metrics);
-        let factory = crate::sink::SinkFactory::new(pools);
-        crate::runtime::Runtime::build(loaded.config.clone(), loaded.file_hash.clone(), 1, &factory)
+        let pools = ankusa_sinks::http::HttpPools::new(&loaded.config.egress.pools);
+        let sinks = ankusa_sinks::SinkBuilder::with_pools(pools);
+        crate::live::Live::build(loaded.config.clone(), loaded.file_hash.clone(), 1, &sinks)
             .map(|_| ())
     })
 }
@@ -174,15 +173,16 @@ fn store_cmd(loaded: &Loaded, cmd: StoreCmd) -> i32 {
     };
     match cmd {
         StoreCmd::Stats => {
-            use crate::store::keys;
-            let get = |k: &[u8]| store.counter(k).unwrap_or(-1);
+            // A counter that cannot be read prints as -1; the rest is still worth seeing.
+            let totals = store.totals().ok();
+            let get = |f: fn(&crate::store::Totals) -> i64| totals.as_ref().map_or(-1, f);
             println!(
                 "{}",
                 serde_json::json!({
                     "next_seq": store.next_seq(),
-                    "hooks": get(keys::C_HOOKS),
-                    "pending": get(keys::C_PENDING),
-                    "dead": get(keys::C_DEAD),
+                    "hooks": get(|t| t.hooks),
+                    "pending": get(|t| t.pending),
+                    "dead": get(|t| t.dead),
                     "rows": store.scan_row_states().ok(),
                 })
             );

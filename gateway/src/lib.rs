@@ -1,20 +1,20 @@
 //! Ankusa's gateway: verifies, dedupes and durably stores provider webhooks, then delivers
 //! each at least once to every sink of its source.
 //!
-//! A hook travels edge → batcher → store → dispatch → sink: `edge` answers the provider only
-//! after the `batcher` has fsynced the hook into the `store`; `dispatch` claims due delivery
-//! rows and runs `sink` attempts; `replay` moves dead rows back; `admin` exposes it all.
+//! A hook travels edge → commit → store → dispatch → sink: `edge` answers the provider only
+//! after group `commit` has fsynced the hook into the `store`; `dispatch` claims due delivery
+//! rows and runs attempts against the sinks of `ankusa-sinks`; `replay` moves dead rows back;
+//! `admin` exposes it all. `live` is the config in force and its reloads.
 
 pub mod admin;
 pub mod app;
-pub mod batcher;
-pub mod claims;
+pub mod claim_check;
 pub mod cli;
+pub mod commit;
 pub mod dispatch;
 pub mod edge;
+pub mod live;
 pub mod metrics;
 pub mod probes;
 pub mod replay;
-pub mod runtime;
-pub mod sink;
 pub mod store;

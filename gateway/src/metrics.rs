@@ -15,8 +15,8 @@ pub struct Metrics {
     pub ingest_duration_seconds: Histogram,
     pub wal_sync_seconds: Histogram,
     pub commit_batch_records: Histogram,
-    pub batcher_expired: IntCounter,
-    pub batcher_queued: IntGauge,
+    pub commit_expired: IntCounter,
+    pub commit_queued: IntGauge,
     pub rate_limit_rejected: IntCounter,
     pub verify_failures: IntCounterVec,
     pub config_reloads: IntCounterVec,
@@ -144,12 +144,12 @@ impl Metrics {
                 "Records per group commit",
                 vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0],
             ),
-            batcher_expired: counter(
+            commit_expired: counter(
                 &r,
                 "ankusa_batcher_expired_total",
                 "Records refused for waiting past batcher.max_wait_ms",
             ),
-            batcher_queued: gauge(
+            commit_queued: gauge(
                 &r,
                 "ankusa_batcher_queued",
                 "Records waiting for or in a group commit",

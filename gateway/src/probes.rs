@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use crate::app::App;
-use crate::store::now_ms;
+use ankusa_core::now_ms;
 
 /// A synced write older than this is refreshed by a probe write.
 const PROBE_MAX_AGE_MS: u64 = 1_000;
@@ -19,7 +19,7 @@ const FAILURE_WINDOW_MS: u64 = 5_000;
 pub async fn health(State(app): State<Arc<App>>) -> Response {
     axum::Json(json!({
         "status": "ok",
-        "instance": app.config.snapshot().config.node.instance,
+        "instance": app.config.live().config.node.instance,
         "version": env!("CARGO_PKG_VERSION"),
     }))
     .into_response()

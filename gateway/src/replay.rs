@@ -3,61 +3,38 @@
 //! The replayer is the only writer of job records. Each tick it gives every running job
 //! tokens at its `rate` and moves that many rows, but only while dispatch's oldest due row is
 //! at most `max_lag_ms` late and its claim window is not full, so a job uses only the capacity
-//! live traffic leaves free. A job whose deliveries keep dead-lettering pauses itself.
+//! live traffic leaves free. A job whose deliveries keep dead-lettering pauses itself: dispatch
+//! reports how replayed rows settle over a bounded channel (`feedback`), and the replayer owns
+//! the counts. The request and job types are the admin API's (`ankusa-api`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-use tokio::sync::Mutex;
+use ankusa_api::{
+    CreateReplay, DEFAULT_MAX_LAG_MS, DEFAULT_PAUSE_AFTER_DEAD, DEFAULT_RATE, FilterError,
+    JobState, JobView, ReplayJob,
+};
+use ankusa_core::now_ms;
+use tokio::sync::{Mutex, mpsc};
 
-use crate::dispatch::{Dispatcher, JobFeedback};
+use crate::dispatch::Dispatcher;
 use crate::metrics::Metrics;
-use crate::store::{JobSettled, JobState, ReplayFilter, ReplayJob, Store, StoreError, now_ms};
+use crate::store::{JobSettled, Store, StoreError};
 
-pub const DEFAULT_RATE: u32 = 1_000;
-pub const MAX_RATE: u32 = 100_000;
-pub const DEFAULT_MAX_LAG_MS: u64 = 2_000;
-pub const DEFAULT_PAUSE_AFTER_DEAD: u32 = 20;
 const TICK: Duration = Duration::from_millis(100);
 
-/// A request to create a job (`POST /v1/replays`).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CreateJob {
-    #[serde(default)]
-    pub job_id: Option<String>,
-    #[serde(default = "default_kind")]
-    pub kind: String,
-    #[serde(default)]
-    pub filter: Option<ReplayFilter>,
-    // Filter keys are also accepted at the top level of the body.
-    #[serde(default)]
-    pub tenant: Option<String>,
-    #[serde(default)]
-    pub source_id: Option<String>,
-    #[serde(default)]
-    pub id: Option<uuid::Uuid>,
-    #[serde(default)]
-    pub sink: Option<u16>,
-    #[serde(default)]
-    pub error_class: Option<String>,
-    #[serde(default)]
-    pub since: Option<u64>,
-    #[serde(default)]
-    pub until: Option<u64>,
-    #[serde(default)]
-    pub rate: Option<u32>,
-    #[serde(default)]
-    pub max_lag_ms: Option<u64>,
-    #[serde(default)]
-    pub pause_after_dead: Option<u32>,
-}
-
-fn default_kind() -> String {
-    "dlq".into()
+/// Runs a store call on a blocking thread.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| StoreError::Unavailable {
+            class: "other",
+            message: e.to_string(),
+        })?
 }
 
 /// Why a request about jobs was refused; each maps to an admin API error code.
@@ -76,6 +53,15 @@ pub enum ReplayError {
     Store(#[from] StoreError),
 }
 
+impl From<FilterError> for ReplayError {
+    fn from(e: FilterError) -> Self {
+        ReplayError::InvalidFilter {
+            field: e.field,
+            message: e.message,
+        }
+    }
+}
+
 fn invalid(field: &'static str, message: impl Into<String>) -> ReplayError {
     ReplayError::InvalidFilter {
         field,
@@ -83,71 +69,125 @@ fn invalid(field: &'static str, message: impl Into<String>) -> ReplayError {
     }
 }
 
-impl CreateJob {
-    /// The filter, whether given nested or at the top level (not both).
-    pub fn filter(&self) -> Result<ReplayFilter, ReplayError> {
-        let top = ReplayFilter {
-            tenant: self.tenant.clone(),
-            source_id: self.source_id.clone(),
-            id: self.id,
-            sink: self.sink,
-            error_class: match &self.error_class {
-                None => None,
-                Some(c) => Some(crate::store::ErrorClass::parse(c).ok_or_else(|| {
-                    invalid("error_class", "must be permanent, throttled or transient")
-                })?),
-            },
-            since: self.since,
-            until: self.until,
+/// How a job's deliveries settle: what its auto-pause reads.
+#[derive(Debug, Clone, Copy, Default)]
+struct Settled {
+    /// Dead letters since the last delivery.
+    consecutive_dead: u32,
+}
+
+impl Settled {
+    fn add(&mut self, t: Tally) {
+        self.consecutive_dead = if t.delivered {
+            t.trailing_dead
+        } else {
+            self.consecutive_dead.saturating_add(t.trailing_dead)
         };
-        let f = match &self.filter {
-            Some(f) if top != ReplayFilter::default() => {
-                return Err(invalid(
-                    "filter",
-                    format!("give the filter nested or at the top level, not both: {f:?}"),
-                ));
-            }
-            Some(f) => f.clone(),
-            None => top,
-        };
-        if let Some(t) = &f.tenant
-            && !ankusa_config::valid_id(t)
-        {
-            return Err(invalid("tenant", "must match [A-Za-z0-9_-]{1,64}"));
-        }
-        if let (Some(s), Some(u)) = (f.since, f.until)
-            && s > u
-        {
-            return Err(invalid("since", "must not be after until"));
-        }
-        Ok(f)
     }
 }
 
-/// A job with its progress, as the admin API shows it.
-#[derive(Debug, Clone, Serialize)]
-pub struct JobView {
-    #[serde(flatten)]
-    pub job: ReplayJob,
-    pub delivered: i64,
-    pub failed: i64,
-    /// Moved rows not yet delivered or dead again.
-    pub outstanding: i64,
-    /// The scan is over and every moved row has settled.
-    pub done: bool,
+/// How one job's deliveries settled since the last report.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// At least one was delivered.
+    delivered: bool,
+    /// Dead letters after the last delivery in this report.
+    trailing_dead: u32,
+}
+
+/// Reports sent at most; the sender adds up what it cannot send yet.
+const FEEDBACK_QUEUE: usize = 64;
+
+/// The dispatch side of the feedback channel: counts the settled deliveries of replayed rows
+/// per job, and sends what it counted when it `flush`es (once per scheduler turn). A full
+/// channel never blocks dispatch: the counts wait for the next flush.
+pub struct FeedbackTx {
+    tx: mpsc::Sender<Vec<(String, Tally)>>,
+    pending: HashMap<String, Tally>,
+}
+
+impl FeedbackTx {
+    /// A delivery of a row `job` replayed settled: delivered, or dead-lettered (or parked)
+    /// again.
+    pub fn record(&mut self, job: &str, delivered: bool) {
+        let t = self.pending.entry(job.to_string()).or_default();
+        if delivered {
+            t.delivered = true;
+            t.trailing_dead = 0;
+        } else {
+            t.trailing_dead = t.trailing_dead.saturating_add(1);
+        }
+    }
+
+    /// Sends what was counted; when the channel is full it stays counted for the next flush.
+    pub fn flush(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let report: Vec<(String, Tally)> = self.pending.drain().collect();
+        if let Err(mpsc::error::TrySendError::Full(report)) = self.tx.try_send(report) {
+            self.pending = report.into_iter().collect();
+        }
+    }
+}
+
+/// The replayer's side of the feedback channel.
+pub struct FeedbackRx(mpsc::Receiver<Vec<(String, Tally)>>);
+
+/// The channel over which dispatch tells the replayer how replayed rows settle.
+pub fn feedback() -> (FeedbackTx, FeedbackRx) {
+    let (tx, rx) = mpsc::channel(FEEDBACK_QUEUE);
+    (
+        FeedbackTx {
+            tx,
+            pending: HashMap::new(),
+        },
+        FeedbackRx(rx),
+    )
 }
 
 struct JobRt {
     job: ReplayJob,
     tokens: f64,
     last: Instant,
+    settled: Settled,
+}
+
+impl JobRt {
+    fn new(job: ReplayJob) -> JobRt {
+        JobRt {
+            job,
+            tokens: 0.0,
+            last: Instant::now(),
+            settled: Settled::default(),
+        }
+    }
+}
+
+/// The jobs, and the reports of how their deliveries settle (read under the same lock).
+struct Jobs {
+    map: HashMap<String, JobRt>,
+    feedback: FeedbackRx,
+}
+
+impl Jobs {
+    /// Takes in every report dispatch has sent.
+    fn take_feedback(&mut self) {
+        while let Ok(report) = self.feedback.0.try_recv() {
+            for (job, t) in report {
+                if let Some(rt) = self.map.get_mut(&job) {
+                    rt.settled.add(t);
+                }
+            }
+        }
+    }
 }
 
 pub struct Replayer {
     store: Arc<Store>,
     dispatcher: Arc<Dispatcher>,
     metrics: Arc<Metrics>,
-    jobs: Mutex<HashMap<String, JobRt>>,
+    jobs: Mutex<Jobs>,
     wake: tokio::sync::Notify,
 }
 
@@ -156,34 +196,26 @@ impl Replayer {
     pub async fn start(
         store: Arc<Store>,
         dispatcher: Arc<Dispatcher>,
+        feedback: FeedbackRx,
         metrics: Arc<Metrics>,
     ) -> Result<Arc<Replayer>, StoreError> {
         let s = store.clone();
-        let stored = tokio::task::spawn_blocking(move || s.list_jobs())
-            .await
-            .map_err(|e| StoreError::Unavailable {
-                class: "other",
-                message: e.to_string(),
-            })??;
+        let stored = blocking(move || s.list_jobs()).await?;
         let mut jobs = HashMap::new();
         for job in stored {
             if job.state == JobState::Running {
                 tracing::info!(job = %job.id, moved = job.moved, "replay job resumes");
             }
-            jobs.insert(
-                job.id.clone(),
-                JobRt {
-                    job,
-                    tokens: 0.0,
-                    last: Instant::now(),
-                },
-            );
+            jobs.insert(job.id.clone(), JobRt::new(job));
         }
         let r = Arc::new(Replayer {
             store,
             dispatcher,
             metrics,
-            jobs: Mutex::new(jobs),
+            jobs: Mutex::new(Jobs {
+                map: jobs,
+                feedback,
+            }),
             wake: tokio::sync::Notify::new(),
         });
         tokio::spawn(r.clone().run());
@@ -192,7 +224,7 @@ impl Replayer {
 
     /// Creates a job, or returns the existing one for the same `job_id`, kind and filter.
     /// Returns (view, created).
-    pub async fn create(&self, req: CreateJob) -> Result<(JobView, bool), ReplayError> {
+    pub async fn create(&self, req: CreateReplay) -> Result<(JobView, bool), ReplayError> {
         if req.kind != "dlq" {
             return Err(invalid(
                 "kind",
@@ -204,12 +236,7 @@ impl Replayer {
         }
         let filter = req.filter()?;
         let rate = req.rate.unwrap_or(DEFAULT_RATE);
-        if rate == 0 || rate > MAX_RATE {
-            return Err(invalid(
-                "rate",
-                format!("must be 1..={MAX_RATE}, got {rate}"),
-            ));
-        }
+        ankusa_api::check_rate(rate).map_err(|m| invalid("rate", m))?;
         let id = match &req.job_id {
             Some(id) => {
                 let parsed = uuid::Uuid::parse_str(id)
@@ -222,7 +249,7 @@ impl Replayer {
             None => uuid::Uuid::now_v7().to_string(),
         };
         let mut jobs = self.jobs.lock().await;
-        if let Some(existing) = jobs.get(&id) {
+        if let Some(existing) = jobs.map.get(&id) {
             if existing.job.kind == req.kind && existing.job.filter == filter {
                 let job = existing.job.clone();
                 drop(jobs);
@@ -255,20 +282,8 @@ impl Replayer {
         };
         let store = self.store.clone();
         let to_store = job.clone();
-        tokio::task::spawn_blocking(move || store.put_job(&to_store))
-            .await
-            .map_err(|e| StoreError::Unavailable {
-                class: "other",
-                message: e.to_string(),
-            })??;
-        jobs.insert(
-            id,
-            JobRt {
-                job: job.clone(),
-                tokens: 0.0,
-                last: Instant::now(),
-            },
-        );
+        blocking(move || store.put_job(&to_store)).await?;
+        jobs.map.insert(id, JobRt::new(job.clone()));
         drop(jobs);
         self.wake.notify_one();
         tracing::info!(job = %job.id, filter = ?job.filter, rate = job.rate, "replay job created");
@@ -280,6 +295,7 @@ impl Replayer {
             .jobs
             .lock()
             .await
+            .map
             .get(id)
             .map(|j| j.job.clone())
             .ok_or(ReplayError::NotFound)?;
@@ -291,6 +307,7 @@ impl Replayer {
             .jobs
             .lock()
             .await
+            .map
             .values()
             .map(|j| j.job.clone())
             .collect();
@@ -316,7 +333,9 @@ impl Replayer {
             }
         };
         let mut jobs = self.jobs.lock().await;
-        let rt = jobs.get_mut(id).ok_or(ReplayError::NotFound)?;
+        // Reports already sent count before a resume resets the run of dead letters.
+        jobs.take_feedback();
+        let rt = jobs.map.get_mut(id).ok_or(ReplayError::NotFound)?;
         let cur = rt.job.state;
         if cur != target {
             if matches!(cur, JobState::Completed | JobState::Cancelled) {
@@ -329,23 +348,11 @@ impl Replayer {
             rt.job.updated_at = now_ms();
             if target == JobState::Running {
                 rt.job.reason = None;
-                let mut fb = self
-                    .dispatcher
-                    .feedback
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner());
-                if let Some(f) = fb.get_mut(id) {
-                    f.consecutive_dead = 0;
-                }
+                rt.settled.consecutive_dead = 0;
             }
             let store = self.store.clone();
             let job = rt.job.clone();
-            tokio::task::spawn_blocking(move || store.put_job(&job))
-                .await
-                .map_err(|e| StoreError::Unavailable {
-                    class: "other",
-                    message: e.to_string(),
-                })??;
+            blocking(move || store.put_job(&job)).await?;
         }
         let job = rt.job.clone();
         drop(jobs);
@@ -356,12 +363,7 @@ impl Replayer {
     async fn view(&self, job: ReplayJob) -> Result<JobView, ReplayError> {
         let store = self.store.clone();
         let id = job.id.clone();
-        let settled: JobSettled = tokio::task::spawn_blocking(move || store.job_settled(&id))
-            .await
-            .map_err(|e| StoreError::Unavailable {
-                class: "other",
-                message: e.to_string(),
-            })??;
+        let settled: JobSettled = blocking(move || store.job_settled(&id)).await?;
         let outstanding = (job.moved as i64 - settled.delivered - settled.failed).max(0);
         let done = job.state == JobState::Completed && outstanding == 0;
         Ok(JobView {
@@ -391,21 +393,15 @@ impl Replayer {
             .load(Ordering::Relaxed);
         let full = self.dispatcher.stats.window_full.load(Ordering::Relaxed);
         let mut jobs = self.jobs.lock().await;
-        for rt in jobs.values_mut() {
+        jobs.take_feedback();
+        for rt in jobs.map.values_mut() {
             if rt.job.state != JobState::Running {
                 continue;
             }
             let elapsed = rt.last.elapsed().as_secs_f64();
             rt.last = Instant::now();
             rt.tokens = (rt.tokens + elapsed * rt.job.rate as f64).min(rt.job.rate as f64);
-            let fb: JobFeedback = self
-                .dispatcher
-                .feedback
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(&rt.job.id)
-                .copied()
-                .unwrap_or_default();
+            let fb = rt.settled;
             if fb.consecutive_dead >= rt.job.pause_after_dead {
                 rt.job.state = JobState::Paused;
                 rt.job.reason = Some(format!(
@@ -416,12 +412,7 @@ impl Replayer {
                 tracing::warn!(job = %rt.job.id, "replay job paused itself: its deliveries keep dead-lettering");
                 let store = self.store.clone();
                 let job = rt.job.clone();
-                tokio::task::spawn_blocking(move || store.put_job(&job))
-                    .await
-                    .map_err(|e| StoreError::Unavailable {
-                        class: "other",
-                        message: e.to_string(),
-                    })??;
+                blocking(move || store.put_job(&job)).await?;
                 continue;
             }
             if lag > rt.job.max_lag_ms {
@@ -447,16 +438,11 @@ impl Replayer {
             // The rows moved are due at `at`, and dispatch is told exactly that time: its scan
             // resume point may only be lowered to a key at or below the rows written.
             let at = now_ms();
-            let (res, job) = tokio::task::spawn_blocking(move || {
+            let (step, job) = blocking(move || {
                 let r = store.replay_step(&mut job, n, at);
-                (r, job)
+                r.map(|step| (step, job))
             })
-            .await
-            .map_err(|e| StoreError::Unavailable {
-                class: "other",
-                message: e.to_string(),
-            })?;
-            let step = res?;
+            .await?;
             rt.job = job;
             rt.tokens -= step.moved as f64;
             if step.moved == 0 {

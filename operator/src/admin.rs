@@ -1,12 +1,15 @@
-//! Client of each gateway pod's admin API (`http://<podIP>:<admin port>`, bearer token).
+//! Client of each gateway pod's admin API (`http://<podIP>:<admin port>`, bearer token). The
+//! bodies are the gateway's own wire types (`ankusa-api`).
 //!
 //! Every call has a short timeout; a pod that does not answer is reported per pod, never
 //! fails a whole reconcile (the CloudNativePG pattern).
 
 use std::time::Duration;
 
-use serde::Deserialize;
-use serde_json::Value;
+use ankusa_api::{
+    CreateReplay, DeadLettered, FieldError, JobState, JobView, PatchReplay, ReloadReply,
+    SourceDeliveries, Status,
+};
 
 /// One pod to talk to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,72 +41,6 @@ pub enum AdminError {
     Http { status: u16, body: String },
     #[error("unexpected answer: {0}")]
     Decode(String),
-}
-
-/// `GET /v1/status`.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-pub struct StatusReply {
-    pub instance: String,
-    pub config_hash: String,
-    #[serde(default)]
-    pub generation: u64,
-    #[serde(default)]
-    pub last_reload_error: Option<ReloadError>,
-    #[serde(default)]
-    pub restart_required: Vec<String>,
-}
-
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-pub struct ReloadError {
-    #[serde(default)]
-    pub at: u64,
-    pub message: String,
-}
-
-/// `PUT /v1/config`.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-pub struct PutConfigReply {
-    pub changed: bool,
-    pub config_hash: String,
-    #[serde(default)]
-    pub restart_required: Vec<String>,
-}
-
-/// A replay job as a pod reports it.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-pub struct JobView {
-    pub id: String,
-    pub state: String,
-    #[serde(default)]
-    pub moved: i64,
-    #[serde(default)]
-    pub scanned: i64,
-    #[serde(default)]
-    pub delivered: i64,
-    #[serde(default)]
-    pub failed: i64,
-    #[serde(default)]
-    pub outstanding: i64,
-    #[serde(default)]
-    pub done: bool,
-    #[serde(default)]
-    pub reason: Option<String>,
-}
-
-/// `GET /v1/sources/{id}/deliveries`.
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
-pub struct Deliveries {
-    pub pending: i64,
-    pub dead: i64,
-}
-
-/// `POST /v1/sources/{id}/dead_letter`.
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
-pub struct DeadLettered {
-    pub dead_lettered: i64,
-    pub more: bool,
-    pub pending: i64,
-    pub dead: i64,
 }
 
 #[derive(Clone)]
@@ -162,7 +99,16 @@ impl AdminClient {
         serde_json::from_slice(body).map_err(|e| AdminError::Decode(e.to_string()))
     }
 
-    pub async fn status(&self, t: &PodTarget) -> Result<StatusReply, AdminError> {
+    /// A JSON body.
+    fn json(body: &impl serde::Serialize) -> Option<(&'static str, Vec<u8>)> {
+        // Plain structs of strings and numbers always serialise.
+        Some((
+            "application/json",
+            serde_json::to_vec(body).unwrap_or_default(),
+        ))
+    }
+
+    pub async fn status(&self, t: &PodTarget) -> Result<Status, AdminError> {
         let (s, b) = self
             .send(t, reqwest::Method::GET, "/v1/status", None)
             .await?;
@@ -170,11 +116,7 @@ impl AdminClient {
     }
 
     /// Installs a config; a refusal names the field.
-    pub async fn put_config(
-        &self,
-        t: &PodTarget,
-        yaml: &str,
-    ) -> Result<PutConfigReply, AdminError> {
+    pub async fn put_config(&self, t: &PodTarget, yaml: &str) -> Result<ReloadReply, AdminError> {
         let (s, b) = self
             .send(
                 t,
@@ -183,27 +125,26 @@ impl AdminClient {
                 Some(("application/yaml", yaml.as_bytes().to_vec())),
             )
             .await?;
-        if s == 400 {
-            let v: Value = serde_json::from_slice(&b).unwrap_or_default();
-            if v["error"] == "invalid_config" {
-                return Err(AdminError::Refused {
-                    field: v["field"].as_str().unwrap_or("").to_string(),
-                    message: v["message"].as_str().unwrap_or("").to_string(),
-                });
-            }
+        if s == 400
+            && let Ok(e) = serde_json::from_slice::<FieldError>(&b)
+            && e.error == "invalid_config"
+        {
+            return Err(AdminError::Refused {
+                field: e.field.unwrap_or_default(),
+                message: e.message,
+            });
         }
         Self::decode(s, &b)
     }
 
     /// Creates a replay job (or finds the existing one with the same id and filter).
-    pub async fn create_replay(&self, t: &PodTarget, body: &Value) -> Result<JobView, AdminError> {
+    pub async fn create_replay(
+        &self,
+        t: &PodTarget,
+        body: &CreateReplay,
+    ) -> Result<JobView, AdminError> {
         let (s, b) = self
-            .send(
-                t,
-                reqwest::Method::POST,
-                "/v1/replays",
-                Some(("application/json", body.to_string().into_bytes())),
-            )
+            .send(t, reqwest::Method::POST, "/v1/replays", Self::json(body))
             .await?;
         Self::decode(s, &b)
     }
@@ -225,17 +166,14 @@ impl AdminClient {
         &self,
         t: &PodTarget,
         id: &str,
-        state: &str,
+        state: JobState,
     ) -> Result<Option<JobView>, AdminError> {
-        let body = serde_json::json!({ "state": state })
-            .to_string()
-            .into_bytes();
         let (s, b) = self
             .send(
                 t,
                 reqwest::Method::PATCH,
                 &format!("/v1/replays/{id}"),
-                Some(("application/json", body)),
+                Self::json(&PatchReplay::to(state)),
             )
             .await?;
         match s {
@@ -252,7 +190,7 @@ impl AdminClient {
         &self,
         t: &PodTarget,
         id: &str,
-    ) -> Result<Deliveries, AdminError> {
+    ) -> Result<SourceDeliveries, AdminError> {
         let (s, b) = self
             .send(
                 t,

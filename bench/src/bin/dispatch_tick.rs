@@ -9,28 +9,13 @@ use std::sync::Arc;
 
 use ankusa_bench::*;
 use ankusa_config::DispatchConfig;
+use ankusa_core::now_ms;
 use ankusa_gateway::dispatch::measure_scans;
-use ankusa_gateway::store::{IngestRecord, Store, now_ms};
+use ankusa_gateway::store::{IngestRecord, Store};
 use serde_json::json;
 
 fn envelope(tenant: &str) -> ankusa_core::Envelope {
-    ankusa_core::Envelope {
-        id: uuid::Uuid::now_v7(),
-        seq: 0,
-        received_at: now_ms(),
-        tenant: tenant.into(),
-        source_id: "s".into(),
-        headers: vec![],
-        content_type: None,
-        verification: ankusa_core::Verification {
-            status: ankusa_core::VerifyStatus::Skipped,
-            flagged: false,
-        },
-        dedupe_key: None,
-        traceparent: None,
-        tracestate: None,
-        body: bytes::Bytes::from_static(b"{}"),
-    }
+    ankusa_core::Envelope::new(tenant, "s", bytes::Bytes::from_static(b"{}"))
 }
 
 fn ingest(store: &Store, tenant_of: impl Fn(u64) -> String, n: u64, at: u64) -> anyhow::Result<()> {

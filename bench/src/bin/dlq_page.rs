@@ -67,12 +67,7 @@ fn main() -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let mid = DeadCursor {
-        dead_at: base + rows / 2,
-        seq: u64::MAX,
-        sink: u16::MAX,
-    }
-    .encode();
+    let mid = DeadCursor::new(base + rows / 2, u64::MAX, u16::MAX).encode();
     let filters = [
         ("none", String::new()),
         ("tenant", "&tenant=t42".to_string()),

@@ -29,6 +29,20 @@ pub struct Verification {
     pub flagged: bool,
 }
 
+impl Verification {
+    /// The signature checked out.
+    pub const OK: Verification = Verification {
+        status: VerifyStatus::Ok,
+        flagged: false,
+    };
+
+    /// The source verifies nothing.
+    pub const SKIPPED: Verification = Verification {
+        status: VerifyStatus::Skipped,
+        flagged: false,
+    };
+}
+
 /// A stored hook: what the provider sent and what the edge decided about it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Envelope {
@@ -51,6 +65,25 @@ pub struct Envelope {
 }
 
 impl Envelope {
+    /// A hook of `tenant`'s `source_id` received now: a new id, no headers, verification
+    /// skipped, no dedupe key or trace context (the edge sets what the request carried).
+    pub fn new(tenant: impl Into<String>, source_id: impl Into<String>, body: Bytes) -> Envelope {
+        Envelope {
+            id: Uuid::now_v7(),
+            seq: 0,
+            received_at: crate::now_ms(),
+            tenant: tenant.into(),
+            source_id: source_id.into(),
+            headers: Vec::new(),
+            content_type: None,
+            verification: Verification::SKIPPED,
+            dedupe_key: None,
+            traceparent: None,
+            tracestate: None,
+            body,
+        }
+    }
+
     /// `tenant:source_id:dedupe_key` when a dedupe key was extracted, else the hook id.
     /// Computed once here and shipped by every sink.
     pub fn idempotency_key(&self) -> String {

@@ -47,7 +47,7 @@ pub struct DeliveryCtx {
     pub tenant_for_pools: String,
     /// Set when the body is larger than the smallest `inline_max_bytes` of the source's sinks:
     /// checked in once per hook, shared by every sink and retry.
-    pub claim: Option<ClaimRef>,
+    pub claim_check: Option<ClaimCheckRef>,
     /// The lane key when the sink entry is ordered (`""` for the keyless lane); sinks pass
     /// it on (HTTP `x-ankusa-ordering-key`, Kafka record key, SQS group, Pub/Sub orderingKey).
     pub ordering_key: Option<String>,
@@ -82,9 +82,9 @@ pub trait Sink: Send + Sync {
     }
 }
 
-/// A body checked in to the claim store: what a queue message carries instead of the body.
+/// A body checked in to the claim check: what a queue message carries instead of the body.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClaimRef {
+pub struct ClaimCheckRef {
     /// `urn:ankusa:claim:v1:<tenant>:<claim_id>`.
     pub urn: String,
     /// Lowercase hex SHA-256 of the body.
@@ -92,7 +92,7 @@ pub struct ClaimRef {
 }
 
 /// Where bodies too large to travel inline are checked in. A check-in is idempotent per hook:
-/// every sink and every retry of one hook share one claim.
-pub trait ClaimStore: Send + Sync {
-    fn check_in<'a>(&'a self, env: &'a Envelope) -> BoxFuture<'a, Result<ClaimRef, String>>;
+/// every sink and every retry of one hook share one reference.
+pub trait ClaimCheck: Send + Sync {
+    fn check_in<'a>(&'a self, env: &'a Envelope) -> BoxFuture<'a, Result<ClaimCheckRef, String>>;
 }

@@ -6,6 +6,14 @@
 //! `breaker_max_open_ms`; then one attempt runs as a probe: success (or a permanent answer)
 //! closes the breaker, failure reopens it for longer.
 
+use std::collections::HashMap;
+
+use ankusa_config::DispatchConfig;
+use ankusa_core::SinkError;
+
+use super::SinkKey;
+use crate::metrics::Metrics;
+
 /// What the scheduler may do with a key's next row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Gate {
@@ -133,6 +141,79 @@ impl Breaker {
     pub fn failing(&self) -> bool {
         self.failures > 0
     }
+}
+
+/// The breakers of every sink key that has one open or failures counted.
+#[derive(Default)]
+pub struct Breakers {
+    map: HashMap<SinkKey, Breaker>,
+}
+
+impl Breakers {
+    /// Whether `key`'s next row may run now; a state change is logged and counted.
+    pub fn gate(&mut self, key: &SinkKey, now: u64, m: &Metrics) -> Gate {
+        let (gate, transition) = self.map.entry(key.clone()).or_default().gate(now);
+        if let Some(tr) = transition {
+            note(m, key, tr);
+        }
+        gate
+    }
+
+    /// Records an attempt's result against `key`'s breaker.
+    pub fn record(
+        &mut self,
+        key: &SinkKey,
+        d: &DispatchConfig,
+        result: &Result<(), SinkError>,
+        was_probe: bool,
+        now: u64,
+        m: &Metrics,
+    ) {
+        let ok = result.is_ok();
+        let permanent = result.as_ref().err().is_some_and(SinkError::is_permanent);
+        let settings = Settings {
+            failures: d.breaker_failures,
+            open_ms: d.breaker_open_ms,
+            max_open_ms: d.breaker_max_open_ms,
+        };
+        let transition = self
+            .map
+            .entry(key.clone())
+            .or_default()
+            .record(settings, ok, permanent, was_probe, now);
+        if let Some(tr) = transition {
+            note(m, key, tr);
+        }
+    }
+
+    /// Forgets closed breakers with nothing counted; returns how many are open.
+    pub fn sweep(&mut self) -> usize {
+        self.map.retain(|_, b| b.is_open() || b.failing());
+        self.map.values().filter(|b| b.is_open()).count()
+    }
+}
+
+fn note(m: &Metrics, key: &SinkKey, tr: Transition) {
+    let to = match tr {
+        Transition::Opened { period_ms } => {
+            tracing::warn!(
+                tenant = %key.tenant, source = %key.source, sink = key.sink, sink_type = %key.sink_type,
+                period_ms, "circuit breaker opened: parking this sink's deliveries"
+            );
+            "open"
+        }
+        Transition::HalfOpened => {
+            tracing::info!(tenant = %key.tenant, source = %key.source, sink = key.sink, "circuit breaker half-open: probing");
+            "half_open"
+        }
+        Transition::Closed => {
+            tracing::info!(tenant = %key.tenant, source = %key.source, sink = key.sink, "circuit breaker closed");
+            "closed"
+        }
+    };
+    m.dispatch_breaker_transitions
+        .with_label_values(&[to])
+        .inc();
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! HTTP ingest. The request path, in order: route → resolver (tenant, `404`) → declared
 //! `Content-Length` (`413`, unread) → source lookup (`404`) → header bytes (`400`) → body read
 //! within the limit → verify (`401`) → tenant rate limit (`429`) → dedupe key → group commit
-//! (`503` overload or store failure) → `201`. Nothing is stored before the commit, and a `201`
+//! (`commit.rs`; `503` overload or store failure) → `201`. Nothing is stored before the commit, and a `201`
 //! is sent only after the hook's batch is fsynced.
 // Handlers return `Result<_, Response>`: the error is the HTTP answer, built once per refused
 // request, so boxing it would only add an allocation.
@@ -25,15 +25,15 @@ use serde_json::json;
 
 use ankusa_config::{OnVerifyFailure, Routing};
 
+use ankusa_core::{Envelope, Verification, VerifyStatus};
+
 use crate::app::App;
-use crate::batcher::CommitError;
-use crate::runtime::SourceRt;
-use crate::store::{
-    DedupeClaim, Envelope, IngestRecord, IngestResult, Verification, VerifyStatus, keys,
-};
+use crate::commit::CommitError;
+use crate::live::LiveSource;
+use crate::store::{Dedupe, IngestRecord, IngestResult};
 
 /// Headers not kept in the stored hook: credentials, framing and hop-by-hop.
-const NOT_STORED: &[&str] = &[
+pub const NOT_STORED: &[&str] = &[
     "authorization",
     "proxy-authorization",
     "cookie",
@@ -131,8 +131,8 @@ fn refuse(
 
 /// `body_read` is set once the whole request body has been read.
 async fn handle(app: &App, req: Request, body_read: &mut bool) -> (&'static str, Response) {
-    let rt = app.config.snapshot();
-    let cfg = &rt.config;
+    let live = app.config.live();
+    let cfg = &live.config;
     let (parts, body) = req.into_parts();
 
     let Some((url_tenant, source_id)) = route(parts.uri.path(), &cfg.http.prefix, cfg.http.routing)
@@ -186,7 +186,7 @@ async fn handle(app: &App, req: Request, body_read: &mut bool) -> (&'static str,
             }
         }
     }
-    let Some(source) = rt.sources.get(source_id).cloned() else {
+    let Some(source) = live.sources.get(source_id).cloned() else {
         return refuse(
             app,
             "unknown_source",
@@ -263,7 +263,7 @@ async fn handle(app: &App, req: Request, body_read: &mut bool) -> (&'static str,
         return ("rate_limited", with_retry_after(r, wait_ms.div_ceil(1000)));
     }
 
-    // A hook accepted despite a failed check never claims (nor carries) a dedupe key: a forged
+    // A hook accepted despite a failed check never takes (nor carries) a dedupe key: a forged
     // copy must not pre-empt the real event at the consumer.
     let dedupe = match (&source.cfg.dedupe, verification.flagged) {
         (Some(d), false) => dedupe::extract(d, &parts.headers, &body).map(|k| (k, d.ttl_seconds)),
@@ -290,14 +290,14 @@ async fn handle(app: &App, req: Request, body_read: &mut bool) -> (&'static str,
     let lanes = lanes(app, &source, &parts.headers, &envelope.body);
     let record = IngestRecord {
         lanes,
-        dedupe: dedupe.map(|(k, ttl)| DedupeClaim {
-            key: keys::dedupe(&tenant, &source.id, &k),
+        dedupe: dedupe.map(|(key, ttl)| Dedupe {
+            key,
             ttl_ms: ttl.saturating_mul(1000),
         }),
         envelope,
         sinks: source.sink_types.clone(),
     };
-    let Some(batcher) = &app.batcher else {
+    let Some(commit) = &app.commit else {
         return (
             "store_unavailable",
             with_retry_after(
@@ -306,7 +306,7 @@ async fn handle(app: &App, req: Request, body_read: &mut bool) -> (&'static str,
             ),
         );
     };
-    match batcher.commit(record).await {
+    match commit.commit(record).await {
         Ok(IngestResult::Accepted { id, .. }) => (
             if verification.flagged {
                 "flagged"
@@ -343,22 +343,16 @@ async fn handle(app: &App, req: Request, body_read: &mut bool) -> (&'static str,
 
 fn verify(
     app: &App,
-    source: &SourceRt,
+    source: &LiveSource,
     headers: &HeaderMap,
     body: &[u8],
     now_ms: u64,
 ) -> Result<Verification, Response> {
     let Some(v) = &source.verifier else {
-        return Ok(Verification {
-            status: VerifyStatus::Skipped,
-            flagged: false,
-        });
+        return Ok(Verification::SKIPPED);
     };
     match v.verify(headers, body, (now_ms / 1000) as i64) {
-        Ok(_) => Ok(Verification {
-            status: VerifyStatus::Ok,
-            flagged: false,
-        }),
+        Ok(_) => Ok(Verification::OK),
         Err(why) => {
             app.metrics
                 .verify_failures
@@ -380,7 +374,7 @@ fn verify(
 
 /// Per sink index, the ordering lane key of each ordered sink entry (`""`: the keyless lane);
 /// empty when the source has no ordered sink.
-fn lanes(app: &App, source: &SourceRt, headers: &HeaderMap, body: &[u8]) -> Vec<Option<String>> {
+fn lanes(app: &App, source: &LiveSource, headers: &HeaderMap, body: &[u8]) -> Vec<Option<String>> {
     if !source.cfg.sinks.iter().any(|s| s.ordering().0) {
         return Vec::new();
     }

@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use super::StoreError;
 
-pub use ankusa_core::{Envelope, Verification, VerifyStatus};
+pub use ankusa_core::{Envelope, Verification};
 
 #[derive(Deserialize)]
 struct EnvelopeMeta {
@@ -208,21 +208,17 @@ mod tests {
     #[test]
     fn envelope_round_trips_with_binary_body() {
         let e = Envelope {
-            id: Uuid::now_v7(),
             seq: 7,
             received_at: 1_700_000_000_000,
-            tenant: "acme".into(),
-            source_id: "stripe".into(),
             headers: vec![("x-a".into(), "1".into())],
             content_type: Some("application/json".into()),
-            verification: Verification {
-                status: VerifyStatus::Ok,
-                flagged: false,
-            },
+            verification: Verification::OK,
             dedupe_key: Some("evt_1".into()),
-            traceparent: None,
-            tracestate: None,
-            body: Bytes::from_static(&[0, 159, 146, 150, 255]),
+            ..Envelope::new(
+                "acme",
+                "stripe",
+                Bytes::from_static(&[0, 159, 146, 150, 255]),
+            )
         };
         assert_eq!(decode_envelope(7, &encode_envelope(&e)).unwrap(), e);
         assert_eq!(e.idempotency_key(), "acme:stripe:evt_1");

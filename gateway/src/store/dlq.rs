@@ -6,141 +6,25 @@
 
 use std::collections::HashSet;
 
-use base64::Engine;
+use ankusa_api::{DeadEntry, DeadFilter, DeadPage, DeleteDead};
 use rocksdb::{IteratorMode, ReadOptions, WriteBatch};
-use serde::Serialize;
-use uuid::Uuid;
 
-use super::codec::{DeadSummary, DeliveryRow, ErrorClass, RowState};
-use super::queue::{count, delete_dead_index};
+use super::codec::{DeadSummary, DeliveryRow, RowState};
+use super::index::{self, DeadCursor};
 use super::{Store, StoreError, classify, keys};
 
 /// Most dead keys one scan examines.
 pub const MAX_EXAMINED: usize = 10_000;
 
-#[derive(Debug, Clone, Default)]
-pub struct DeadFilter {
-    pub tenant: Option<String>,
-    pub source_id: Option<String>,
-    pub sink: Option<u16>,
-    pub error_class: Option<ErrorClass>,
-    /// Dead-lettered at or after (unix ms).
-    pub since: Option<u64>,
-    /// Dead-lettered at or before (unix ms).
-    pub until: Option<u64>,
-    pub hook_id: Option<Uuid>,
-}
-
-impl DeadFilter {
-    fn matches(&self, s: &DeadSummary) -> bool {
-        self.source_id.as_deref().is_none_or(|x| x == s.source_id)
-            && self.sink.is_none_or(|x| x == s.sink)
-            && self.error_class.is_none_or(|x| x == s.error_class)
-            && self.hook_id.is_none_or(|x| x == s.hook_id)
-            && self.tenant.as_deref().is_none_or(|x| x == s.tenant)
+/// Bounds of a page's scan in index keys: [lower, upper), the upper end lowered to the
+/// cursor of the previous page (pages go newest first).
+fn page_bounds(f: &DeadFilter, cursor: Option<DeadCursor>) -> (Vec<u8>, Vec<u8>) {
+    let tenant = f.tenant.as_deref();
+    let (lower, mut upper) = index::dead_range(tenant, f.since.unwrap_or(0), f.until);
+    if let Some(c) = cursor {
+        upper = upper.min(c.key(tenant));
     }
-
-    fn only_tenant(&self) -> bool {
-        self.source_id.is_none()
-            && self.sink.is_none()
-            && self.error_class.is_none()
-            && self.since.is_none()
-            && self.until.is_none()
-            && self.hook_id.is_none()
-    }
-}
-
-/// A position in the dead index: (dead_at, seq, sink) of the last key seen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DeadCursor {
-    pub dead_at: u64,
-    pub seq: u64,
-    pub sink: u16,
-}
-
-impl DeadCursor {
-    pub fn encode(&self) -> String {
-        let mut b = [0u8; 18];
-        b[..8].copy_from_slice(&self.dead_at.to_be_bytes());
-        b[8..16].copy_from_slice(&self.seq.to_be_bytes());
-        b[16..].copy_from_slice(&self.sink.to_be_bytes());
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b)
-    }
-
-    pub fn decode(s: &str) -> Option<DeadCursor> {
-        let b = base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .decode(s)
-            .ok()?;
-        if b.len() != 18 {
-            return None;
-        }
-        Some(DeadCursor {
-            dead_at: keys::be64(&b[..8]),
-            seq: keys::be64(&b[8..16]),
-            sink: u16::from_be_bytes([b[16], b[17]]),
-        })
-    }
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct DeadEntry {
-    pub id: Uuid,
-    pub seq: u64,
-    pub tenant: String,
-    pub source_id: String,
-    pub sink: u16,
-    pub sink_type: String,
-    pub error_class: ErrorClass,
-    pub reason: Option<String>,
-    pub attempts: u32,
-    pub dead_at: u64,
-    pub first_attempt_at: Option<u64>,
-    pub received_at: Option<u64>,
-    pub size: u64,
-    pub replay_id: Option<String>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct DeadPage {
-    pub entries: Vec<DeadEntry>,
-    pub next_cursor: Option<String>,
-    /// Exact where it is free (a counter, or a filtered first page that reached the end).
-    pub total: Option<u64>,
-    pub examined: usize,
-}
-
-/// Bounds of the scan in index keys for a filter: [lower, upper).
-fn scan_bounds(f: &DeadFilter, cursor: Option<DeadCursor>) -> (Vec<u8>, Vec<u8>) {
-    let since = f.since.unwrap_or(0);
-    match &f.tenant {
-        Some(t) => {
-            let prefix = keys::dead_tenant_prefix(t);
-            let lower = keys::dead_tenant(t, since, 0, 0);
-            let mut upper = match f.until {
-                Some(u) if u < u64::MAX => keys::dead_tenant(t, u + 1, 0, 0),
-                _ => keys::prefix_end(&prefix),
-            };
-            if let Some(c) = cursor {
-                upper = upper.min(keys::dead_tenant(t, c.dead_at, c.seq, c.sink));
-            }
-            (lower, upper)
-        }
-        None => {
-            let lower = keys::dead(since, 0, 0);
-            let mut upper = match f.until {
-                Some(u) if u < u64::MAX => keys::dead(u + 1, 0, 0),
-                _ => vec![keys::IX_DEAD + 1],
-            };
-            if let Some(c) = cursor {
-                upper = upper.min(keys::dead(c.dead_at, c.seq, c.sink));
-            }
-            (lower, upper)
-        }
-    }
-}
-
-fn parse_any_dead(k: &[u8]) -> Option<(u64, u64, u16)> {
-    keys::parse_dead(k).or_else(|| keys::parse_dead_tenant(k).map(|(_, a, s, k)| (a, s, k)))
+    (lower, upper)
 }
 
 impl Store {
@@ -152,18 +36,18 @@ impl Store {
         limit: usize,
     ) -> Result<DeadPage, StoreError> {
         let db = self.db()?;
-        let index = Self::cf(&db, keys::CF_INDEX)?;
+        let ix = Self::cf(&db, keys::CF_INDEX)?;
         let deliveries = Self::cf(&db, keys::CF_DELIVERIES)?;
         let hooks = Self::cf(&db, keys::CF_HOOKS)?;
-        let (lower, upper) = scan_bounds(f, cursor);
+        let (lower, upper) = page_bounds(f, cursor);
         let mut ro = ReadOptions::default();
         ro.set_iterate_lower_bound(lower);
         ro.set_iterate_upper_bound(upper);
-        let it = db.iterator_cf_opt(&index, ro, IteratorMode::End);
+        let it = db.iterator_cf_opt(ix, ro, IteratorMode::End);
 
         let mut entries = Vec::new();
         let mut examined = 0;
-        let mut last_key: Option<(u64, u64, u16)> = None;
+        let mut last_key: Option<DeadCursor> = None;
         let mut reached_end = true;
         let mut matched = 0u64;
         for item in it {
@@ -173,12 +57,13 @@ impl Store {
             }
             let (k, v) = item.map_err(|e| classify(&e))?;
             examined += 1;
-            let Some((dead_at, seq, sink)) = parse_any_dead(&k) else {
+            let Some(at) = index::parse_dead(&k) else {
                 continue;
             };
-            last_key = Some((dead_at, seq, sink));
+            last_key = Some(at);
+            let (dead_at, seq, sink) = (at.dead_at(), at.seq(), at.sink());
             let summary = DeadSummary::decode(&v)?;
-            if !f.matches(&summary) {
+            if !index::matches(f, &summary) {
                 continue;
             }
             let row = match db
@@ -221,7 +106,7 @@ impl Store {
         let next_cursor = if reached_end {
             None
         } else {
-            last_key.map(|(dead_at, seq, sink)| DeadCursor { dead_at, seq, sink }.encode())
+            last_key.map(|c| c.encode())
         };
         let total = if f.only_tenant() {
             let key = match &f.tenant {
@@ -243,22 +128,18 @@ impl Store {
     }
 
     /// Deletes up to `limit` dead rows matching the filter, oldest first; their hooks go with
-    /// their last row. Returns (deleted, bytes, more).
-    pub fn delete_dead(
-        &self,
-        f: &DeadFilter,
-        limit: usize,
-    ) -> Result<(usize, u64, bool), StoreError> {
+    /// their last row.
+    pub fn delete_dead(&self, f: &DeadFilter, limit: usize) -> Result<DeleteDead, StoreError> {
         let _rows = self.rows_guard();
         let db = self.db()?;
-        let index = Self::cf(&db, keys::CF_INDEX)?;
+        let ix = Self::cf(&db, keys::CF_INDEX)?;
         let deliveries = Self::cf(&db, keys::CF_DELIVERIES)?;
-        let (lower, upper) = scan_bounds(f, None);
+        let (lower, upper) = page_bounds(f, None);
         let mut ro = ReadOptions::default();
         ro.set_iterate_lower_bound(lower.clone());
         ro.set_iterate_upper_bound(upper);
         let it = db.iterator_cf_opt(
-            &index,
+            ix,
             ro,
             IteratorMode::From(&lower, rocksdb::Direction::Forward),
         );
@@ -276,11 +157,12 @@ impl Store {
                 more = true;
                 break;
             }
-            let Some((_, seq, sink)) = parse_any_dead(&k) else {
+            let Some(at) = index::parse_dead(&k) else {
                 continue;
             };
+            let (seq, sink) = (at.seq(), at.sink());
             let summary = DeadSummary::decode(&v)?;
-            if !f.matches(&summary) {
+            if !index::matches(f, &summary) {
                 continue;
             }
             let row = db
@@ -292,13 +174,13 @@ impl Store {
                 // A stale index entry (its row is gone, or queued again by a replay), left by
                 // a store written before row transitions were serialised: it goes now, so it
                 // stops counting against every later scan's bound.
-                batch.delete_cf(index, &k);
+                batch.delete_cf(ix, &k);
                 stale += 1;
                 continue;
             };
-            batch.delete_cf(&deliveries, keys::delivery(seq, sink));
-            delete_dead_index(&mut batch, index, seq, sink, &row);
-            count(&mut batch, &row, 0, -1);
+            batch.delete_cf(deliveries, keys::delivery(seq, sink));
+            index::delete_dead(&mut batch, ix, seq, sink, &row);
+            index::count(&mut batch, &row, 0, -1);
             deleted_keys.insert((seq, sink));
             bytes += row.size;
             victims.push((seq, row));
@@ -312,54 +194,19 @@ impl Store {
         if !victims.is_empty() || stale > 0 {
             self.write(&db, batch, true)?;
         }
-        Ok((victims.len(), bytes, more))
+        Ok(DeleteDead {
+            deleted: victims.len(),
+            bytes,
+            more,
+        })
     }
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-    use crate::store::test_util::temp_store;
-    use crate::store::{IngestRecord, IngestResult, Outcome};
-
-    /// Ingests `n` hooks for tenant and kills each at dead_at = base + i.
-    pub(crate) fn seed_dead(
-        s: &Store,
-        tenant: &str,
-        source: &str,
-        n: usize,
-        base: u64,
-        class: ErrorClass,
-    ) {
-        let recs: Vec<_> = (0..n)
-            .map(|_| IngestRecord {
-                envelope: crate::store::ingest_test_envelope(tenant, source),
-                sinks: vec!["http"],
-                lanes: vec![],
-                dedupe: None,
-            })
-            .collect();
-        for r in s.commit_ingest(&recs, 1, false).unwrap() {
-            assert!(matches!(r, IngestResult::Accepted { .. }));
-        }
-        let (claimed, _) = s.claim_due(tenant, 1, n, u64::MAX).unwrap();
-        let outcomes: Vec<_> = claimed
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                let mut row = c.row.clone();
-                row.dead_at = Some(base + i as u64);
-                row.error_class = Some(class);
-                row.last_error = Some("boom".into());
-                Outcome::Dead {
-                    seq: c.seq,
-                    sink: c.sink,
-                    row,
-                }
-            })
-            .collect();
-        s.apply_outcomes(&outcomes, &Default::default()).unwrap();
-    }
+    use crate::store::test_util::{seed_dead, temp_store};
+    use crate::store::{ErrorClass, IngestRecord, IngestResult};
 
     #[test]
     fn pages_newest_first_with_cursor_and_totals() {
@@ -462,7 +309,9 @@ pub(crate) mod tests {
             }
             s.write(&db, b, true).unwrap();
         }
-        let (n, _, more) = s.delete_dead(&DeadFilter::default(), 10).unwrap();
+        let DeleteDead {
+            deleted: n, more, ..
+        } = s.delete_dead(&DeadFilter::default(), 10).unwrap();
         assert_eq!((n, more), (2, false));
         let all = s.list_dead(&DeadFilter::default(), None, 10).unwrap();
         assert_eq!(
@@ -474,7 +323,7 @@ pub(crate) mod tests {
             tenant: Some("a".into()),
             ..Default::default()
         };
-        let (n, _, _) = s.delete_dead(&fa, 10).unwrap();
+        let n = s.delete_dead(&fa, 10).unwrap().deleted;
         assert_eq!(n, 0);
         assert_eq!(
             s.list_dead(&fa, None, 10).unwrap().examined,
@@ -489,7 +338,9 @@ pub(crate) mod tests {
     fn delete_removes_rows_and_hooks() {
         let (_d, s) = temp_store();
         seed_dead(&s, "a", "src", 3, 100, ErrorClass::Transient);
-        let (n, _, more) = s.delete_dead(&DeadFilter::default(), 2).unwrap();
+        let DeleteDead {
+            deleted: n, more, ..
+        } = s.delete_dead(&DeadFilter::default(), 2).unwrap();
         assert_eq!((n, more), (2, true));
         assert_eq!(s.counter(keys::C_DEAD).unwrap(), 1);
         assert_eq!(s.counter(keys::C_HOOKS).unwrap(), 1);
@@ -500,93 +351,5 @@ pub(crate) mod tests {
                 .dead_at,
             102
         );
-    }
-}
-
-/// One dead row for `Store::bulk_load_dead`.
-#[derive(Debug, Clone)]
-pub struct DeadSeed {
-    pub tenant: String,
-    pub source_id: String,
-    pub sink: u16,
-    pub sink_type: String,
-    pub error_class: ErrorClass,
-    pub dead_at: u64,
-    pub body: bytes::Bytes,
-}
-
-impl Store {
-    /// Writes dead rows (each with its hook) directly, unsynced and without the WAL, in large
-    /// batches: for seeding benchmarks and tests with millions of rows. The keys are exactly the
-    /// ones dispatch writes when it dead-letters a row, and counters are kept. Call
-    /// `flush` before relying on the rows surviving a crash.
-    pub fn bulk_load_dead(&self, rows: &[DeadSeed]) -> Result<(), StoreError> {
-        let db = self.db()?;
-        let hooks = Self::cf(&db, keys::CF_HOOKS)?;
-        let deliveries = Self::cf(&db, keys::CF_DELIVERIES)?;
-        let index = Self::cf(&db, keys::CF_INDEX)?;
-        let first = self.reserve_seqs(rows.len() as u64);
-        let mut batch = WriteBatch::default();
-        for (i, r) in rows.iter().enumerate() {
-            let seq = first + i as u64;
-            let id = Uuid::now_v7();
-            let env = super::codec::Envelope {
-                id,
-                seq,
-                received_at: r.dead_at.saturating_sub(1_000),
-                tenant: r.tenant.clone(),
-                source_id: r.source_id.clone(),
-                headers: Vec::new(),
-                content_type: Some("application/json".into()),
-                verification: super::codec::Verification {
-                    status: super::codec::VerifyStatus::Skipped,
-                    flagged: false,
-                },
-                dedupe_key: None,
-                traceparent: None,
-                tracestate: None,
-                body: r.body.clone(),
-            };
-            batch.put_cf(hooks, keys::hook(seq), super::codec::encode_envelope(&env));
-            batch.put_cf(index, keys::hook_id(&id), seq.to_be_bytes());
-            let row = DeliveryRow {
-                sink_type: r.sink_type.clone(),
-                tenant: r.tenant.clone(),
-                source_id: r.source_id.clone(),
-                hook_id: id,
-                size: r.body.len() as u64,
-                state: super::codec::RowState::Dead,
-                attempts: 1,
-                first_attempt_at: Some(r.dead_at.saturating_sub(500)),
-                due_at: r.dead_at,
-                last_error: Some(format!("{}: permanent: status 410", r.sink_type)),
-                error_class: Some(r.error_class),
-                dead_at: Some(r.dead_at),
-                replay_id: None,
-                lane: None,
-            };
-            batch.put_cf(deliveries, keys::delivery(seq, r.sink), row.encode());
-            super::queue::put_dead_index(&mut batch, index, seq, r.sink, &row);
-            count(&mut batch, &row, 0, 1);
-            batch.merge(keys::C_HOOKS, 1i64.to_le_bytes());
-            batch.merge(keys::C_HOOK_BYTES, (r.body.len() as i64).to_le_bytes());
-        }
-        batch.merge(
-            keys::META_NEXT_SEQ,
-            (first + rows.len() as u64).to_be_bytes(),
-        );
-        let mut wo = rocksdb::WriteOptions::default();
-        wo.disable_wal(true);
-        db.write_opt(batch, &wo).map_err(|e| classify(&e))
-    }
-
-    /// Flushes memtables to SST files (after a WAL-less bulk load).
-    pub fn flush(&self) -> Result<(), StoreError> {
-        let db = self.db()?;
-        for name in keys::ALL_CFS {
-            let cf = Self::cf(&db, name)?;
-            db.flush_cf(cf).map_err(|e| classify(&e))?;
-        }
-        db.flush().map_err(|e| classify(&e))
     }
 }

@@ -1,5 +1,5 @@
 //! The ingest commit: one synced batch holding many hooks, their delivery rows and due keys,
-//! dedupe claims and counters. Dedupe is decided here, inside the batch, so two copies of a
+//! dedupe entries and counters. Dedupe is decided here, inside the batch, so two copies of a
 //! hook in one batch still collapse.
 
 use std::collections::HashMap;
@@ -8,13 +8,14 @@ use rocksdb::{IteratorMode, ReadOptions, WriteBatch};
 use uuid::Uuid;
 
 use super::codec::{DedupeEntry, DeliveryRow, Envelope, RowState};
+use super::index::LaneId;
 use super::{Store, StoreError, classify, keys};
 
-/// A dedupe claim to check and take in the commit.
-#[derive(Debug, Clone)]
-pub struct DedupeClaim {
-    /// The dedupe index key (`keys::dedupe(tenant, source, key)`).
-    pub key: Vec<u8>,
+/// The dedupe key of a hook, checked and recorded in the commit: a repeat of `key` from the
+/// same tenant and source within `ttl_ms` is a duplicate.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Dedupe {
+    pub key: String,
     pub ttl_ms: u64,
 }
 
@@ -26,7 +27,27 @@ pub struct IngestRecord {
     pub sinks: Vec<&'static str>,
     /// Per sink index, the lane key of an ordered sink entry (empty: no ordered sinks).
     pub lanes: Vec<Option<String>>,
-    pub dedupe: Option<DedupeClaim>,
+    pub dedupe: Option<Dedupe>,
+}
+
+impl IngestRecord {
+    /// The dedupe index key (tenant, source, key).
+    fn dedupe_key(&self) -> Option<Vec<u8>> {
+        let d = self.dedupe.as_ref()?;
+        Some(keys::dedupe(
+            &self.envelope.tenant,
+            &self.envelope.source_id,
+            &d.key,
+        ))
+    }
+}
+
+/// What a commit did: one result per record, and the ordering lanes that got rows (dispatch
+/// gives each its head).
+#[derive(Debug, Clone, Default)]
+pub struct Committed {
+    pub results: Vec<IngestResult>,
+    pub lanes: Vec<LaneId>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,11 +78,11 @@ impl Store {
             .iter()
             .map(|r| super::codec::encode_envelope(&r.envelope))
             .collect();
-        self.commit_encoded(records, &encoded, now, sweep)
+        Ok(self.commit_encoded(records, &encoded, now, sweep)?.results)
     }
 
     /// `commit_ingest` with each record's envelope already encoded (`encoded[i]` is
-    /// `encode_envelope(&records[i].envelope)`): the batcher encodes in the request's task, so
+    /// `encode_envelope(&records[i].envelope)`): the committer encodes in the request's task, so
     /// the one commit thread spends its time on the write itself.
     pub fn commit_encoded(
         &self,
@@ -69,12 +90,12 @@ impl Store {
         encoded: &[Vec<u8>],
         now: u64,
         sweep: bool,
-    ) -> Result<Vec<IngestResult>, StoreError> {
+    ) -> Result<Committed, StoreError> {
         debug_assert_eq!(records.len(), encoded.len());
         let db = self.db()?;
         let hooks = Self::cf(&db, keys::CF_HOOKS)?;
         let deliveries = Self::cf(&db, keys::CF_DELIVERIES)?;
-        let index = Self::cf(&db, keys::CF_INDEX)?;
+        let ix = Self::cf(&db, keys::CF_INDEX)?;
 
         // Sized up front: a growing batch would copy every body again at each doubling.
         let estimate: usize = records
@@ -83,7 +104,11 @@ impl Store {
             .sum();
         let mut batch = WriteBatch::with_capacity_bytes(estimate);
         let mut results = Vec::with_capacity(records.len());
-        let mut claimed_here: HashMap<&[u8], Uuid> = HashMap::new();
+        let mut lanes: Vec<LaneId> = Vec::new();
+        let dedupe_keys: Vec<Option<Vec<u8>>> =
+            records.iter().map(IngestRecord::dedupe_key).collect();
+        // Dedupe keys taken by this batch: a second copy in it is a duplicate too.
+        let mut taken_here: HashMap<&[u8], Uuid> = HashMap::new();
         let fresh = records.len() as u64;
         let first_seq = self.reserve_seqs(fresh);
         let mut seq = first_seq;
@@ -93,16 +118,13 @@ impl Store {
         let mut per_tenant: HashMap<&str, i64> = HashMap::new();
         let mut per_source: HashMap<&str, i64> = HashMap::new();
 
-        for (rec, value) in records.iter().zip(encoded) {
-            if let Some(claim) = &rec.dedupe {
-                if let Some(id) = claimed_here.get(claim.key.as_slice()) {
+        for ((rec, value), dedupe_key) in records.iter().zip(encoded).zip(&dedupe_keys) {
+            if let Some(dkey) = dedupe_key {
+                if let Some(id) = taken_here.get(dkey.as_slice()) {
                     results.push(IngestResult::Duplicate { id: *id });
                     continue;
                 }
-                if let Some(v) = db
-                    .get_pinned_cf(&index, &claim.key)
-                    .map_err(|e| classify(&e))?
-                {
+                if let Some(v) = db.get_pinned_cf(&ix, dkey).map_err(|e| classify(&e))? {
                     let entry = DedupeEntry::decode(&v)?;
                     if entry.expires_at > now {
                         results.push(IngestResult::Duplicate { id: entry.id });
@@ -112,7 +134,7 @@ impl Store {
             }
             let env = &rec.envelope;
             batch.put_cf(&hooks, keys::hook(seq), value);
-            batch.put_cf(&index, keys::hook_id(&env.id), seq.to_be_bytes());
+            batch.put_cf(&ix, keys::hook_id(&env.id), seq.to_be_bytes());
             for (i, sink_type) in rec.sinks.iter().enumerate() {
                 let sink = i as u16;
                 let row = DeliveryRow {
@@ -132,28 +154,30 @@ impl Store {
                     lane: rec.lanes.get(i).cloned().flatten(),
                 };
                 batch.put_cf(&deliveries, keys::delivery(seq, sink), row.encode());
-                match &row.lane {
+                match LaneId::of(&row, sink) {
                     // An ordered row waits in its lane; dispatch makes it due when it is the head.
-                    Some(key) => {
-                        let lane = keys::lane_id(&env.tenant, &env.source_id, sink, key);
-                        batch.put_cf(index, keys::lane_pending(&lane, seq), []);
+                    Some(lane) => {
+                        batch.put_cf(ix, keys::lane_pending(lane.bytes(), seq), []);
+                        if !lanes.contains(&lane) {
+                            lanes.push(lane);
+                        }
                     }
-                    None => batch.put_cf(index, keys::due(&env.tenant, now, seq, sink), []),
+                    None => batch.put_cf(ix, keys::due(&env.tenant, now, seq, sink), []),
                 }
             }
-            if let Some(claim) = &rec.dedupe {
-                let expires_at = now.saturating_add(claim.ttl_ms);
+            if let (Some(d), Some(dkey)) = (&rec.dedupe, dedupe_key) {
+                let expires_at = now.saturating_add(d.ttl_ms);
                 batch.put_cf(
-                    &index,
-                    &claim.key,
+                    &ix,
+                    dkey,
                     DedupeEntry {
                         id: env.id,
                         expires_at,
                     }
                     .encode(),
                 );
-                batch.put_cf(&index, keys::dedupe_expiry(expires_at, &claim.key), []);
-                claimed_here.insert(claim.key.as_slice(), env.id);
+                batch.put_cf(&ix, keys::dedupe_expiry(expires_at, dkey), []);
+                taken_here.insert(dkey.as_slice(), env.id);
             }
             accepted += 1;
             rows += rec.sinks.len() as i64;
@@ -173,25 +197,25 @@ impl Store {
                 batch.merge(keys::c_pending_tenant(tenant), n.to_le_bytes());
             }
             for (source, n) in per_source {
-                batch.merge(super::queue::c_pending_source(source), n.to_le_bytes());
+                batch.merge(keys::c_pending_source(source), n.to_le_bytes());
             }
         }
         if sweep {
-            self.sweep_dedupe(&db, index, &mut batch, now, &claimed_here)?;
+            self.sweep_dedupe(&db, ix, &mut batch, now, &taken_here)?;
         }
         self.write(&db, batch, true)?;
-        Ok(results)
+        Ok(Committed { results, lanes })
     }
 
-    /// Adds deletes of up to `SWEEP_PER_COMMIT` expired dedupe claims to the batch. A claim
-    /// renewed since (its entry now expires later) keeps its key.
+    /// Adds deletes of up to `SWEEP_PER_COMMIT` expired dedupe entries to the batch. An entry
+    /// renewed since (it now expires later) keeps its key.
     fn sweep_dedupe(
         &self,
         db: &rocksdb::DB,
-        index: &rocksdb::ColumnFamily,
+        ix: &rocksdb::ColumnFamily,
         batch: &mut WriteBatch,
         now: u64,
-        claimed_here: &HashMap<&[u8], Uuid>,
+        taken_here: &HashMap<&[u8], Uuid>,
     ) -> Result<(), StoreError> {
         let start = [keys::IX_DEDUPE_EXPIRY];
         let mut ro = ReadOptions::default();
@@ -199,7 +223,7 @@ impl Store {
         upper.extend_from_slice(&now.to_be_bytes());
         ro.set_iterate_upper_bound(upper);
         let it = db.iterator_cf_opt(
-            index,
+            ix,
             ro,
             IteratorMode::From(&start, rocksdb::Direction::Forward),
         );
@@ -208,14 +232,14 @@ impl Store {
             let Some((expires_at, dkey)) = keys::parse_dedupe_expiry(&k) else {
                 continue;
             };
-            batch.delete_cf(index, &k);
-            if claimed_here.contains_key(dkey.as_slice()) {
+            batch.delete_cf(ix, &k);
+            if taken_here.contains_key(dkey.as_slice()) {
                 continue;
             }
-            if let Some(v) = db.get_pinned_cf(index, &dkey).map_err(|e| classify(&e))?
+            if let Some(v) = db.get_pinned_cf(ix, &dkey).map_err(|e| classify(&e))?
                 && DedupeEntry::decode(&v)?.expires_at <= expires_at
             {
-                batch.delete_cf(index, &dkey);
+                batch.delete_cf(ix, &dkey);
             }
         }
         Ok(())
@@ -225,37 +249,15 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::codec::{Verification, VerifyStatus};
     use crate::store::test_util::temp_store;
-    use bytes::Bytes;
-
-    pub fn envelope(tenant: &str, source: &str, body: &'static [u8]) -> Envelope {
-        Envelope {
-            id: Uuid::now_v7(),
-            seq: 0,
-            received_at: 1,
-            tenant: tenant.into(),
-            source_id: source.into(),
-            headers: vec![],
-            content_type: None,
-            verification: Verification {
-                status: VerifyStatus::Skipped,
-                flagged: false,
-            },
-            dedupe_key: None,
-            traceparent: None,
-            tracestate: None,
-            body: Bytes::from_static(body),
-        }
-    }
 
     fn rec(key: Option<&str>) -> IngestRecord {
         IngestRecord {
-            envelope: envelope("t", "s", b"{}"),
+            envelope: crate::store::ingest_test_envelope("t", "s"),
             sinks: vec!["log", "http"],
             lanes: vec![],
-            dedupe: key.map(|k| DedupeClaim {
-                key: keys::dedupe("t", "s", k),
+            dedupe: key.map(|k| Dedupe {
+                key: k.into(),
                 ttl_ms: 1000,
             }),
         }

@@ -2,107 +2,19 @@
 //! page of dead rows back to due. The job's cursor and counters are written in the same batch
 //! as the rows they moved, so a restart resumes exactly where the last step ended.
 
+use ankusa_api::{JobState, ReplayJob};
 use rocksdb::{IteratorMode, ReadOptions, WriteBatch};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-use super::codec::{DeadSummary, DeliveryRow, ErrorClass, RowState};
-use super::dlq::{DeadCursor, DeadFilter};
-use super::queue::{count, delete_dead_index};
+use super::codec::{DeadSummary, DeliveryRow, RowState};
+use super::index::{self, DeadCursor, LaneId};
 use super::{Store, StoreError, classify, keys};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum JobState {
-    Running,
-    Paused,
-    Cancelled,
-    /// Every matching row has been moved (their deliveries may still be under way).
-    Completed,
-}
-
-impl JobState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            JobState::Running => "running",
-            JobState::Paused => "paused",
-            JobState::Cancelled => "cancelled",
-            JobState::Completed => "completed",
-        }
-    }
-}
-
-/// What a dlq job replays. Every field is optional; set fields combine with AND.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ReplayFilter {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tenant: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub id: Option<uuid::Uuid>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sink: Option<u16>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error_class: Option<ErrorClass>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub since: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub until: Option<u64>,
-}
-
-impl ReplayFilter {
-    pub fn dead_filter(&self) -> DeadFilter {
-        DeadFilter {
-            tenant: self.tenant.clone(),
-            source_id: self.source_id.clone(),
-            sink: self.sink,
-            error_class: self.error_class,
-            since: self.since,
-            until: self.until,
-            hook_id: self.id,
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ReplayJob {
-    pub id: String,
-    pub kind: String,
-    pub filter: ReplayFilter,
-    /// Rows moved per second at most.
-    pub rate: u32,
-    /// Moves only while dispatch's oldest due row is at most this late.
-    pub max_lag_ms: u64,
-    /// Consecutive dead letters among its deliveries that pause the job.
-    pub pause_after_dead: u32,
-    pub state: JobState,
-    pub created_at: u64,
-    pub updated_at: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub completed_at: Option<u64>,
-    /// Last dead key examined, ascending.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cursor: Option<String>,
-    pub moved: u64,
-    pub scanned: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-}
 
 /// Delivered and dead-again counts of a job's deliveries, from counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct JobSettled {
     pub delivered: i64,
     pub failed: i64,
-}
-
-pub(crate) fn c_job_delivered(id: &str) -> Vec<u8> {
-    format!("c:job:{id}:delivered").into_bytes()
-}
-
-pub(crate) fn c_job_failed(id: &str) -> Vec<u8> {
-    format!("c:job:{id}:failed").into_bytes()
 }
 
 /// Result of one step of a job.
@@ -113,7 +25,7 @@ pub struct StepResult {
     /// Tenants whose rows became due, with their due time.
     pub tenants: Vec<String>,
     /// Ordering lanes that got rows back (they wait for dispatch to make them the head).
-    pub lanes: Vec<Vec<u8>>,
+    pub lanes: Vec<LaneId>,
     pub finished: bool,
 }
 
@@ -161,8 +73,8 @@ impl Store {
 
     pub fn job_settled(&self, id: &str) -> Result<JobSettled, StoreError> {
         Ok(JobSettled {
-            delivered: self.counter(&c_job_delivered(id))?,
-            failed: self.counter(&c_job_failed(id))?,
+            delivered: self.counter(&keys::c_job_delivered(id))?,
+            failed: self.counter(&keys::c_job_failed(id))?,
         })
     }
 
@@ -178,37 +90,24 @@ impl Store {
     ) -> Result<StepResult, StoreError> {
         let _rows = self.rows_guard();
         let db = self.db()?;
-        let index = Self::cf(&db, keys::CF_INDEX)?;
+        let ix = Self::cf(&db, keys::CF_INDEX)?;
         let deliveries = Self::cf(&db, keys::CF_DELIVERIES)?;
-        let filter = job.filter.dead_filter();
-        let since = filter.since.unwrap_or(0);
+        let filter = &job.filter;
+        let tenant = filter.tenant.as_deref();
         let until = filter.until.unwrap_or(u64::MAX).min(job.created_at);
-        let (lower, upper) = match &filter.tenant {
-            Some(t) => (
-                keys::dead_tenant(t, since, 0, 0),
-                keys::dead_tenant(t, until.saturating_add(1), 0, 0),
-            ),
-            None => (
-                keys::dead(since, 0, 0),
-                keys::dead(until.saturating_add(1), 0, 0),
-            ),
-        };
+        let (lower, upper) = index::dead_range(tenant, filter.since.unwrap_or(0), Some(until));
         let start = match job.cursor.as_deref().and_then(DeadCursor::decode) {
             Some(c) => {
-                let k = match &filter.tenant {
-                    Some(t) => keys::dead_tenant(t, c.dead_at, c.seq, c.sink),
-                    None => keys::dead(c.dead_at, c.seq, c.sink),
-                };
-                let mut after = k;
+                let mut after = c.key(tenant);
                 after.push(0);
-                after.max(lower.clone())
+                after.max(lower)
             }
-            None => lower.clone(),
+            None => lower,
         };
         let mut ro = ReadOptions::default();
         ro.set_iterate_upper_bound(upper);
         let it = db.iterator_cf_opt(
-            &index,
+            ix,
             ro,
             IteratorMode::From(&start, rocksdb::Direction::Forward),
         );
@@ -220,6 +119,7 @@ impl Store {
         };
         let mut examined = 0;
         let mut last: Option<DeadCursor> = None;
+        let job_id = job.id.clone();
         for item in it {
             if res.moved as usize >= max_rows || examined >= STEP_MAX_EXAMINED {
                 res.finished = false;
@@ -227,14 +127,13 @@ impl Store {
             }
             let (k, v) = item.map_err(|e| classify(&e))?;
             examined += 1;
-            let parsed = keys::parse_dead(&k)
-                .or_else(|| keys::parse_dead_tenant(&k).map(|(_, a, s, i)| (a, s, i)));
-            let Some((dead_at, seq, sink)) = parsed else {
+            let Some(at) = index::parse_dead(&k) else {
                 continue;
             };
-            last = Some(DeadCursor { dead_at, seq, sink });
+            last = Some(at);
+            let (seq, sink) = (at.seq(), at.sink());
             let summary = DeadSummary::decode(&v)?;
-            if !filter_matches(&filter, &summary) {
+            if !index::matches(filter, &summary) {
                 continue;
             }
             let Some(rv) = db
@@ -244,30 +143,29 @@ impl Store {
                 continue;
             };
             let mut row = DeliveryRow::decode(&rv)?;
-            if row.state != RowState::Dead || row.replay_id.as_deref() == Some(job.id.as_str()) {
+            if row.state != RowState::Dead || row.replay_id.as_deref() == Some(job_id.as_str()) {
                 continue;
             }
-            delete_dead_index(&mut batch, index, seq, sink, &row);
+            index::delete_dead(&mut batch, ix, seq, sink, &row);
             row.state = RowState::Pending;
             row.attempts = 0;
             row.first_attempt_at = None;
             row.due_at = now;
             row.dead_at = None;
             row.error_class = None;
-            row.replay_id = Some(job.id.clone());
+            row.replay_id = Some(job_id.clone());
             batch.put_cf(deliveries, keys::delivery(seq, sink), row.encode());
-            match &row.lane {
+            match LaneId::of(&row, sink) {
                 // A replayed member of an ordering lane re-enters the lane.
-                Some(key) => {
-                    let lane = keys::lane_id(&row.tenant, &row.source_id, sink, key);
-                    batch.put_cf(index, keys::lane_pending(&lane, seq), []);
+                Some(lane) => {
+                    batch.put_cf(ix, keys::lane_pending(lane.bytes(), seq), []);
                     if !res.lanes.contains(&lane) {
                         res.lanes.push(lane);
                     }
                 }
-                None => batch.put_cf(index, keys::due(&row.tenant, now, seq, sink), []),
+                None => batch.put_cf(ix, keys::due(&row.tenant, now, seq, sink), []),
             }
-            count(&mut batch, &row, 1, -1);
+            index::count(&mut batch, &row, 1, -1);
             if !res.tenants.contains(&row.tenant) {
                 res.tenants.push(row.tenant.clone());
             }
@@ -293,21 +191,14 @@ impl Store {
     }
 }
 
-fn filter_matches(f: &DeadFilter, s: &DeadSummary) -> bool {
-    f.source_id.as_deref().is_none_or(|x| x == s.source_id)
-        && f.sink.is_none_or(|x| x == s.sink)
-        && f.error_class.is_none_or(|x| x == s.error_class)
-        && f.hook_id.is_none_or(|x| x == s.hook_id)
-        && f.tenant.as_deref().is_none_or(|x| x == s.tenant)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::dlq::tests::seed_dead;
-    use crate::store::test_util::temp_store;
+    use crate::store::test_util::{seed_dead, temp_store};
+    use ankusa_api::DeadFilter;
+    use ankusa_config::ErrorClass;
 
-    fn job(filter: ReplayFilter, created_at: u64) -> ReplayJob {
+    fn job(filter: DeadFilter, created_at: u64) -> ReplayJob {
         ReplayJob {
             id: "0192f1c0-0000-7000-8000-000000000001".into(),
             kind: "dlq".into(),
@@ -332,7 +223,7 @@ mod tests {
         seed_dead(&s, "a", "src", 5, 100, ErrorClass::Transient);
         seed_dead(&s, "b", "src", 2, 110, ErrorClass::Permanent);
         let mut j = job(
-            ReplayFilter {
+            DeadFilter {
                 tenant: Some("a".into()),
                 ..Default::default()
             },
@@ -364,7 +255,7 @@ mod tests {
         seed_dead(&s, "a", "src", 3, 100, ErrorClass::Transient);
         seed_dead(&s, "a", "src", 2, 5_000, ErrorClass::Transient);
         let mut j = job(
-            ReplayFilter {
+            DeadFilter {
                 error_class: Some(ErrorClass::Transient),
                 ..Default::default()
             },
@@ -373,7 +264,7 @@ mod tests {
         let r = s.replay_step(&mut j, 100, 6_000).unwrap();
         assert_eq!(r.moved, 3, "rows dead after the job was created stay dead");
         let mut j = job(
-            ReplayFilter {
+            DeadFilter {
                 error_class: Some(ErrorClass::Permanent),
                 ..Default::default()
             },

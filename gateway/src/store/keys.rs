@@ -1,5 +1,6 @@
-//! Key bytes of every family. This module and `codec` are the only code that knows them;
-//! `docs/storage.md` documents the same layout.
+//! Key bytes of every family. This module and `codec` are the only code that knows them (the
+//! store's public API speaks tenants, seqs, `LaneId`s and `DueCursor`s); `docs/storage.md`
+//! documents the same layout.
 //!
 //! Integers are big-endian so byte order is numeric order. Tenant, source and dedupe-key
 //! components end with 0x00, which none of them contains (ids are `[A-Za-z0-9_-]`, dedupe
@@ -18,8 +19,7 @@ pub const META_STORE_ID: &[u8] = b"m:store_id";
 pub const META_READY_PROBE: &[u8] = b"m:ready_probe";
 pub const FORMAT_VERSION: u64 = 1;
 
-/// Counter keys (merge operands are i64 deltas).
-pub const COUNTER_PREFIX: &[u8] = b"c:";
+/// Counter keys, `c:...` (merge operands are i64 deltas).
 pub const C_HOOKS: &[u8] = b"c:hooks";
 pub const C_HOOK_BYTES: &[u8] = b"c:hook_bytes";
 pub const C_PENDING: &[u8] = b"c:pending";
@@ -31,6 +31,23 @@ pub fn c_pending_tenant(tenant: &str) -> Vec<u8> {
 
 pub fn c_dead_tenant(tenant: &str) -> Vec<u8> {
     [b"c:dead:".as_slice(), tenant.as_bytes()].concat()
+}
+
+pub fn c_pending_source(source: &str) -> Vec<u8> {
+    [b"c:pending_src:".as_slice(), source.as_bytes()].concat()
+}
+
+pub fn c_dead_source(source: &str) -> Vec<u8> {
+    [b"c:dead_src:".as_slice(), source.as_bytes()].concat()
+}
+
+/// Rows a replay job moved that were since delivered / dead-lettered again.
+pub fn c_job_delivered(id: &str) -> Vec<u8> {
+    format!("c:job:{id}:delivered").into_bytes()
+}
+
+pub fn c_job_failed(id: &str) -> Vec<u8> {
+    format!("c:job:{id}:failed").into_bytes()
 }
 
 /// Replay jobs: `j:<job id>` in `default`.
@@ -94,6 +111,18 @@ pub fn due(tenant: &str, due_at: u64, seq: u64, sink: u16) -> Vec<u8> {
 /// First key of a tenant's due rows.
 pub fn due_tenant_prefix(tenant: &str) -> Vec<u8> {
     tenant_prefix(IX_DUE, tenant)
+}
+
+/// The first due key of `tenant` at or after `due_at`, given any key of that tenant's range
+/// (`from`): a scan resume point rewound to a row due earlier.
+pub fn due_rewound(from: &[u8], due_at: u64) -> Option<Vec<u8>> {
+    if from.first() != Some(&IX_DUE) {
+        return None;
+    }
+    let nul = from[1..].iter().position(|&b| b == 0)? + 1;
+    let mut k = from[..=nul].to_vec();
+    push_at_seq_sink(&mut k, due_at, 0, 0);
+    Some(k)
 }
 
 /// (tenant, due_at, seq, sink) of a due key.
@@ -218,6 +247,14 @@ pub fn lane_tenant(lane: &[u8]) -> Option<&str> {
     std::str::from_utf8(&lane[..nul]).ok()
 }
 
+/// The sink index of a lane id (`<tenant>\0<source>\0<sink:2>...`).
+pub fn lane_sink(lane: &[u8]) -> Option<u16> {
+    let first = lane.iter().position(|&b| b == 0)?;
+    let second = first + 1 + lane[first + 1..].iter().position(|&b| b == 0)?;
+    let s = lane.get(second + 1..second + 3)?;
+    Some(u16::from_be_bytes([s[0], s[1]]))
+}
+
 /// A lane's waiting rows: `P<lane id><seq:8>` → empty. Only the head of a lane is due.
 pub fn lane_pending(lane: &[u8], seq: u64) -> Vec<u8> {
     let mut k = Vec::with_capacity(1 + lane.len() + 8);
@@ -293,6 +330,13 @@ mod tests {
             "\\0 ends a tenant before any id byte"
         );
         assert_eq!(parse_due(&b), Some(("acme", 6, 1, 0)));
+        let mut resume = due("acme", 9, 3, 1);
+        resume.push(0);
+        assert_eq!(due_rewound(&resume, 6), Some(due("acme", 6, 0, 0)));
+        assert_eq!(
+            due_rewound(&due_tenant_prefix("acme"), 6),
+            Some(due("acme", 6, 0, 0))
+        );
     }
 
     #[test]
@@ -309,6 +353,7 @@ mod tests {
         assert_eq!(prefix_end(b"d"), b"e".to_vec());
         let lane = lane_id("t", "s", 256, "cus_1");
         assert_eq!(lane_tenant(&lane), Some("t"));
+        assert_eq!(lane_sink(&lane), Some(256));
         assert_eq!(
             parse_lane_pending(&lane_pending(&lane, 9)),
             Some((lane.as_slice(), 9))

@@ -1,35 +1,42 @@
 //! The node's RocksDB store: hooks, delivery rows, indexes, counters, replay jobs.
 //!
-//! The only code that knows column families and key bytes (`keys`, `codec`). Every method is
-//! synchronous and meant for a blocking thread. A failed write marks the store unhealthy and
+//! The only code that knows column families and key bytes (`keys`, `codec`): callers speak
+//! hooks, tenants and seqs, and hold lanes (`LaneId`) and scan positions (`DueCursor`,
+//! `DeadCursor`) as opaque values. `ingest` commits new hooks; `queue` claims due rows and
+//! records outcomes; `dlq` pages and deletes dead rows; `jobs` moves them back for replays;
+//! `index` is what all of them write besides the rows (counters, the dead index). Every method
+//! is synchronous and meant for a blocking thread. A failed write marks the store unhealthy and
 //! asks for a reopen (at most once per 5 s) so a latched RocksDB error clears once the cause
 //! (a full disk, a read-only remount) is gone; unreadable state is never treated as empty.
 
-pub mod codec;
+mod codec;
 mod dlq;
+mod index;
 mod ingest;
 mod jobs;
-pub mod keys;
+mod keys;
 mod queue;
+mod seed;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+use ankusa_core::now_ms;
 use rocksdb::{
     ColumnFamily, ColumnFamilyDescriptor, DB, DBRecoveryMode, IteratorMode, MergeOperands, Options,
     ReadOptions, WriteBatch, WriteOptions,
 };
+use serde::Serialize;
 
-pub use codec::{
-    DeadSummary, DeliveryRow, Envelope, ErrorClass, RowState, Verification, VerifyStatus,
-    encode_envelope,
-};
-pub use dlq::{DeadCursor, DeadEntry, DeadFilter, DeadPage, DeadSeed, MAX_EXAMINED};
-pub use ingest::{DedupeClaim, IngestRecord, IngestResult};
-pub use jobs::{JobSettled, JobState, ReplayFilter, ReplayJob, StepResult};
-pub use queue::{Claimed, LaneAdvance, Outcome, SourceCounts};
+pub use codec::{DeliveryRow, Envelope, ErrorClass, RowState, encode_envelope};
+pub use dlq::MAX_EXAMINED;
+pub use index::{DeadCursor, LaneId};
+pub use ingest::{Committed, Dedupe, IngestRecord, IngestResult};
+pub use jobs::{JobSettled, StepResult};
+pub use queue::{ClaimPage, Claimed, DueCursor, LaneAdvance, LaneState, Outcome};
+pub use seed::DeadSeed;
 
 /// Why a store operation failed.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -141,6 +148,16 @@ impl Health {
     }
 }
 
+/// The node-wide counters: stored hooks and their body bytes, delivery rows queued (pending or
+/// in flight) and dead.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Totals {
+    pub hooks: i64,
+    pub hook_bytes: i64,
+    pub pending: i64,
+    pub dead: i64,
+}
+
 pub struct Store {
     path: PathBuf,
     db: RwLock<Option<Arc<DB>>>,
@@ -153,14 +170,6 @@ pub struct Store {
     /// moves. Each reads a row and writes it back; two of them on one row would lose a
     /// transition (a claim writing back a row the admin had just dead-lettered revived it).
     rows: Mutex<()>,
-}
-
-/// Unix milliseconds now.
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 fn merge(key: &[u8], existing: Option<&[u8]>, ops: &MergeOperands) -> Option<Vec<u8>> {
@@ -455,8 +464,18 @@ impl Store {
         self.db.read().unwrap_or_else(|p| p.into_inner()).is_some()
     }
 
-    /// Reads a counter (`keys::C_*`).
-    pub fn counter(&self, key: &[u8]) -> Result<i64, StoreError> {
+    /// The node-wide counters.
+    pub fn totals(&self) -> Result<Totals, StoreError> {
+        Ok(Totals {
+            hooks: self.counter(keys::C_HOOKS)?,
+            hook_bytes: self.counter(keys::C_HOOK_BYTES)?,
+            pending: self.counter(keys::C_PENDING)?,
+            dead: self.counter(keys::C_DEAD)?,
+        })
+    }
+
+    /// Reads a counter (`keys::C_*`, `keys::c_*`).
+    fn counter(&self, key: &[u8]) -> Result<i64, StoreError> {
         let db = self.db()?;
         let v = db.get(key).map_err(|e| classify(&e))?;
         Ok(v.filter(|v| v.len() == 8)
@@ -541,21 +560,8 @@ impl Store {
 #[cfg(test)]
 pub(crate) fn ingest_test_envelope(tenant: &str, source: &str) -> Envelope {
     Envelope {
-        id: uuid::Uuid::now_v7(),
-        seq: 0,
         received_at: 1,
-        tenant: tenant.into(),
-        source_id: source.into(),
-        headers: vec![],
-        content_type: None,
-        verification: Verification {
-            status: VerifyStatus::Skipped,
-            flagged: false,
-        },
-        dedupe_key: None,
-        traceparent: None,
-        tracestate: None,
-        body: bytes::Bytes::from_static(b"{}"),
+        ..Envelope::new(tenant, source, bytes::Bytes::from_static(b"{}"))
     }
 }
 
@@ -567,6 +573,45 @@ pub(crate) mod test_util {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = Store::open(&dir.path().join("store")).expect("open store");
         (dir, store)
+    }
+
+    /// Ingests `n` hooks for tenant and kills each at dead_at = base + i.
+    pub fn seed_dead(
+        s: &Store,
+        tenant: &str,
+        source: &str,
+        n: usize,
+        base: u64,
+        class: ErrorClass,
+    ) {
+        let recs: Vec<_> = (0..n)
+            .map(|_| IngestRecord {
+                envelope: crate::store::ingest_test_envelope(tenant, source),
+                sinks: vec!["http"],
+                lanes: vec![],
+                dedupe: None,
+            })
+            .collect();
+        for r in s.commit_ingest(&recs, 1, false).unwrap() {
+            assert!(matches!(r, IngestResult::Accepted { .. }));
+        }
+        let (claimed, _) = s.claim_due(tenant, 1, n, u64::MAX).unwrap();
+        let outcomes: Vec<_> = claimed
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let mut row = c.row.clone();
+                row.dead_at = Some(base + i as u64);
+                row.error_class = Some(class);
+                row.last_error = Some("boom".into());
+                Outcome::Dead {
+                    seq: c.seq,
+                    sink: c.sink,
+                    row,
+                }
+            })
+            .collect();
+        s.apply_outcomes(&outcomes, &Default::default()).unwrap();
     }
 }
 

@@ -4,9 +4,11 @@
 
 use std::collections::{HashMap, HashSet};
 
+use ankusa_api::SourceDeliveries;
 use rocksdb::{DB, IteratorMode, ReadOptions, WriteBatch};
 
-use super::codec::{DeadSummary, DeliveryRow, Envelope, ErrorClass, RowState};
+use super::codec::{DeliveryRow, Envelope, ErrorClass, RowState};
+use super::index::{self, LaneId};
 use super::{Store, StoreError, classify, keys};
 
 /// A claimed row with its hook, ready for an attempt.
@@ -16,6 +18,25 @@ pub struct Claimed {
     pub sink: u16,
     pub row: DeliveryRow,
     pub hook: Envelope,
+    /// The row's ordering lane, when its sink entry is ordered.
+    pub lane: Option<LaneId>,
+}
+
+/// Where a tenant's next claim scan starts: every due key of the tenant below it is known to
+/// be deleted. Opaque outside the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DueCursor(Vec<u8>);
+
+impl DueCursor {
+    /// Moves the cursor back to rows due at `due_at`, if that is earlier: a row due then was
+    /// written below it (a retry, a replay, a commit that raced the scan).
+    pub fn rewind(&mut self, due_at: u64) {
+        if let Some(earliest) = keys::due_rewound(&self.0, due_at)
+            && earliest < self.0
+        {
+            self.0 = earliest;
+        }
+    }
 }
 
 /// One claim scan of a tenant.
@@ -24,8 +45,8 @@ pub struct ClaimPage {
     pub claimed: Vec<Claimed>,
     /// The tenant's next due time after this scan, if it has rows left.
     pub next_due: Option<u64>,
-    /// The key the tenant's next scan starts from.
-    pub resume: Vec<u8>,
+    /// Where the tenant's next scan starts.
+    pub resume: DueCursor,
 }
 
 /// What an attempt (or a decision without one) did to a claimed row.
@@ -51,105 +72,34 @@ pub enum Outcome {
     },
 }
 
-/// Ordering lane ids (`keys::lane_id`).
-pub type LaneIds = Vec<Vec<u8>>;
-
 /// A lane whose head cleared (delivered or dead-lettered) in an outcome batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LaneAdvance {
-    pub lane: Vec<u8>,
+    pub lane: LaneId,
     pub tenant: String,
     /// The next row became the head: (due at, seq); `None`: the lane is empty now.
     pub promoted: Option<(u64, u64)>,
 }
 
-/// Pending/in-flight and dead rows of one source.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-pub struct SourceCounts {
-    pub pending: i64,
-    pub dead: i64,
-}
-
-/// The sink index of a lane id (`<tenant>\0<source>\0<sink:2>...`).
-fn lane_sink(lane: &[u8]) -> Option<u16> {
-    let first = lane.iter().position(|&b| b == 0)?;
-    let second = first + 1 + lane[first + 1..].iter().position(|&b| b == 0)?;
-    let s = lane.get(second + 1..second + 3)?;
-    Some(u16::from_be_bytes([s[0], s[1]]))
-}
-
-pub(crate) fn c_pending_source(source: &str) -> Vec<u8> {
-    [b"c:pending_src:".as_slice(), source.as_bytes()].concat()
-}
-
-pub(crate) fn c_dead_source(source: &str) -> Vec<u8> {
-    [b"c:dead_src:".as_slice(), source.as_bytes()].concat()
-}
-
-/// Merges the counter deltas of one row moving between pending and dead.
-pub(crate) fn count(batch: &mut WriteBatch, row: &DeliveryRow, pending: i64, dead: i64) {
-    if pending != 0 {
-        batch.merge(keys::C_PENDING, pending.to_le_bytes());
-        batch.merge(keys::c_pending_tenant(&row.tenant), pending.to_le_bytes());
-        batch.merge(c_pending_source(&row.source_id), pending.to_le_bytes());
-    }
-    if dead != 0 {
-        batch.merge(keys::C_DEAD, dead.to_le_bytes());
-        batch.merge(keys::c_dead_tenant(&row.tenant), dead.to_le_bytes());
-        batch.merge(c_dead_source(&row.source_id), dead.to_le_bytes());
-    }
-}
-
-/// Puts the two dead-index keys of a dead row.
-pub(crate) fn put_dead_index(
-    batch: &mut WriteBatch,
-    index: &rocksdb::ColumnFamily,
-    seq: u64,
-    sink: u16,
-    row: &DeliveryRow,
-) {
-    let dead_at = row.dead_at.unwrap_or(row.due_at);
-    let summary = DeadSummary {
-        tenant: row.tenant.clone(),
-        source_id: row.source_id.clone(),
-        sink,
-        sink_type: row.sink_type.clone(),
-        error_class: row.error_class.unwrap_or(ErrorClass::Transient),
-        hook_id: row.hook_id,
-    }
-    .encode();
-    batch.put_cf(index, keys::dead(dead_at, seq, sink), &summary);
-    batch.put_cf(
-        index,
-        keys::dead_tenant(&row.tenant, dead_at, seq, sink),
-        &summary,
-    );
-}
-
-pub(crate) fn delete_dead_index(
-    batch: &mut WriteBatch,
-    index: &rocksdb::ColumnFamily,
-    seq: u64,
-    sink: u16,
-    row: &DeliveryRow,
-) {
-    let dead_at = row.dead_at.unwrap_or(row.due_at);
-    batch.delete_cf(index, keys::dead(dead_at, seq, sink));
-    batch.delete_cf(index, keys::dead_tenant(&row.tenant, dead_at, seq, sink));
+/// Lanes with a head, and lanes with waiting rows but no head.
+#[derive(Debug, Default)]
+pub struct LaneState {
+    pub heads: Vec<LaneId>,
+    pub orphans: Vec<LaneId>,
 }
 
 impl Store {
     /// Every tenant with due rows and the due time of its earliest row: one seek per tenant.
     pub fn due_tenants(&self) -> Result<Vec<(String, u64)>, StoreError> {
         let db = self.db()?;
-        let index = Self::cf(&db, keys::CF_INDEX)?;
+        let ix = Self::cf(&db, keys::CF_INDEX)?;
         let mut out = Vec::new();
         let mut seek = vec![keys::IX_DUE];
         loop {
             let mut ro = ReadOptions::default();
             ro.set_iterate_upper_bound(vec![keys::IX_DUE + 1]);
             let mut it = db.iterator_cf_opt(
-                &index,
+                &ix,
                 ro,
                 IteratorMode::From(&seek, rocksdb::Direction::Forward),
             );
@@ -167,12 +117,12 @@ impl Store {
     /// The earliest due time of one tenant's rows, if it has any.
     pub fn tenant_next_due(&self, tenant: &str) -> Result<Option<u64>, StoreError> {
         let db = self.db()?;
-        let index = Self::cf(&db, keys::CF_INDEX)?;
+        let ix = Self::cf(&db, keys::CF_INDEX)?;
         let prefix = keys::due_tenant_prefix(tenant);
         let mut ro = ReadOptions::default();
         ro.set_iterate_upper_bound(keys::prefix_end(&prefix));
         let mut it = db.iterator_cf_opt(
-            &index,
+            &ix,
             ro,
             IteratorMode::From(&prefix, rocksdb::Direction::Forward),
         );
@@ -207,26 +157,26 @@ impl Store {
     pub fn claim_due_from(
         &self,
         tenant: &str,
-        from: Option<&[u8]>,
+        from: Option<&DueCursor>,
         now: u64,
         max: usize,
         max_bytes: u64,
     ) -> Result<ClaimPage, StoreError> {
         let _rows = self.rows_guard();
         let db = self.db()?;
-        let index = Self::cf(&db, keys::CF_INDEX)?;
+        let ix = Self::cf(&db, keys::CF_INDEX)?;
         let deliveries = Self::cf(&db, keys::CF_DELIVERIES)?;
         let hooks = Self::cf(&db, keys::CF_HOOKS)?;
         let prefix = keys::due_tenant_prefix(tenant);
         let start = match from {
-            Some(f) if f.starts_with(&prefix) => f.to_vec(),
+            Some(DueCursor(f)) if f.starts_with(&prefix) => f.clone(),
             _ => prefix.clone(),
         };
         let mut ro = ReadOptions::default();
         ro.set_iterate_lower_bound(start.clone());
         ro.set_iterate_upper_bound(keys::prefix_end(&prefix));
         let it = db.iterator_cf_opt(
-            index,
+            ix,
             ro,
             IteratorMode::From(&start, rocksdb::Direction::Forward),
         );
@@ -249,7 +199,7 @@ impl Store {
             }
             resume = k.to_vec();
             resume.push(0);
-            batch.delete_cf(index, &k);
+            batch.delete_cf(ix, &k);
             let Some(rv) = db
                 .get_pinned_cf(&deliveries, keys::delivery(seq, sink))
                 .map_err(|e| classify(&e))?
@@ -269,8 +219,8 @@ impl Store {
                 .map_err(|e| classify(&e))?
             else {
                 tracing::error!(seq, sink, "delivery row without its hook removed");
-                batch.delete_cf(&deliveries, keys::delivery(seq, sink));
-                count(&mut batch, &row, -1, 0);
+                batch.delete_cf(deliveries, keys::delivery(seq, sink));
+                index::count(&mut batch, &row, -1, 0);
                 continue;
             };
             let hook = super::codec::decode_envelope(seq, &hv)?;
@@ -279,11 +229,12 @@ impl Store {
                 row.first_attempt_at = Some(now);
             }
             batch.put_cf(&deliveries, keys::delivery(seq, sink), row.encode());
-            batch.put_cf(&index, keys::inflight(seq, sink), []);
+            batch.put_cf(&ix, keys::inflight(seq, sink), []);
             bytes += row.size;
             claimed.push(Claimed {
                 seq,
                 sink,
+                lane: LaneId::of(&row, sink),
                 row,
                 hook,
             });
@@ -294,7 +245,7 @@ impl Store {
         Ok(ClaimPage {
             claimed,
             next_due,
-            resume,
+            resume: DueCursor(resume),
         })
     }
 
@@ -306,16 +257,16 @@ impl Store {
     pub fn apply_outcomes(
         &self,
         outcomes: &[Outcome],
-        lane_floor: &HashMap<Vec<u8>, u64>,
+        lane_floor: &HashMap<LaneId, u64>,
     ) -> Result<Vec<LaneAdvance>, StoreError> {
         if outcomes.is_empty() {
             return Ok(Vec::new());
         }
         let _rows = self.rows_guard();
-        let now = super::now_ms();
+        let now = ankusa_core::now_ms();
         let mut advances = Vec::new();
         let db = self.db()?;
-        let index = Self::cf(&db, keys::CF_INDEX)?;
+        let ix = Self::cf(&db, keys::CF_INDEX)?;
         let deliveries = Self::cf(&db, keys::CF_DELIVERIES)?;
         let mut batch = WriteBatch::default();
         let mut deleted: HashSet<(u64, u16)> = HashSet::new();
@@ -324,11 +275,9 @@ impl Store {
             match o {
                 Outcome::Delivered { seq, sink, row } => {
                     batch.delete_cf(&deliveries, keys::delivery(*seq, *sink));
-                    batch.delete_cf(&index, keys::inflight(*seq, *sink));
-                    count(&mut batch, row, -1, 0);
-                    if let Some(job) = &row.replay_id {
-                        batch.merge(super::jobs::c_job_delivered(job), 1i64.to_le_bytes());
-                    }
+                    batch.delete_cf(&ix, keys::inflight(*seq, *sink));
+                    index::count(&mut batch, row, -1, 0);
+                    index::count_replayed(&mut batch, row, true);
                     deleted.insert((*seq, *sink));
                     done_hooks.push((*seq, row));
                     if row.lane.is_some() {
@@ -340,19 +289,17 @@ impl Store {
                     let mut row = row.clone();
                     row.state = RowState::Pending;
                     batch.put_cf(&deliveries, keys::delivery(*seq, *sink), row.encode());
-                    batch.delete_cf(&index, keys::inflight(*seq, *sink));
-                    batch.put_cf(&index, keys::due(&row.tenant, row.due_at, *seq, *sink), []);
+                    batch.delete_cf(&ix, keys::inflight(*seq, *sink));
+                    batch.put_cf(&ix, keys::due(&row.tenant, row.due_at, *seq, *sink), []);
                 }
                 Outcome::Dead { seq, sink, row } => {
                     let mut row = row.clone();
                     row.state = RowState::Dead;
                     batch.put_cf(&deliveries, keys::delivery(*seq, *sink), row.encode());
-                    batch.delete_cf(&index, keys::inflight(*seq, *sink));
-                    put_dead_index(&mut batch, index, *seq, *sink, &row);
-                    count(&mut batch, &row, -1, 1);
-                    if let Some(job) = &row.replay_id {
-                        batch.merge(super::jobs::c_job_failed(job), 1i64.to_le_bytes());
-                    }
+                    batch.delete_cf(&ix, keys::inflight(*seq, *sink));
+                    index::put_dead(&mut batch, ix, *seq, *sink, &row);
+                    index::count(&mut batch, &row, -1, 1);
+                    index::count_replayed(&mut batch, &row, false);
                     if row.lane.is_some() {
                         advances.push(
                             self.advance_lane(&db, &mut batch, &row, *sink, now, lane_floor)?,
@@ -380,15 +327,15 @@ impl Store {
         row: &DeliveryRow,
         sink: u16,
         now: u64,
-        lane_floor: &HashMap<Vec<u8>, u64>,
+        lane_floor: &HashMap<LaneId, u64>,
     ) -> Result<LaneAdvance, StoreError> {
         let key = row.lane.as_deref().unwrap_or_default();
-        let lane = keys::lane_id(&row.tenant, &row.source_id, sink, key);
+        let lane = LaneId::new(&row.tenant, &row.source_id, sink, key);
         let floor = lane_floor.get(&lane).copied().unwrap_or(0);
-        let promoted = self.promote_in_batch(db, batch, &lane, sink, now, floor)?;
+        let promoted = self.promote_in_batch(db, batch, lane.bytes(), sink, now, floor)?;
         if promoted.is_none() {
-            let index = Self::cf(db, keys::CF_INDEX)?;
-            batch.delete_cf(index, keys::lane_head(&lane));
+            let ix = Self::cf(db, keys::CF_INDEX)?;
+            batch.delete_cf(ix, keys::lane_head(lane.bytes()));
         }
         Ok(LaneAdvance {
             lane,
@@ -407,7 +354,7 @@ impl Store {
         now: u64,
         floor: u64,
     ) -> Result<Option<(u64, u64)>, StoreError> {
-        let index = Self::cf(db, keys::CF_INDEX)?;
+        let ix = Self::cf(db, keys::CF_INDEX)?;
         let deliveries = Self::cf(db, keys::CF_DELIVERIES)?;
         // Starting at the floor skips the tombstones of the lane's earlier heads.
         let prefix = keys::lane_pending_prefix(lane);
@@ -416,7 +363,7 @@ impl Store {
         ro.set_iterate_lower_bound(start.clone());
         ro.set_iterate_upper_bound(keys::prefix_end(&prefix));
         let mut it = db.iterator_cf_opt(
-            index,
+            ix,
             ro,
             IteratorMode::From(&start, rocksdb::Direction::Forward),
         );
@@ -427,7 +374,7 @@ impl Store {
         let Some((_, seq)) = keys::parse_lane_pending(&k) else {
             return Err(StoreError::Corrupt("malformed lane key".into()));
         };
-        batch.delete_cf(index, &k);
+        batch.delete_cf(ix, &k);
         let Some(v) = db
             .get_pinned_cf(deliveries, keys::delivery(seq, sink))
             .map_err(|e| classify(&e))?
@@ -439,23 +386,24 @@ impl Store {
         next.due_at = now;
         next.state = RowState::Pending;
         batch.put_cf(deliveries, keys::delivery(seq, sink), next.encode());
-        batch.put_cf(index, keys::due(&next.tenant, now, seq, sink), []);
-        batch.put_cf(index, keys::lane_head(lane), seq.to_be_bytes());
+        batch.put_cf(ix, keys::due(&next.tenant, now, seq, sink), []);
+        batch.put_cf(ix, keys::lane_head(lane), seq.to_be_bytes());
         Ok(Some((now, seq)))
     }
 
     /// Gives a lane without a head its head. Returns the tenant and due time when it did.
     pub fn promote_lane(
         &self,
-        lane: &[u8],
+        lane: &LaneId,
         now: u64,
         floor: u64,
     ) -> Result<Option<(String, u64, u64)>, StoreError> {
+        let lane = lane.bytes();
         let _rows = self.rows_guard();
         let db = self.db()?;
-        let index = Self::cf(&db, keys::CF_INDEX)?;
+        let ix = Self::cf(&db, keys::CF_INDEX)?;
         if db
-            .get_pinned_cf(index, keys::lane_head(lane))
+            .get_pinned_cf(ix, keys::lane_head(lane))
             .map_err(|e| classify(&e))?
             .is_some()
         {
@@ -465,7 +413,7 @@ impl Store {
             return Err(StoreError::Corrupt("malformed lane id".into()));
         };
         let sink =
-            lane_sink(lane).ok_or_else(|| StoreError::Corrupt("malformed lane id".into()))?;
+            keys::lane_sink(lane).ok_or_else(|| StoreError::Corrupt("malformed lane id".into()))?;
         let mut batch = WriteBatch::default();
         let promoted = self.promote_in_batch(&db, &mut batch, lane, sink, now, floor)?;
         if promoted.is_some() {
@@ -476,19 +424,19 @@ impl Store {
 
     /// Lanes with a head, and lanes with waiting rows but no head (an ingest whose hand-over
     /// to dispatch was cut by a restart). One seek per lane.
-    pub fn lane_state(&self) -> Result<(LaneIds, LaneIds), StoreError> {
+    pub fn lane_state(&self) -> Result<LaneState, StoreError> {
         let db = self.db()?;
-        let index = Self::cf(&db, keys::CF_INDEX)?;
+        let ix = Self::cf(&db, keys::CF_INDEX)?;
         let mut heads = Vec::new();
         let mut ro = ReadOptions::default();
         ro.set_iterate_upper_bound(vec![keys::IX_LANE_HEAD + 1]);
         for item in db.iterator_cf_opt(
-            index,
+            ix,
             ro,
             IteratorMode::From(&[keys::IX_LANE_HEAD], rocksdb::Direction::Forward),
         ) {
             let (k, _) = item.map_err(|e| classify(&e))?;
-            heads.push(k[1..].to_vec());
+            heads.push(LaneId::from_bytes(&k[1..]));
         }
         let mut orphans = Vec::new();
         let mut seek = vec![keys::IX_LANE_PENDING];
@@ -496,7 +444,7 @@ impl Store {
             let mut ro = ReadOptions::default();
             ro.set_iterate_upper_bound(vec![keys::IX_LANE_PENDING + 1]);
             let mut it = db.iterator_cf_opt(
-                index,
+                ix,
                 ro,
                 IteratorMode::From(&seek, rocksdb::Direction::Forward),
             );
@@ -505,63 +453,28 @@ impl Store {
             let Some((lane, _)) = keys::parse_lane_pending(&k) else {
                 return Err(StoreError::Corrupt("malformed lane key".into()));
             };
-            if !heads.iter().any(|h| h.as_slice() == lane) {
-                orphans.push(lane.to_vec());
+            if !heads.iter().any(|h| h.bytes() == lane) {
+                orphans.push(LaneId::from_bytes(lane));
             }
             seek = keys::prefix_end(&keys::lane_pending_prefix(lane));
         }
-        Ok((heads, orphans))
-    }
-
-    /// Adds the deletion of hook `seq` to the batch when none of its rows remains outside
-    /// `deleted`.
-    pub(crate) fn delete_hook_if_done(
-        &self,
-        db: &DB,
-        batch: &mut WriteBatch,
-        seq: u64,
-        row: &DeliveryRow,
-        deleted: &HashSet<(u64, u16)>,
-    ) -> Result<(), StoreError> {
-        let deliveries = Self::cf(db, keys::CF_DELIVERIES)?;
-        let mut ro = ReadOptions::default();
-        ro.set_iterate_upper_bound(keys::delivery(seq + 1, 0).to_vec());
-        let it = db.iterator_cf_opt(
-            &deliveries,
-            ro,
-            IteratorMode::From(&keys::delivery(seq, 0), rocksdb::Direction::Forward),
-        );
-        for item in it {
-            let (k, _) = item.map_err(|e| classify(&e))?;
-            if let Some(key) = keys::parse_delivery(&k)
-                && !deleted.contains(&key)
-            {
-                return Ok(());
-            }
-        }
-        let hooks = Self::cf(db, keys::CF_HOOKS)?;
-        let index = Self::cf(db, keys::CF_INDEX)?;
-        batch.delete_cf(&hooks, keys::hook(seq));
-        batch.delete_cf(&index, keys::hook_id(&row.hook_id));
-        batch.merge(keys::C_HOOKS, (-1i64).to_le_bytes());
-        batch.merge(keys::C_HOOK_BYTES, (-(row.size as i64)).to_le_bytes());
-        Ok(())
+        Ok(LaneState { heads, orphans })
     }
 
     /// Puts rows claimed by a previous process back in the due index, due now, attempts
     /// unchanged. Runs at open, before anything claims.
     pub(crate) fn recover_inflight(&self) -> Result<usize, StoreError> {
         let db = self.db()?;
-        let index = Self::cf(&db, keys::CF_INDEX)?;
+        let ix = Self::cf(&db, keys::CF_INDEX)?;
         let deliveries = Self::cf(&db, keys::CF_DELIVERIES)?;
         let mut ro = ReadOptions::default();
         ro.set_iterate_upper_bound(vec![keys::IX_INFLIGHT + 1]);
         let it = db.iterator_cf_opt(
-            &index,
+            &ix,
             ro,
             IteratorMode::From(&[keys::IX_INFLIGHT], rocksdb::Direction::Forward),
         );
-        let now = super::now_ms();
+        let now = ankusa_core::now_ms();
         let mut batch = WriteBatch::default();
         let mut n = 0;
         for item in it {
@@ -569,7 +482,7 @@ impl Store {
             let Some((seq, sink)) = keys::parse_inflight(&k) else {
                 continue;
             };
-            batch.delete_cf(&index, &k);
+            batch.delete_cf(&ix, &k);
             if let Some(v) = db
                 .get_pinned_cf(&deliveries, keys::delivery(seq, sink))
                 .map_err(|e| classify(&e))?
@@ -581,7 +494,7 @@ impl Store {
                 row.state = RowState::Pending;
                 row.due_at = now;
                 batch.put_cf(&deliveries, keys::delivery(seq, sink), row.encode());
-                batch.put_cf(&index, keys::due(&row.tenant, now, seq, sink), []);
+                batch.put_cf(&ix, keys::due(&row.tenant, now, seq, sink), []);
                 n += 1;
             }
         }
@@ -592,10 +505,10 @@ impl Store {
     }
 
     /// Pending and dead rows of a source, from counters.
-    pub fn source_counts(&self, source_id: &str) -> Result<SourceCounts, StoreError> {
-        Ok(SourceCounts {
-            pending: self.counter(&c_pending_source(source_id))?,
-            dead: self.counter(&c_dead_source(source_id))?,
+    pub fn source_counts(&self, source_id: &str) -> Result<SourceDeliveries, StoreError> {
+        Ok(SourceDeliveries {
+            pending: self.counter(&keys::c_pending_source(source_id))?,
+            dead: self.counter(&keys::c_dead_source(source_id))?,
         })
     }
 
@@ -610,7 +523,7 @@ impl Store {
         limit: usize,
     ) -> Result<(usize, bool), StoreError> {
         let db = self.db()?;
-        let index = Self::cf(&db, keys::CF_INDEX)?;
+        let ix = Self::cf(&db, keys::CF_INDEX)?;
         let deliveries = Self::cf(&db, keys::CF_DELIVERIES)?;
         // The scan reads every row, so it runs without the row lock (dispatch keeps going);
         // each candidate is read again under the lock and moved only if it is still pending.
@@ -648,20 +561,19 @@ impl Store {
                 more = true;
                 continue;
             }
-            batch.delete_cf(index, keys::due(&row.tenant, row.due_at, seq, sink));
-            if let Some(key) = &row.lane {
+            batch.delete_cf(ix, keys::due(&row.tenant, row.due_at, seq, sink));
+            if let Some(lane) = LaneId::of(&row, sink) {
                 // Every waiting row of the source goes, so its lanes go with them.
-                let lane = keys::lane_id(&row.tenant, &row.source_id, sink, key);
-                batch.delete_cf(index, keys::lane_pending(&lane, seq));
-                batch.delete_cf(index, keys::lane_head(&lane));
+                batch.delete_cf(ix, keys::lane_pending(lane.bytes(), seq));
+                batch.delete_cf(ix, keys::lane_head(lane.bytes()));
             }
             row.state = RowState::Dead;
             row.dead_at = Some(now);
             row.error_class = Some(ErrorClass::Permanent);
             row.last_error = Some(reason.to_string());
             batch.put_cf(&deliveries, k.as_slice(), row.encode());
-            put_dead_index(&mut batch, index, seq, sink, &row);
-            count(&mut batch, &row, -1, 1);
+            index::put_dead(&mut batch, ix, seq, sink, &row);
+            index::count(&mut batch, &row, -1, 1);
             moved += 1;
         }
         if moved > 0 {
@@ -693,7 +605,7 @@ impl Store {
 mod tests {
     use super::*;
     use crate::store::test_util::temp_store;
-    use crate::store::{DedupeClaim, IngestRecord, IngestResult};
+    use crate::store::{IngestRecord, IngestResult};
 
     fn ingest(s: &Store, tenant: &str, n: usize, now: u64) -> Vec<u64> {
         let recs: Vec<_> = (0..n)
@@ -701,7 +613,7 @@ mod tests {
                 envelope: crate::store::ingest_test_envelope(tenant, "src"),
                 sinks: vec!["log"],
                 lanes: vec![],
-                dedupe: None::<DedupeClaim>,
+                dedupe: None,
             })
             .collect();
         s.commit_ingest(&recs, now, false)
@@ -771,7 +683,7 @@ mod tests {
         assert_eq!(s.counter(keys::C_DEAD).unwrap(), 1);
         assert_eq!(
             s.source_counts("src").unwrap(),
-            SourceCounts {
+            SourceDeliveries {
                 pending: 1,
                 dead: 1
             }
@@ -854,7 +766,7 @@ mod tests {
         assert_eq!(states.get("dead").copied(), Some(ROWS as u64), "{states:?}");
         assert_eq!(
             s.source_counts("src").unwrap(),
-            SourceCounts {
+            SourceDeliveries {
                 pending: 0,
                 dead: ROWS as i64
             }
@@ -877,7 +789,7 @@ mod tests {
         assert_eq!((n, more), (1, false));
         assert_eq!(
             s.source_counts("src").unwrap(),
-            SourceCounts {
+            SourceDeliveries {
                 pending: 0,
                 dead: 3
             }

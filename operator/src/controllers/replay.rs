@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ankusa_api::{CreateReplay, DeadFilter, JobState, JobView};
 use ankusa_crds::names::{REPLAY_FINALIZER, RESUME_ANNOTATION};
 use ankusa_crds::{
     Gateway, ReplayJob, ReplayJobSpec, ReplayJobStatus, ReplayPhase, ReplayPodStatus, Source,
@@ -16,9 +17,9 @@ use kube::api::{Api, ListParams, Patch};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{Event, finalizer};
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::admin::{JobView, PodTarget};
+use crate::admin::PodTarget;
 use crate::context::{Ctx, Error, Result, admin_token, gateway_pods, pod_target, status_params};
 use crate::render;
 use crate::resources;
@@ -61,26 +62,22 @@ pub fn build_request(
     spec: &ReplayJobSpec,
     job_id: &str,
     sources: &[Source],
-) -> Result<Value, String> {
+) -> Result<CreateReplay, String> {
     let f = &spec.filter;
-    let mut filter = serde_json::Map::new();
-    if let Some(t) = &f.tenant {
-        filter.insert("tenant".into(), t.clone().into());
-    }
+    let mut filter = DeadFilter {
+        tenant: f.tenant.clone(),
+        ..Default::default()
+    };
     let source = f
         .source
         .as_ref()
         .map(|name| sources.iter().find(|s| &s.name_any() == name).ok_or(name));
-    match source {
+    filter.source_id = match source {
         // No such Source object (any more): the name is taken as the source id.
-        Some(Err(name)) => {
-            filter.insert("source_id".into(), name.clone().into());
-        }
-        Some(Ok(s)) => {
-            filter.insert("source_id".into(), render::source_id(s).into());
-        }
-        None => {}
-    }
+        Some(Err(name)) => Some(name.clone()),
+        Some(Ok(s)) => Some(render::source_id(s)),
+        None => None,
+    };
     if let Some(sink) = &f.sink {
         let Some(Ok(src)) = source else {
             return Err(format!(
@@ -98,11 +95,11 @@ pub fn build_request(
                     src.name_any()
                 )
             })?;
-        filter.insert("sink".into(), (idx as u64).into());
+        filter.sink = Some(
+            u16::try_from(idx).map_err(|_| format!("filter.sink: {sink:?} is past sink 65535"))?,
+        );
     }
-    if let Some(c) = f.error_class {
-        filter.insert("error_class".into(), c.as_str().into());
-    }
+    filter.error_class = f.error_class;
     let ms = |field: &str, v: &Option<String>| -> Result<Option<u64>, String> {
         match v {
             None => Ok(None),
@@ -123,32 +120,23 @@ pub fn build_request(
     {
         return Err("filter.since is after filter.until".into());
     }
-    if let Some(s) = since {
-        filter.insert("since".into(), s.into());
-    }
-    if let Some(u) = until {
-        filter.insert("until".into(), u.into());
-    }
-    let mut body = json!({ "job_id": job_id, "kind": "dlq", "filter": filter });
+    filter.since = since;
+    filter.until = until;
     if let Some(r) = spec.rate {
-        if r == 0 || r > 100_000 {
-            return Err(format!("rate must be 1..=100000, got {r}"));
-        }
-        body["rate"] = r.into();
+        ankusa_api::check_rate(r).map_err(|m| format!("rate {m}"))?;
     }
-    if let Some(l) = spec.max_lag_ms {
-        body["max_lag_ms"] = l.into();
-    }
-    if let Some(p) = spec.pause_after_dead {
-        body["pause_after_dead"] = p.into();
-    }
-    Ok(body)
+    Ok(CreateReplay {
+        rate: spec.rate,
+        max_lag_ms: spec.max_lag_ms,
+        pause_after_dead: spec.pause_after_dead,
+        ..CreateReplay::dlq(job_id, filter)
+    })
 }
 
 fn update_from_view(rec: &mut ReplayPodStatus, v: &JobView, now: &str) {
-    rec.state = v.state.clone();
-    rec.moved = v.moved;
-    rec.scanned = v.scanned;
+    rec.state = v.job.state.as_str().to_string();
+    rec.moved = v.job.moved as i64;
+    rec.scanned = v.job.scanned as i64;
     rec.delivered = v.delivered;
     rec.failed = v.failed;
     rec.outstanding = v.outstanding;
@@ -163,7 +151,7 @@ async fn sync_pod(
     ctx: &Ctx,
     target: Option<PodTarget>,
     mut rec: ReplayPodStatus,
-    body: &Value,
+    body: &CreateReplay,
     now: &str,
 ) -> (ReplayPodStatus, bool) {
     let Some(t) = target else {
@@ -303,7 +291,9 @@ async fn apply(rj: &ReplayJob, ctx: &Ctx, key: &str) -> Result<Action> {
         .list(&ListParams::default())
         .await?
         .items;
-    let current = build_request(&rj.spec, &job_id, &sources);
+    // The request is kept in the status as JSON (the CRD's `status.request`), and sent typed.
+    let current = build_request(&rj.spec, &job_id, &sources)
+        .and_then(|r| serde_json::to_value(r).map_err(|e| e.to_string()));
     let (request, spec_changed) = match (&old.request, current) {
         (Some(stored), Ok(cur)) => (stored.clone(), *stored != cur),
         (Some(stored), Err(_)) => (stored.clone(), true),
@@ -332,6 +322,8 @@ async fn apply(rj: &ReplayJob, ctx: &Ctx, key: &str) -> Result<Action> {
             return Ok(Action::await_change());
         }
     };
+    let body: CreateReplay = serde_json::from_value(request.clone())
+        .map_err(|e| Error::Invalid(format!("status.request is not a replay request: {e}")))?;
     let token = admin_token(ctx, &gw).await?;
     let pods = gateway_pods(&ctx.client, &gw).await?;
     let mut names: BTreeSet<String> = resources::pod_names(&gw, gw.spec.replicas)
@@ -354,7 +346,7 @@ async fn apply(rj: &ReplayJob, ctx: &Ctx, key: &str) -> Result<Action> {
             .iter()
             .find(|p| &p.name_any() == name)
             .and_then(|p| pod_target(p, gw.spec.ports.admin, &token));
-        sync_pod(ctx, target, rec, &request, &now)
+        sync_pod(ctx, target, rec, &body, &now)
     });
     let results = futures::future::join_all(work).await;
     let mut records = Vec::new();
@@ -449,7 +441,10 @@ async fn resume_paused(
             left.push(format!("{}: pod not running", rec.pod));
             continue;
         };
-        let r = ctx.admin.set_replay_state(&t, &rec.job_id, "running").await;
+        let r = ctx
+            .admin
+            .set_replay_state(&t, &rec.job_id, JobState::Running)
+            .await;
         ctx.metrics.pod_call("resume_replay", &r);
         match r {
             Ok(Some(v)) => {
@@ -508,7 +503,10 @@ async fn cleanup(rj: &ReplayJob, ctx: &Ctx) -> Result<Action> {
         let expected = resources::ordinal(&gw, &rec.pod).is_some_and(|o| o < gw.spec.replicas);
         match pod.and_then(|p| pod_target(p, gw.spec.ports.admin, &token)) {
             Some(t) => {
-                let r = ctx.admin.set_replay_state(&t, &job_id, "cancelled").await;
+                let r = ctx
+                    .admin
+                    .set_replay_state(&t, &job_id, JobState::Cancelled)
+                    .await;
                 ctx.metrics.pod_call("cancel_replay", &r);
                 match r {
                     Ok(_) => cancelled.push(rec.pod.clone()),
@@ -581,7 +579,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            body,
+            serde_json::to_value(body).unwrap(),
             json!({
                 "job_id": "0b7f9f0e-1111-4222-8333-444455556666",
                 "kind": "dlq",
@@ -624,9 +622,7 @@ mod tests {
             source: Some("old".into()),
             ..Default::default()
         });
-        assert_eq!(
-            build_request(&gone, "j", &sources).unwrap()["filter"]["source_id"],
-            "old"
-        );
+        let gone = serde_json::to_value(build_request(&gone, "j", &sources).unwrap()).unwrap();
+        assert_eq!(gone["filter"]["source_id"], "old");
     }
 }

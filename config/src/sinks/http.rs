@@ -1,0 +1,142 @@
+//! The HTTP sink: POSTs the raw body to a URL, signed per Standard Webhooks.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+#[cfg(feature = "schema")]
+use schemars::JsonSchema;
+
+use super::err;
+use crate::error::ConfigError;
+use crate::secrets::{Secret, Secrets};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum HttpMethod {
+    #[default]
+    Post,
+    Put,
+    Patch,
+}
+
+sink_config! {
+    pub struct HttpSinkConfig {
+        pub url: String,
+        #[serde(default)]
+        pub method: HttpMethod,
+        #[serde(default = "default_http_timeout")]
+        pub timeout_ms: u64,
+        /// Extra request headers (values are treated as secrets in `print-config`).
+        #[serde(
+            default,
+            skip_serializing_if = "BTreeMap::is_empty",
+            deserialize_with = "crate::scalar::secret_map"
+        )]
+        pub headers: BTreeMap<String, Secret>,
+        /// Standard Webhooks signing secret(s), `whsec_<base64>`; required unless `allow_unsigned`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub secret: Option<Secrets>,
+        #[serde(default)]
+        pub allow_unsigned: bool,
+        #[serde(default = "default_max_response_bytes")]
+        pub max_response_bytes: u64,
+        /// PEM file of a private CA to trust for this receiver.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub cacertfile: Option<PathBuf>,
+        #[serde(default)]
+        pub allow_insecure_tls: bool,
+        /// Connections to this receiver (defaults to `egress.pools.pool_size`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub pool_size: Option<u32>,
+    }
+}
+
+fn default_http_timeout() -> u64 {
+    5_000
+}
+
+fn default_max_response_bytes() -> u64 {
+    65_536
+}
+
+impl HttpSinkConfig {
+    pub fn new(url: impl Into<String>) -> Self {
+        HttpSinkConfig {
+            url: url.into(),
+            method: HttpMethod::Post,
+            timeout_ms: default_http_timeout(),
+            headers: BTreeMap::new(),
+            secret: None,
+            allow_unsigned: false,
+            max_response_bytes: default_max_response_bytes(),
+            cacertfile: None,
+            allow_insecure_tls: false,
+            pool_size: None,
+            ordered: false,
+            ordering_key: None,
+        }
+    }
+
+    pub(super) fn validate(&self, p: &str) -> Result<(), ConfigError> {
+        let url = url::Url::parse(&self.url).map_err(|e| {
+            err(
+                format!("{p}.url"),
+                format!("is not a URL ({e}): {:?}", crate::redact_url(&self.url)),
+            )
+        })?;
+        if url.scheme() != "http" && url.scheme() != "https" {
+            return Err(err(
+                format!("{p}.url"),
+                format!("must be http or https, got {}", url.scheme()),
+            ));
+        }
+        if url.host().is_none() {
+            return Err(err(format!("{p}.url"), "must name a host"));
+        }
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(err(
+                format!("{p}.url"),
+                "must not carry credentials; use headers",
+            ));
+        }
+        match &self.secret {
+            Some(s) => crate::validate::secrets(&format!("{p}.secret"), s, true)?,
+            None if !self.allow_unsigned => {
+                return Err(err(
+                    format!("{p}.secret"),
+                    "is required: deliveries are signed (Standard Webhooks); set allow_unsigned: true to send unsigned",
+                ));
+            }
+            None => {}
+        }
+        crate::validate::at_least(&format!("{p}.timeout_ms"), self.timeout_ms, 1)?;
+        crate::validate::at_least(
+            &format!("{p}.max_response_bytes"),
+            self.max_response_bytes,
+            1,
+        )?;
+        for name in self.headers.keys() {
+            if !crate::valid_header_name(name) {
+                return Err(err(
+                    format!("{p}.headers"),
+                    format!("{name:?} is not a header name"),
+                ));
+            }
+            if name.to_ascii_lowercase().starts_with("x-ankusa-")
+                || name.eq_ignore_ascii_case("host")
+            {
+                return Err(err(
+                    format!("{p}.headers"),
+                    format!("{name} is set by the gateway"),
+                ));
+            }
+        }
+        if let Some(n) = self.pool_size {
+            crate::validate::at_least(&format!("{p}.pool_size"), n, 1)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,269 @@
+//! The sink configs' defaults, YAML round trip, validation and redacted `Debug`.
+
+use super::*;
+use crate::model::{Config, SourceConfig};
+
+fn check(s: SinkConfig) -> Result<(), ConfigError> {
+    let mut c = Config::default();
+    c.sources
+        .insert("src".into(), SourceConfig::with_sinks(vec![s]));
+    crate::validate(&c)
+}
+
+fn msg(r: Result<(), ConfigError>) -> String {
+    r.expect_err("should be refused").to_string()
+}
+
+#[test]
+fn yaml_defaults() {
+    let y = r#"
+sources:
+  s:
+    sinks:
+      - type: kafka
+        brokers: ["127.0.0.1:9092"]
+        topic: hooks
+      - type: rabbitmq
+        url: amqp://guest:guest@127.0.0.1:5672/%2f
+        exchange: ankusa.events
+      - type: nats
+        servers: ["nats://127.0.0.1:4222"]
+        subject: ankusa.events
+      - type: redis
+        url: redis://127.0.0.1:6379/0
+        channel: ankusa.events
+      - type: sqs
+        queue_url: http://127.0.0.1:5000/123456789012/hooks.fifo
+      - type: google_pubsub
+        project: p1
+        topic: hooks
+        auth: none
+"#;
+    let c = crate::from_yaml_str(y, &crate::interpolate::SystemLookup).expect("parses");
+    crate::validate(&c).expect("valid");
+    let sinks = &c.sources["s"].sinks;
+    let types: Vec<_> = sinks.iter().map(|s| s.type_name()).collect();
+    assert_eq!(
+        types,
+        ["kafka", "rabbitmq", "nats", "redis", "sqs", "google_pubsub"]
+    );
+    match &sinks[0] {
+        SinkConfig::Kafka(k) => {
+            assert_eq!(k.max_record_bytes, 1_000_000);
+            assert_eq!(k.produce_timeout_ms, 5_000);
+            assert_eq!(k.inline_max_bytes, 65_536);
+            assert_eq!(k.idle_timeout_ms, 600_000);
+        }
+        o => panic!("{o:?}"),
+    }
+    match &sinks[1] {
+        SinkConfig::Rabbitmq(r) => {
+            assert_eq!(r.max_inflight, 256);
+            assert_eq!(r.confirm_timeout_ms, 5_000);
+            assert_eq!(r.exchange_type, ExchangeType::Topic);
+            assert_eq!(r.routing_key, None);
+        }
+        o => panic!("{o:?}"),
+    }
+    match &sinks[2] {
+        SinkConfig::Nats(n) => {
+            assert_eq!(n.max_message_bytes, 1_048_576);
+            assert_eq!(n.publish_timeout_ms, 5_000);
+        }
+        o => panic!("{o:?}"),
+    }
+    match &sinks[4] {
+        SinkConfig::Sqs(s) => {
+            assert!(s.is_fifo());
+            assert!(s.batch);
+            assert_eq!(s.batch_linger_ms, 20);
+            assert_eq!(s.batch_max_entries, 10);
+            assert_eq!(s.batch_max_bytes, 262_144);
+            assert_eq!(s.batch_queue_max, 4_096);
+            assert_eq!(s.batch_queue_max_bytes, 134_217_728);
+            assert_eq!(s.batch_queue_tenant_max, 1_024);
+            assert_eq!(s.max_message_bytes, 1_048_576);
+        }
+        o => panic!("{o:?}"),
+    }
+    match &sinks[5] {
+        SinkConfig::GooglePubsub(g) => {
+            assert_eq!(g.max_message_bytes, 10_000_000);
+            assert_eq!(g.batch_max_entries, 1_000);
+            assert_eq!(g.batch_max_bytes, 7_500_000);
+            assert_eq!(g.auth, PubsubAuth::None);
+        }
+        o => panic!("{o:?}"),
+    }
+    // Round trip: the operator serialises these types and the gateway parses them back.
+    let back =
+        crate::from_yaml_str(&c.to_yaml(), &crate::interpolate::SystemLookup).expect("round trip");
+    assert_eq!(back, c);
+}
+
+#[test]
+fn unknown_keys_are_refused() {
+    let y = "sources:\n  s:\n    sinks:\n      - type: redis\n        url: redis://127.0.0.1\n        channel: c\n        chanel: typo\n";
+    assert!(crate::from_yaml_str(y, &crate::interpolate::SystemLookup).is_err());
+}
+
+#[test]
+fn kafka_rules() {
+    let ok = KafkaSinkConfig::new(vec!["127.0.0.1:9092".into()], "hooks");
+    check(SinkConfig::Kafka(ok.clone())).unwrap();
+    let mut k = ok.clone();
+    k.brokers = vec![];
+    assert!(msg(check(SinkConfig::Kafka(k))).contains("sources.src.sinks[0].brokers"));
+    let mut k = ok.clone();
+    k.brokers = vec!["user:pw@host:9092".into()];
+    let m = msg(check(SinkConfig::Kafka(k)));
+    assert!(m.contains("brokers[0]") && !m.contains("pw"), "{m}");
+    let mut k = ok.clone();
+    k.topic = "bad topic".into();
+    assert!(msg(check(SinkConfig::Kafka(k))).contains(".topic"));
+    let mut k = ok.clone();
+    k.max_record_bytes = 10;
+    assert!(msg(check(SinkConfig::Kafka(k))).contains("max_record_bytes must be >= 1024"));
+    // Ordering lanes: an ordered Kafka sink is fine; a key needs exactly one source.
+    let mut k = ok;
+    k.ordered = true;
+    check(SinkConfig::Kafka(k.clone())).unwrap();
+    k.ordering_key = Some(OrderingKey {
+        header: None,
+        json: None,
+    });
+    assert!(msg(check(SinkConfig::Kafka(k))).contains("ordering_key"));
+}
+
+#[test]
+fn rabbitmq_rules() {
+    let ok = RabbitmqSinkConfig::new("amqp://guest:guest@127.0.0.1:5672/%2f", "ankusa.events");
+    check(SinkConfig::Rabbitmq(ok.clone())).unwrap();
+    let mut r = ok.clone();
+    r.url = "http://u:secretpw@host/".into();
+    let m = msg(check(SinkConfig::Rabbitmq(r)));
+    assert!(m.contains(".url") && !m.contains("secretpw"), "{m}");
+    let mut r = ok.clone();
+    r.url = "amqp//nope:secretpw@".into();
+    let m = msg(check(SinkConfig::Rabbitmq(r)));
+    assert!(!m.contains("secretpw"), "{m}");
+    let mut r = ok.clone();
+    r.exchange = "amq.topic".into();
+    assert!(msg(check(SinkConfig::Rabbitmq(r))).contains(".exchange"));
+    let mut r = ok;
+    r.max_inflight = 0;
+    assert!(msg(check(SinkConfig::Rabbitmq(r))).contains("max_inflight must be >= 1"));
+}
+
+#[test]
+fn nats_rules() {
+    let ok = NatsSinkConfig::new(vec!["nats://127.0.0.1:4222".into()], "ankusa.events");
+    check(SinkConfig::Nats(ok.clone())).unwrap();
+    let mut n = ok.clone();
+    n.subject = "ankusa.>".into();
+    assert!(msg(check(SinkConfig::Nats(n))).contains(".subject"));
+    let mut n = ok.clone();
+    n.auth = Some(NatsAuth {
+        token: Some("t".into()),
+        username: Some("u".into()),
+        password: Some("p".into()),
+        ..Default::default()
+    });
+    assert!(msg(check(SinkConfig::Nats(n))).contains(".auth"));
+    let mut n = ok;
+    n.servers = vec!["nats://u:p@127.0.0.1:4222".into()];
+    assert!(msg(check(SinkConfig::Nats(n))).contains("servers[0]"));
+}
+
+#[test]
+fn sqs_rules() {
+    let ok = SqsSinkConfig::new("https://sqs.us-east-1.amazonaws.com/123456789012/hooks.fifo");
+    check(SinkConfig::Sqs(ok.clone())).unwrap();
+    let mut s = ok.clone();
+    s.batch_max_entries = 11;
+    assert!(msg(check(SinkConfig::Sqs(s))).contains("batch_max_entries must be <= 10"));
+    let mut s = ok.clone();
+    s.batch_max_bytes = 2_000_000;
+    assert!(msg(check(SinkConfig::Sqs(s))).contains("batch_max_bytes must be <= 1048576"));
+    let mut s = ok.clone();
+    s.max_message_bytes = 2_000_000;
+    assert!(msg(check(SinkConfig::Sqs(s))).contains("max_message_bytes"));
+    let mut s = ok.clone();
+    s.message_group_id = Some("has space".into());
+    assert!(msg(check(SinkConfig::Sqs(s))).contains("message_group_id"));
+    let mut s = ok.clone();
+    s.access_key_id = Some("AKIA".into());
+    assert!(msg(check(SinkConfig::Sqs(s))).contains("secret_access_key"));
+    let mut s = ok.clone();
+    s.queue_url = "https://sqs.us-east-1.amazonaws.com/hooks".into();
+    assert!(msg(check(SinkConfig::Sqs(s))).contains("queue_url"));
+    // Ordering lanes need a FIFO queue.
+    let mut s = ok;
+    s.ordered = true;
+    let fifo = s.queue_url.expose().ends_with(".fifo");
+    if fifo {
+        check(SinkConfig::Sqs(s.clone())).unwrap();
+        s.queue_url = s.queue_url.expose().trim_end_matches(".fifo").into();
+    }
+    assert!(msg(check(SinkConfig::Sqs(s))).contains("FIFO"));
+    assert!(!SqsSinkConfig::new("https://x/1/q").is_fifo());
+}
+
+#[test]
+fn pubsub_rules() {
+    let mut ok = GooglePubsubSinkConfig::new("my-project", "hooks");
+    ok.auth = PubsubAuth::None;
+    check(SinkConfig::GooglePubsub(ok.clone())).unwrap();
+    let mut g = ok.clone();
+    g.topic = "t1".into();
+    assert!(msg(check(SinkConfig::GooglePubsub(g))).contains(".topic"));
+    let mut g = ok.clone();
+    g.auth = PubsubAuth::Token;
+    assert!(msg(check(SinkConfig::GooglePubsub(g))).contains(".token: is required"));
+    let mut g = ok.clone();
+    g.batch_max_entries = 1001;
+    assert!(msg(check(SinkConfig::GooglePubsub(g))).contains("batch_max_entries must be <= 1000"));
+    let mut g = ok;
+    g.max_message_bytes = 10_000_001;
+    assert!(msg(check(SinkConfig::GooglePubsub(g))).contains("max_message_bytes"));
+}
+
+#[test]
+fn redis_rules() {
+    let ok = RedisSinkConfig::new("redis://:pw@127.0.0.1:6379/0", "c");
+    check(SinkConfig::Redis(ok.clone())).unwrap();
+    let mut r = ok;
+    r.url = "http://127.0.0.1".into();
+    assert!(msg(check(SinkConfig::Redis(r))).contains(".url"));
+}
+
+#[test]
+fn debug_never_shows_credentials() {
+    let mut s = SqsSinkConfig::new("https://sqs.us-east-1.amazonaws.com/1/q");
+    s.access_key_id = Some("AKIAEXAMPLEKEY".into());
+    s.secret_access_key = Some("s3cr3t-access".into());
+    let mut g = GooglePubsubSinkConfig::new("p", "topic");
+    g.auth = PubsubAuth::Token;
+    g.token = Some("ya29.bearer".into());
+    let mut n = NatsSinkConfig::new(vec!["nats://h:4222".into()], "a.b");
+    n.auth = Some(NatsAuth {
+        token: Some("nats-tok".into()),
+        ..Default::default()
+    });
+    let mut k = KafkaSinkConfig::new(vec!["h:9092".into()], "t");
+    k.sasl = Some(KafkaSasl {
+        mechanism: KafkaSaslMechanism::Plain,
+        username: "kuser".into(),
+        password: "kpass".into(),
+    });
+    let text = format!("{s:?}{g:?}{n:?}{k:?}");
+    for needle in [
+        "AKIAEXAMPLEKEY",
+        "s3cr3t-access",
+        "ya29.bearer",
+        "nats-tok",
+        "kpass",
+    ] {
+        assert!(!text.contains(needle), "{needle} in {text}");
+    }
+}

@@ -1,0 +1,283 @@
+//! The claim check: bodies too large for a queue message are checked in once per hook to a
+//! local blob store under the data dir, and readers redeem them from the claim port with
+//! `GET|HEAD /v1/claims/:tenant/:claim_id` (one `Range` supported). The message carries
+//! `urn:ankusa:claim:v1:<tenant>:<claim_id>` and the body's sha256; readers check the digest.
+//!
+//! A write is a temp file, fsync, rename, then a directory fsync, so a claim that a delivered
+//! message names survives power loss. Claims outlive their hook (a consumer redeems after the
+//! delivery); `claim_check.retention_days` bounds how long.
+
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use ankusa_core::{ClaimCheck, ClaimCheckRef, Envelope};
+use axum::Router;
+use axum::extract::{Path as UrlPath, State};
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use futures::future::BoxFuture;
+use sha2::{Digest, Sha256};
+
+use crate::edge::error;
+
+pub struct LocalClaimCheck {
+    dir: PathBuf,
+    tokens: Vec<String>,
+}
+
+impl LocalClaimCheck {
+    pub fn new(dir: PathBuf, tokens: Vec<String>) -> std::io::Result<Arc<LocalClaimCheck>> {
+        crate::store::create_dir_synced(&dir)?;
+        Ok(Arc::new(LocalClaimCheck { dir, tokens }))
+    }
+
+    /// The claim id of a hook: its id, so every sink and retry share one claim.
+    pub fn claim_id(env: &Envelope) -> String {
+        env.id.simple().to_string()
+    }
+
+    fn path(&self, tenant: &str, claim_id: &str) -> Option<PathBuf> {
+        let ok = |s: &str| ankusa_config::valid_id(s);
+        (ok(tenant) && ok(claim_id)).then(|| self.dir.join(tenant).join(claim_id))
+    }
+
+    fn write(&self, env: &Envelope) -> std::io::Result<ClaimCheckRef> {
+        let claim_id = Self::claim_id(env);
+        let sha = hex::encode(Sha256::digest(&env.body));
+        let path = self.path(&env.tenant, &claim_id).ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "bad tenant or claim id")
+        })?;
+        let reference = ClaimCheckRef {
+            urn: format!("urn:ankusa:claim:v1:{}:{claim_id}", env.tenant),
+            sha256: sha,
+        };
+        if std::fs::metadata(&path).is_ok_and(|m| m.len() == env.body.len() as u64) {
+            return Ok(reference);
+        }
+        let dir = path.parent().expect("claim path has a tenant directory");
+        crate::store::create_dir_synced(dir)?;
+        let tmp = dir.join(format!(".{claim_id}.tmp-{}", std::process::id()));
+        {
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(&env.body)?;
+            f.sync_all()?;
+        }
+        std::fs::rename(&tmp, &path)?;
+        std::fs::File::open(dir)?.sync_all()?;
+        Ok(reference)
+    }
+
+    /// Deletes claims older than `days`; returns how many.
+    pub fn sweep(&self, days: u32) -> std::io::Result<usize> {
+        let cutoff = SystemTime::now() - Duration::from_secs(u64::from(days) * 86_400);
+        let mut n = 0;
+        for tenant in std::fs::read_dir(&self.dir)? {
+            let tenant = tenant?;
+            if !tenant.file_type()?.is_dir() {
+                continue;
+            }
+            for f in std::fs::read_dir(tenant.path())? {
+                let f = f?;
+                if f.metadata()?.modified()? < cutoff {
+                    std::fs::remove_file(f.path())?;
+                    n += 1;
+                }
+            }
+        }
+        Ok(n)
+    }
+}
+
+impl ClaimCheck for LocalClaimCheck {
+    fn check_in<'a>(&'a self, env: &'a Envelope) -> BoxFuture<'a, Result<ClaimCheckRef, String>> {
+        Box::pin(async move {
+            let env = env.clone();
+            let this = LocalClaimCheck {
+                dir: self.dir.clone(),
+                tokens: Vec::new(),
+            };
+            tokio::task::spawn_blocking(move || this.write(&env))
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|e| format!("claim check-in failed: {e}"))
+        })
+    }
+}
+
+pub fn router(claims: Arc<LocalClaimCheck>) -> Router {
+    Router::new()
+        .route(
+            "/health",
+            get(|| async { axum::Json(serde_json::json!({ "status": "ok" })) }),
+        )
+        .route("/v1/claims/{tenant}/{claim_id}", get(redeem).head(redeem))
+        .with_state(claims)
+}
+
+/// Parses one `bytes=a-b`, `bytes=a-` or `bytes=-n` range against `len`.
+/// `Ok(None)`: no usable Range header (serve it all); `Err(())`: unsatisfiable (`416`).
+fn parse_range(v: &str, len: u64) -> Result<Option<(u64, u64)>, ()> {
+    let Some(spec) = v.trim().strip_prefix("bytes=") else {
+        return Ok(None);
+    };
+    if spec.contains(',') {
+        return Ok(None);
+    }
+    let Some((a, b)) = spec.split_once('-') else {
+        return Ok(None);
+    };
+    let (start, end) = match (a.trim(), b.trim()) {
+        ("", n) => {
+            let n: u64 = n.parse().map_err(|_| ())?;
+            if n == 0 {
+                return Err(());
+            }
+            (len.saturating_sub(n), len.saturating_sub(1))
+        }
+        (s, "") => (s.parse().map_err(|_| ())?, len.saturating_sub(1)),
+        (s, e) => {
+            let (s, e): (u64, u64) = (s.parse().map_err(|_| ())?, e.parse().map_err(|_| ())?);
+            if e < s {
+                return Err(());
+            }
+            (s, e.min(len.saturating_sub(1)))
+        }
+    };
+    if len == 0 || start >= len {
+        return Err(());
+    }
+    Ok(Some((start, end)))
+}
+
+async fn redeem(
+    State(claims): State<Arc<LocalClaimCheck>>,
+    method: Method,
+    headers: HeaderMap,
+    UrlPath((tenant, claim_id)): UrlPath<(String, String)>,
+) -> Response {
+    if !claims.tokens.is_empty() {
+        let presented = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim);
+        let ok = presented.is_some_and(|p| {
+            use subtle::ConstantTimeEq;
+            claims
+                .tokens
+                .iter()
+                .any(|t| t.len() == p.len() && bool::from(t.as_bytes().ct_eq(p.as_bytes())))
+        });
+        if !ok {
+            return error(StatusCode::UNAUTHORIZED, "unauthorized", None);
+        }
+    }
+    let Some(path) = claims.path(&tenant, &claim_id) else {
+        return error(StatusCode::NOT_FOUND, "claim_not_found", None);
+    };
+    let range = headers
+        .get(header::RANGE)
+        .and_then(|v| v.to_str().ok())
+        .map(String::from);
+    let head = method == Method::HEAD;
+    let read = tokio::task::spawn_blocking(move || read_claim(&path, range.as_deref(), head)).await;
+    match read {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            error(StatusCode::NOT_FOUND, "claim_not_found", None)
+        }
+        _ => {
+            let mut r = error(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", None);
+            r.headers_mut().insert(header::RETRY_AFTER, 1.into());
+            r
+        }
+    }
+}
+
+fn read_claim(path: &Path, range: Option<&str>, head: bool) -> std::io::Result<Response> {
+    let mut f = std::fs::File::open(path)?;
+    let len = f.metadata()?.len();
+    let common = |mut r: Response| {
+        let h = r.headers_mut();
+        h.insert(header::ACCEPT_RANGES, "bytes".parse().expect("static"));
+        h.insert(
+            header::CONTENT_TYPE,
+            "application/octet-stream".parse().expect("static"),
+        );
+        h.insert(
+            header::CACHE_CONTROL,
+            "private, max-age=31536000, immutable"
+                .parse()
+                .expect("static"),
+        );
+        r
+    };
+    let (status, start, end) = match range.map(|r| parse_range(r, len)) {
+        Some(Err(())) => {
+            let mut r = common(StatusCode::RANGE_NOT_SATISFIABLE.into_response());
+            r.headers_mut().insert(
+                header::CONTENT_RANGE,
+                format!("bytes */{len}").parse().expect("ascii"),
+            );
+            return Ok(r);
+        }
+        Some(Ok(Some((s, e)))) => (StatusCode::PARTIAL_CONTENT, s, e),
+        _ => (StatusCode::OK, 0, len.saturating_sub(1)),
+    };
+    let n = if len == 0 { 0 } else { end - start + 1 };
+    let mut body = Vec::new();
+    if !head && n > 0 {
+        f.seek(SeekFrom::Start(start))?;
+        body.reserve(n as usize);
+        f.take(n).read_to_end(&mut body)?;
+    }
+    let mut r = common((status, body).into_response());
+    r.headers_mut().insert(header::CONTENT_LENGTH, n.into());
+    if status == StatusCode::PARTIAL_CONTENT {
+        r.headers_mut().insert(
+            header::CONTENT_RANGE,
+            format!("bytes {start}-{end}/{len}").parse().expect("ascii"),
+        );
+    }
+    Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges() {
+        assert_eq!(parse_range("bytes=0-9", 100), Ok(Some((0, 9))));
+        assert_eq!(parse_range("bytes=90-", 100), Ok(Some((90, 99))));
+        assert_eq!(parse_range("bytes=-10", 100), Ok(Some((90, 99))));
+        assert_eq!(parse_range("bytes=95-200", 100), Ok(Some((95, 99))));
+        assert_eq!(parse_range("bytes=100-", 100), Err(()));
+        assert_eq!(parse_range("bytes=5-1", 100), Err(()));
+        assert_eq!(parse_range("bytes=0-1,5-6", 100), Ok(None));
+        assert_eq!(parse_range("items=0-1", 100), Ok(None));
+    }
+
+    #[tokio::test]
+    async fn check_in_is_idempotent_and_redeemable() {
+        let d = tempfile::tempdir().unwrap();
+        let claims = LocalClaimCheck::new(d.path().join("claims"), vec![]).unwrap();
+        let mut env = crate::store::ingest_test_envelope("acme", "src");
+        env.body = bytes::Bytes::from(vec![7u8; 100_000]);
+        let a = claims.check_in(&env).await.unwrap();
+        let b = claims.check_in(&env).await.unwrap();
+        assert_eq!(a, b);
+        assert!(a.urn.starts_with("urn:ankusa:claim:v1:acme:"));
+        assert_eq!(a.sha256, hex::encode(Sha256::digest(&env.body)));
+        let id = LocalClaimCheck::claim_id(&env);
+        let path = claims.path("acme", &id).unwrap();
+        let r = read_claim(&path, Some("bytes=10-19"), false).unwrap();
+        assert_eq!(r.status(), StatusCode::PARTIAL_CONTENT);
+        assert_eq!(r.headers()[header::CONTENT_RANGE], "bytes 10-19/100000");
+        assert_eq!(claims.sweep(1).unwrap(), 0);
+        assert!(claims.path("../etc", "x").is_none());
+    }
+}

@@ -1,0 +1,111 @@
+//! One delivery attempt: `bind` resolves a claimed row to a sink of its source as the source
+//! is now (by index, or the one sink of the row's type if the sinks were reordered) and builds
+//! what the sink is told (`DeliveryCtx`); `run` checks a large body in to the claim check when
+//! the source's sinks need it, delivers, and turns a timeout or a panic into a failed attempt.
+//! Nothing here touches the scheduler's state.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ankusa_core::{ClaimCheck, DeliveryCtx, Envelope, Sink, SinkError};
+use futures::FutureExt;
+
+use super::{Claim, forward};
+use crate::live::Live;
+use crate::metrics::Metrics;
+
+/// An attempt ready to run.
+pub struct Attempt {
+    pub sink: Arc<dyn Sink>,
+    pub hook: Arc<Envelope>,
+    pub ctx: DeliveryCtx,
+    /// Set when the body is over the smallest inline limit of the source's sinks: it is
+    /// checked in (once per hook) before the delivery.
+    pub claim_check: Option<Arc<dyn ClaimCheck>>,
+    pub timeout: Duration,
+}
+
+/// Binds the row to a sink of its source in `live`. `Err` is why it cannot be delivered any
+/// more (the source or the sink is gone): a permanent failure.
+pub fn bind(
+    claim: &Claim,
+    live: &Live,
+    claim_check: Option<&Arc<dyn ClaimCheck>>,
+    metrics: &Metrics,
+    timeout: Duration,
+) -> Result<Attempt, String> {
+    let row = &claim.row;
+    let Some(src) = live.sources.get(&row.source_id) else {
+        return Err(format!("source_gone: {}", row.source_id));
+    };
+    let same_type = |s: &&Arc<dyn Sink>| s.type_name() == row.sink_type;
+    let sink = match src.sinks.get(claim.sink as usize).filter(same_type) {
+        Some(s) => s.clone(),
+        None => {
+            let mut of_type = src.sinks.iter().filter(same_type);
+            match (of_type.next(), of_type.next()) {
+                (Some(s), None) => s.clone(),
+                _ => return Err(format!("sink_gone: {} {}", claim.sink, row.sink_type)),
+            }
+        }
+    };
+    // A body larger than the smallest inline limit of the source's sinks is checked in once
+    // per hook (inside the attempt's deadline) and every sink gets the reference.
+    let inline_limit = src.sinks.iter().filter_map(|s| s.inline_max_bytes()).min();
+    let needs_check_in = inline_limit.is_some_and(|l| claim.hook.body.len() as u64 > l);
+    let ctx = DeliveryCtx {
+        instance: live.config.node.instance.clone(),
+        region: live.config.node.region.clone(),
+        attempt: row.attempts + 1,
+        replay_id: row.replay_id.clone(),
+        forward_headers: forward::forwarded(&claim.hook.headers, &src.cfg, Some(metrics)),
+        tenant_for_pools: row.tenant.clone(),
+        claim_check: None,
+        ordering_key: row.lane.clone(),
+    };
+    Ok(Attempt {
+        sink,
+        hook: claim.hook.clone(),
+        ctx,
+        claim_check: if needs_check_in {
+            claim_check.cloned()
+        } else {
+            None
+        },
+        timeout,
+    })
+}
+
+/// Runs the attempt under its deadline. A timeout and a panic inside the sink are transient
+/// failures, so a hung or broken sink never stalls dispatch.
+pub async fn run(a: Attempt) -> Result<(), SinkError> {
+    let Attempt {
+        sink,
+        hook,
+        mut ctx,
+        claim_check,
+        timeout,
+    } = a;
+    let attempt = async {
+        if let Some(cc) = claim_check {
+            ctx.claim_check = Some(cc.check_in(&hook).await.map_err(SinkError::Transient)?);
+        }
+        sink.deliver(&hook, &ctx).await
+    };
+    match tokio::time::timeout(timeout, AssertUnwindSafe(attempt).catch_unwind()).await {
+        Err(_) => Err(SinkError::Transient(format!(
+            "attempt_timeout: {} ms",
+            timeout.as_millis()
+        ))),
+        Ok(Err(panic)) => {
+            let msg = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown".into());
+            Err(SinkError::Transient(format!("sink panicked: {msg}")))
+        }
+        Ok(Ok(r)) => r,
+    }
+}

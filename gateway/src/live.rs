@@ -1,0 +1,279 @@
+//! The running configuration and its hot reload.
+//!
+//! `Live` is a config with everything built from it (verifiers, sinks). A request takes the
+//! current `Live` at its start and finishes on it, so a reload never changes a request half
+//! way; a reload builds a complete new `Live` and swaps it in atomically, or refuses and keeps
+//! the old one. Listener addresses, the data dir and group commit are read once at start: a
+//! reload that changes them applies everything else and reports those fields as needing a
+//! restart.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use ankusa_api::{ReloadError, Status};
+use ankusa_config::{Config, ConfigError, SourceConfig};
+use ankusa_core::{Sink, now_ms};
+use ankusa_sinks::SinkBuilder;
+use arc_swap::ArcSwap;
+
+/// A source with its verifier and sinks built.
+pub struct LiveSource {
+    pub id: String,
+    pub cfg: SourceConfig,
+    pub verifier: Option<ankusa_verify::Verifier>,
+    pub sinks: Vec<Arc<dyn Sink>>,
+    /// Type names of `sinks`, bound into each delivery row at ack.
+    pub sink_types: Vec<&'static str>,
+}
+
+impl LiveSource {
+    /// The tenant of a hook of this source when the URL names none.
+    pub fn tenant(&self) -> &str {
+        self.cfg.tenant.as_deref().unwrap_or("default")
+    }
+}
+
+/// The config in force, with everything built from it.
+pub struct Live {
+    pub config: Config,
+    /// `Config::hash` of the file as written; what the operator compares.
+    pub file_hash: String,
+    pub generation: u64,
+    pub loaded_at: u64,
+    pub sources: HashMap<String, Arc<LiveSource>>,
+}
+
+impl Live {
+    pub fn build(
+        config: Config,
+        file_hash: String,
+        generation: u64,
+        sinks: &SinkBuilder,
+    ) -> Result<Live, ConfigError> {
+        let mut sources = HashMap::new();
+        for (id, s) in &config.sources {
+            let verifier = ankusa_verify::Verifier::new(&s.verify)
+                .map_err(|e| ConfigError::field(format!("sources.{id}.verify"), e.to_string()))?;
+            let mut built = Vec::with_capacity(s.sinks.len());
+            let mut sink_types = Vec::with_capacity(s.sinks.len());
+            for (i, sc) in s.sinks.iter().enumerate() {
+                let field = format!("sources.{id}.sinks[{i}]");
+                built.push(sinks.build(&config, s, &field, sc)?);
+                sink_types.push(sc.type_name());
+            }
+            sources.insert(
+                id.clone(),
+                Arc::new(LiveSource {
+                    id: id.clone(),
+                    cfg: s.clone(),
+                    verifier,
+                    sinks: built,
+                    sink_types,
+                }),
+            );
+        }
+        Ok(Live {
+            config,
+            file_hash,
+            generation,
+            loaded_at: now_ms(),
+            sources,
+        })
+    }
+}
+
+/// Run after every successful reload, before the new `Live` is installed.
+pub type ReloadHook = Box<dyn Fn(&Live) + Send + Sync>;
+
+pub struct ConfigHandle {
+    current: ArcSwap<Live>,
+    path: Option<PathBuf>,
+    sinks: Arc<SinkBuilder>,
+    generation: AtomicU64,
+    last_error: Mutex<Option<ReloadError>>,
+    restart_required: Mutex<Vec<String>>,
+    reload_lock: tokio::sync::Mutex<()>,
+    /// The config fixed at start (listeners, data dir, group commit).
+    started: Config,
+    on_reload: Mutex<Vec<ReloadHook>>,
+}
+
+impl ConfigHandle {
+    pub fn new(live: Live, path: Option<PathBuf>, sinks: Arc<SinkBuilder>) -> Arc<ConfigHandle> {
+        let started = live.config.clone();
+        let generation = live.generation;
+        Arc::new(ConfigHandle {
+            current: ArcSwap::from_pointee(live),
+            path,
+            sinks,
+            generation: AtomicU64::new(generation),
+            last_error: Mutex::new(None),
+            restart_required: Mutex::new(Vec::new()),
+            reload_lock: tokio::sync::Mutex::new(()),
+            started,
+            on_reload: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// What builds sinks (and owns their pools, connections and batchers).
+    pub fn sinks(&self) -> &Arc<SinkBuilder> {
+        &self.sinks
+    }
+
+    /// The config in force; hold the `Arc` for the whole request.
+    pub fn live(&self) -> Arc<Live> {
+        self.current.load_full()
+    }
+
+    pub fn path(&self) -> Option<&PathBuf> {
+        self.path.as_ref()
+    }
+
+    /// Runs `f` after every successful reload (e.g. to resize pools).
+    pub fn on_reload(&self, f: ReloadHook) {
+        self.on_reload
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(f);
+    }
+
+    /// Reloads from the config file. Returns whether the config changed.
+    pub async fn reload_from_file(&self) -> Result<bool, ConfigError> {
+        let Some(path) = self.path.clone() else {
+            return Err(ConfigError::general(
+                "the gateway runs the embedded config; there is no file to reload",
+            ));
+        };
+        let _guard = self.reload_lock.lock().await;
+        let loaded = tokio::task::spawn_blocking(move || ankusa_config::load_file(&path))
+            .await
+            .map_err(|e| ConfigError::general(e.to_string()))?;
+        self.install(loaded)
+    }
+
+    /// Installs a config pushed over the admin API (already interpolated YAML text).
+    pub async fn reload_from_text(&self, text: &str) -> Result<bool, ConfigError> {
+        let _guard = self.reload_lock.lock().await;
+        let loaded = (|| {
+            let file =
+                ankusa_config::from_yaml_str(text, &ankusa_config::interpolate::SystemLookup)?;
+            let file_hash = file.hash();
+            let mut config = file;
+            ankusa_config::apply_env_overrides(
+                &mut config,
+                &ankusa_config::interpolate::SystemLookup,
+            )?;
+            ankusa_config::validate(&config)?;
+            Ok(ankusa_config::Loaded { config, file_hash })
+        })();
+        self.install(loaded)
+    }
+
+    fn install(
+        &self,
+        loaded: Result<ankusa_config::Loaded, ConfigError>,
+    ) -> Result<bool, ConfigError> {
+        let result = loaded.and_then(|l| {
+            let cur = self.live();
+            if l.file_hash == cur.file_hash {
+                return Ok(None);
+            }
+            let mut config = l.config;
+            let restart = self.pin_start_fields(&mut config);
+            let generation = self.generation.load(Ordering::SeqCst) + 1;
+            Live::build(config, l.file_hash, generation, &self.sinks)
+                .map(|live| Some((live, restart)))
+        });
+        match result {
+            Ok(None) => {
+                *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                Ok(false)
+            }
+            Ok(Some((live, restart))) => {
+                tracing::info!(generation = live.generation, hash = %live.file_hash, "config reloaded");
+                if !restart.is_empty() {
+                    tracing::warn!(fields = ?restart, "config fields changed that take effect only after a restart");
+                }
+                for f in self
+                    .on_reload
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .iter()
+                {
+                    f(&live);
+                }
+                self.generation.store(live.generation, Ordering::SeqCst);
+                self.current.store(Arc::new(live));
+                *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                *self
+                    .restart_required
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner()) = restart;
+                Ok(true)
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "config reload refused; the previous config stays");
+                *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(ReloadError {
+                    at: now_ms(),
+                    message: e.to_string(),
+                });
+                Err(e)
+            }
+        }
+    }
+
+    /// Keeps the start-time values of fields a running process cannot change, and names them.
+    fn pin_start_fields(&self, c: &mut Config) -> Vec<String> {
+        let s = &self.started;
+        let mut changed = Vec::new();
+        macro_rules! pin {
+            ($($path:ident).+, $name:expr) => {
+                if c.$($path).+ != s.$($path).+ {
+                    changed.push($name.to_string());
+                    c.$($path).+ = s.$($path).+.clone();
+                }
+            };
+        }
+        pin!(node.instance, "node.instance");
+        pin!(node.data_dir, "node.data_dir");
+        pin!(node.roles, "node.roles");
+        pin!(http.ip, "http.ip");
+        pin!(http.port, "http.port");
+        pin!(admin.enabled, "admin.enabled");
+        pin!(admin.ip, "admin.ip");
+        pin!(admin.port, "admin.port");
+        pin!(claim_check, "claim_check");
+        pin!(batcher, "batcher");
+        pin!(log, "log");
+        changed
+    }
+
+    /// `GET /v1/status`: what the operator reads to know a pod runs its config.
+    pub fn status(&self) -> Status {
+        let live = self.live();
+        let mut sources: Vec<String> = live.sources.keys().cloned().collect();
+        sources.sort();
+        Status {
+            instance: live.config.node.instance.clone(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            config_hash: live.file_hash.clone(),
+            generation: live.generation,
+            loaded_at: live.loaded_at,
+            last_reload_error: self
+                .last_error
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
+            restart_required: self
+                .restart_required
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
+            sources,
+            config_path: self.path.as_ref().map(|p| p.display().to_string()),
+            roles: live.config.node.roles.clone(),
+        }
+    }
+}

@@ -1,0 +1,576 @@
+//! Deliveries per second through each queue sink with 1 KiB bodies and 32 deliveries in flight
+//! (dispatch's default concurrency), next to the same broker driven alone by the same client
+//! library with the same acknowledgement rule, so a broker that is itself the limit shows as
+//! such. Prints one JSON line per sink.
+//!
+//!     tests/brokers/start.sh /tmp/brokers
+//!     cargo run --release -p ankusa-sinks --bin sink-bench [kafka,rabbitmq,nats,redis,sqs,pubsub]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use ankusa_config::{
+    Config, GooglePubsubSinkConfig, KafkaSinkConfig, NatsSinkConfig, PubsubAuth,
+    RabbitmqSinkConfig, RedisSinkConfig, SinkConfig, SourceConfig, SqsSinkConfig,
+};
+use ankusa_core::{DeliveryCtx, Envelope, Sink, Verification, VerifyStatus};
+use ankusa_sinks::SinkBuilder;
+use base64::Engine;
+use bytes::Bytes;
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+const CONCURRENCY: usize = 32;
+const BODY: usize = 1024;
+
+type BoxErr = Box<dyn std::error::Error + Send + Sync>;
+
+fn hook(i: u64) -> Envelope {
+    Envelope {
+        id: uuid::Uuid::now_v7(),
+        seq: i,
+        received_at: 1_737_500_000_000 + i,
+        tenant: ["t1", "t2", "t3", "t4"][(i % 4) as usize].into(),
+        source_id: "bench".into(),
+        headers: vec![],
+        content_type: Some("application/json".into()),
+        verification: Verification {
+            status: VerifyStatus::Ok,
+            flagged: false,
+        },
+        dedupe_key: None,
+        traceparent: None,
+        tracestate: None,
+        body: Bytes::from(vec![b'x'; BODY]),
+    }
+}
+
+fn ctx() -> DeliveryCtx {
+    DeliveryCtx {
+        instance: "bench".into(),
+        region: None,
+        attempt: 1,
+        replay_id: None,
+        forward_headers: vec![("user-agent".into(), "bench".into())],
+        tenant_for_pools: "t1".into(),
+        claim_check: None,
+        ordering_key: None,
+    }
+}
+
+/// Runs `n` operations, `CONCURRENCY` at a time; returns (ok per second, failures).
+async fn rate<F, Fut>(n: u64, op: F) -> (f64, u64)
+where
+    F: Fn(u64) -> Fut,
+    Fut: std::future::Future<Output = Result<(), String>>,
+{
+    rate_at(n, CONCURRENCY, op).await
+}
+
+/// Runs `n` operations, `concurrency` at a time.
+async fn rate_at<F, Fut>(n: u64, concurrency: usize, op: F) -> (f64, u64)
+where
+    F: Fn(u64) -> Fut,
+    Fut: std::future::Future<Output = Result<(), String>>,
+{
+    let failed = AtomicU64::new(0);
+    let start = Instant::now();
+    futures::stream::iter(0..n)
+        .map(&op)
+        .buffer_unordered(concurrency)
+        .for_each(|r| {
+            if let Err(e) = r
+                && failed.fetch_add(1, Ordering::Relaxed) < 3
+            {
+                eprintln!("failure: {e}");
+            }
+            async {}
+        })
+        .await;
+    let secs = start.elapsed().as_secs_f64();
+    let failed = failed.load(Ordering::Relaxed);
+    ((n - failed) as f64 / secs, failed)
+}
+
+async fn through_sink(sink: Arc<dyn Sink>, n: u64) -> (f64, u64) {
+    through_sink_at(sink, n, CONCURRENCY).await
+}
+
+async fn through_sink_at(sink: Arc<dyn Sink>, n: u64, concurrency: usize) -> (f64, u64) {
+    // Warm up: the first delivery opens the connection.
+    let c = ctx();
+    let _ = sink.deliver(&hook(0), &c).await;
+    rate_at(n, concurrency, |i| {
+        let sink = sink.clone();
+        async move {
+            let env = hook(i);
+            let c = ctx();
+            sink.deliver(&env, &c).await.map_err(|e| e.to_string())
+        }
+    })
+    .await
+}
+
+fn build(builder: &SinkBuilder, sink: SinkConfig) -> Arc<dyn Sink> {
+    let mut cfg = Config::default();
+    cfg.dispatch.sink_concurrency = Some(8);
+    let source = SourceConfig::with_sinks(vec![sink.clone()]);
+    builder
+        .build(&cfg, &source, "bench", &sink)
+        .expect("sink builds")
+}
+
+fn line(name: &str, n: u64, sink: (f64, u64), alone: (f64, u64), alone_how: &str) {
+    line_with(name, n, sink, alone, alone_how, None);
+}
+
+/// `batched`: the same sink with more deliveries in flight (dispatch admits more for a
+/// batching sink: its sink_concurrency counts requests, not messages).
+fn line_with(
+    name: &str,
+    n: u64,
+    sink: (f64, u64),
+    alone: (f64, u64),
+    alone_how: &str,
+    batched: Option<(usize, (f64, u64))>,
+) {
+    let mut v = json!({
+            "sink": name,
+            "deliveries": n,
+            "body_bytes": BODY,
+            "concurrency": CONCURRENCY,
+            "sink_per_s": (sink.0.round()),
+            "sink_failed": sink.1,
+            "broker_alone_per_s": (alone.0.round()),
+            "broker_alone_failed": alone.1,
+            "broker_alone": alone_how,
+    });
+    if let Some((c, r)) = batched {
+        v["sink_in_flight"] = json!(c);
+        v["sink_per_s_at_in_flight"] = json!(r.0.round());
+        v["sink_failed_at_in_flight"] = json!(r.1);
+    }
+    println!("{v}");
+}
+
+fn suffix() -> String {
+    format!("{:08x}", fastrand::u32(..))
+}
+
+async fn kafka(n: u64) -> Result<(), BoxErr> {
+    use rdkafka::ClientConfig;
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    use rdkafka::client::DefaultClientContext;
+    use rdkafka::producer::{FutureProducer, FutureRecord};
+    let broker = "127.0.0.1:9092";
+    let topic = format!("bench-{}", suffix());
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", broker)
+        .create()?;
+    for r in admin
+        .create_topics(
+            &[NewTopic::new(&topic, 1, TopicReplication::Fixed(1))],
+            &AdminOptions::new(),
+        )
+        .await?
+    {
+        r.map_err(|(t, e)| format!("{t}: {e}"))?;
+    }
+    let builder = SinkBuilder::new();
+    let sink = build(
+        &builder,
+        SinkConfig::Kafka(KafkaSinkConfig::new(vec![broker.into()], &topic)),
+    );
+    let s = through_sink(sink, n).await;
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", broker)
+        .set("acks", "all")
+        .set("linger.ms", "2")
+        .create()?;
+    let payload = vec![b'x'; BODY + 500];
+    let a = rate(n, |_| {
+        let (producer, topic, payload) = (&producer, &topic, &payload);
+        async move {
+            producer
+                .send(
+                    FutureRecord::to(topic).key("t1/bench").payload(payload),
+                    Duration::from_secs(0),
+                )
+                .await
+                .map(|_| ())
+                .map_err(|(e, _)| e.to_string())
+        }
+    })
+    .await;
+    line(
+        "kafka",
+        n,
+        s,
+        a,
+        "rdkafka FutureProducer, acks=all, 1.5 KiB records",
+    );
+    Ok(())
+}
+
+async fn rabbitmq(n: u64) -> Result<(), BoxErr> {
+    use lapin::options::*;
+    use lapin::types::FieldTable;
+    use lapin::{BasicProperties, Connection, ConnectionProperties, ExchangeKind};
+    let url = "amqp://guest:guest@127.0.0.1:5672/%2f";
+    let sfx = suffix();
+    let exchange = format!("bench.{sfx}");
+    let queue = format!("bench.q.{sfx}");
+    let conn = Connection::connect(url, ConnectionProperties::default()).await?;
+    let ch = conn.create_channel().await?;
+    ch.exchange_declare(
+        exchange.as_str().into(),
+        ExchangeKind::Topic,
+        ExchangeDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    )
+    .await?;
+    ch.queue_declare(
+        queue.as_str().into(),
+        QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    )
+    .await?;
+    ch.queue_bind(
+        queue.as_str().into(),
+        exchange.as_str().into(),
+        "#".into(),
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    )
+    .await?;
+    let builder = SinkBuilder::new();
+    let sink = build(
+        &builder,
+        SinkConfig::Rabbitmq(RabbitmqSinkConfig::new(url, &exchange)),
+    );
+    let s = through_sink(sink, n).await;
+    let pc = conn.create_channel().await?;
+    pc.confirm_select(ConfirmSelectOptions::default()).await?;
+    let payload = vec![b'x'; BODY + 500];
+    let a = rate(n, |_| {
+        let (pc, exchange, payload) = (&pc, &exchange, &payload);
+        async move {
+            let c = pc
+                .basic_publish(
+                    exchange.as_str().into(),
+                    "ankusa.bench".into(),
+                    BasicPublishOptions {
+                        mandatory: true,
+                        immediate: false,
+                    },
+                    payload,
+                    BasicProperties::default().with_delivery_mode(2),
+                )
+                .await
+                .map_err(|e| e.to_string())?
+                .await
+                .map_err(|e| e.to_string())?;
+            if c.is_ack() {
+                Ok(())
+            } else {
+                Err("nack".into())
+            }
+        }
+    })
+    .await;
+    line(
+        "rabbitmq",
+        n,
+        s,
+        a,
+        "lapin confirm channel, mandatory persistent publishes to a durable queue",
+    );
+    ch.queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
+        .await?;
+    ch.exchange_delete(exchange.as_str().into(), ExchangeDeleteOptions::default())
+        .await?;
+    Ok(())
+}
+
+async fn nats(n: u64) -> Result<(), BoxErr> {
+    use async_nats::jetstream::{self, stream};
+    let server = "nats://127.0.0.1:4222";
+    let sfx = suffix();
+    let client = async_nats::connect(server).await?;
+    let js = jetstream::new(client);
+    let name = format!("BENCH_{sfx}");
+    js.create_stream(stream::Config {
+        name: name.clone(),
+        subjects: vec![format!("bench.{sfx}.>")],
+        storage: stream::StorageType::File,
+        ..Default::default()
+    })
+    .await?;
+    let subject = format!("bench.{sfx}.events");
+    let builder = SinkBuilder::new();
+    let sink = build(
+        &builder,
+        SinkConfig::Nats(NatsSinkConfig::new(vec![server.into()], &subject)),
+    );
+    let s = through_sink(sink, n).await;
+    let payload = Bytes::from(vec![b'x'; BODY + 500]);
+    let a = rate(n, |_| {
+        let (js, subject, payload) = (&js, &subject, payload.clone());
+        async move {
+            js.publish(subject.clone(), payload)
+                .await
+                .map_err(|e| e.to_string())?
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        }
+    })
+    .await;
+    line(
+        "nats",
+        n,
+        s,
+        a,
+        "async-nats JetStream publish awaiting the stream ack, file storage",
+    );
+    js.delete_stream(&name).await?;
+    Ok(())
+}
+
+async fn redis(n: u64) -> Result<(), BoxErr> {
+    let url = "redis://127.0.0.1:6379/0";
+    let channel = format!("bench.{}", suffix());
+    let client = redis::Client::open(url)?;
+    let mut ps = client.get_async_pubsub().await?;
+    ps.subscribe(&channel).await?;
+    let drain = tokio::spawn(async move {
+        let mut s = ps.on_message();
+        while s.next().await.is_some() {}
+    });
+    let builder = SinkBuilder::new();
+    let sink = build(
+        &builder,
+        SinkConfig::Redis(RedisSinkConfig::new(url, &channel)),
+    );
+    let s = through_sink(sink, n).await;
+    let conn = client.get_multiplexed_async_connection().await?;
+    let payload = vec![b'x'; BODY + 500];
+    let a = rate(n, |_| {
+        let (mut conn, channel, payload) = (conn.clone(), &channel, &payload);
+        async move {
+            redis::cmd("PUBLISH")
+                .arg(channel)
+                .arg(payload)
+                .query_async::<i64>(&mut conn)
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        }
+    })
+    .await;
+    line(
+        "redis",
+        n,
+        s,
+        a,
+        "redis multiplexed connection, PUBLISH to a channel with one subscriber",
+    );
+    drain.abort();
+    Ok(())
+}
+
+async fn sqs_call(url: &str, target: &str, body: &Value) -> Result<Value, String> {
+    let bytes = serde_json::to_vec(body).map_err(|e| e.to_string())?;
+    let target = format!("AmazonSQS.{target}");
+    let base = [
+        ("content-type", "application/x-amz-json-1.0"),
+        ("x-amz-target", target.as_str()),
+    ];
+    let creds = aws_credential_types::Credentials::new("test", "test", None, None, "bench");
+    let signed =
+        ankusa_sinks::aws::sign_headers(creds, "us-east-1", "sqs", "POST", url, &base, &bytes)?;
+    let mut req = http_client().post(url).body(bytes);
+    for (k, v) in base {
+        req = req.header(k, v);
+    }
+    for (k, v) in signed {
+        req = req.header(k, v);
+    }
+    let r = req.send().await.map_err(|e| e.to_string())?;
+    if !r.status().is_success() {
+        return Err(format!("{}", r.status()));
+    }
+    r.json().await.map_err(|e| e.to_string())
+}
+
+fn http_client() -> &'static reqwest::Client {
+    static C: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
+    C.get_or_init(reqwest::Client::new)
+}
+
+async fn sqs(n: u64) -> Result<(), BoxErr> {
+    let endpoint = "http://127.0.0.1:5000/";
+    // moto slows down as a queue fills, so each measurement gets a fresh queue.
+    let queue = || async {
+        let v = sqs_call(
+            endpoint,
+            "CreateQueue",
+            &json!({"QueueName": format!("bench-{}", suffix())}),
+        )
+        .await?;
+        v["QueueUrl"]
+            .as_str()
+            .map(str::to_string)
+            .ok_or_else(|| "no QueueUrl".to_string())
+    };
+    let builder = SinkBuilder::new();
+    let mut cfg = SqsSinkConfig::new(queue().await?);
+    cfg.access_key_id = Some("test".into());
+    cfg.secret_access_key = Some("test".into());
+    cfg.region = Some("us-east-1".into());
+    cfg.timeout_ms = 30_000;
+    let sink = build(&builder, SinkConfig::Sqs(cfg));
+    let s = through_sink(sink, n).await;
+    let q = queue().await?;
+    // Alone: the same signed SendMessageBatch of 10, 8 requests in flight (the sink's default).
+    let body = "x".repeat(BODY + 500);
+    let batches = n / 10;
+    let start = Instant::now();
+    let failed = AtomicU64::new(0);
+    futures::stream::iter(0..batches)
+        .map(|_| {
+            let entries: Vec<Value> = (0..10)
+                .map(|i| json!({"Id": i.to_string(), "MessageBody": body}))
+                .collect();
+            let payload = json!({"QueueUrl": q, "Entries": entries});
+            async move { sqs_call(endpoint, "SendMessageBatch", &payload).await }
+        })
+        .buffer_unordered(8)
+        .for_each(|r| {
+            if r.is_err() {
+                failed.fetch_add(1, Ordering::Relaxed);
+            }
+            async {}
+        })
+        .await;
+    let secs = start.elapsed().as_secs_f64();
+    let f = failed.load(Ordering::Relaxed) * 10;
+    line(
+        "sqs",
+        n,
+        s,
+        ((batches * 10 - f) as f64 / secs, f),
+        "reqwest + aws-sigv4 SendMessageBatch of 10, 8 in flight, against moto_server",
+    );
+    Ok(())
+}
+
+async fn pubsub(n: u64) -> Result<(), BoxErr> {
+    let endpoint = "http://127.0.0.1:8085";
+    let project = "bench";
+    let topic = format!("bench-{}", suffix());
+    http_client()
+        .put(format!("{endpoint}/v1/projects/{project}/topics/{topic}"))
+        .send()
+        .await?
+        .error_for_status()?;
+    http_client()
+        .put(format!(
+            "{endpoint}/v1/projects/{project}/subscriptions/{topic}-sub"
+        ))
+        .json(&json!({"topic": format!("projects/{project}/topics/{topic}")}))
+        .send()
+        .await?
+        .error_for_status()?;
+    let builder = SinkBuilder::new();
+    let mut cfg = GooglePubsubSinkConfig::new(project, &topic);
+    cfg.auth = PubsubAuth::None;
+    cfg.endpoint = Some(endpoint.into());
+    let sink = build(&builder, SinkConfig::GooglePubsub(cfg));
+    let s = through_sink(sink.clone(), n).await;
+    let wide = through_sink_at(sink, n, 512).await;
+    // Alone: publishes of 32 messages (what 32 deliveries in flight make a batch of), 8 in
+    // flight.
+    let data = base64::engine::general_purpose::STANDARD.encode(vec![b'x'; BODY + 500]);
+    let url = format!("{endpoint}/v1/projects/{project}/topics/{topic}:publish");
+    let per = 32u64;
+    let start = Instant::now();
+    let failed = AtomicU64::new(0);
+    futures::stream::iter(0..n / per)
+        .map(|_| {
+            let msgs: Vec<Value> = (0..per).map(|_| json!({"data": data})).collect();
+            let url = url.clone();
+            async move {
+                http_client()
+                    .post(url)
+                    .json(&json!({"messages": msgs}))
+                    .send()
+                    .await
+                    .and_then(|r| r.error_for_status())
+            }
+        })
+        .buffer_unordered(8)
+        .for_each(|r| {
+            if r.is_err() {
+                failed.fetch_add(1, Ordering::Relaxed);
+            }
+            async {}
+        })
+        .await;
+    let secs = start.elapsed().as_secs_f64();
+    let f = failed.load(Ordering::Relaxed) * per;
+    line_with(
+        "google_pubsub",
+        n,
+        s,
+        (((n / per) * per - f) as f64 / secs, f),
+        "reqwest topics.publish of 32 messages, 8 in flight, against the emulator",
+        Some((512, wide)),
+    );
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() {
+    ankusa_sinks::install_crypto_provider();
+    let only: Vec<String> = std::env::args()
+        .nth(1)
+        .map(|a| a.split(',').map(str::to_string).collect())
+        .unwrap_or_default();
+    let want = |s: &str| only.is_empty() || only.iter().any(|o| o == s);
+    let mut failed = false;
+    let mut report = |name: &str, r: Result<(), BoxErr>| {
+        if let Err(e) = r {
+            eprintln!("{name}: {e} (are the brokers up? tests/brokers/start.sh <statedir>)");
+            failed = true;
+        }
+    };
+    if want("kafka") {
+        report("kafka", kafka(20_000).await);
+    }
+    if want("rabbitmq") {
+        report("rabbitmq", rabbitmq(20_000).await);
+    }
+    if want("nats") {
+        report("nats", nats(20_000).await);
+    }
+    if want("redis") {
+        report("redis", redis(40_000).await);
+    }
+    if want("sqs") {
+        report("sqs", sqs(500).await);
+    }
+    if want("pubsub") {
+        report("pubsub", pubsub(10_000).await);
+    }
+    if failed {
+        std::process::exit(1);
+    }
+}

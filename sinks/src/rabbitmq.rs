@@ -1,0 +1,241 @@
+//! The RabbitMQ sink: publishes the queue message to an exchange, always mandatory and
+//! persistent, on a confirm-mode channel, and answers `Ok` only on the broker's confirm of a
+//! message that was not returned (at least one bound queue took it).
+//!
+//! | Result | Meaning (every error is transient: the retry policy) |
+//! |---|---|
+//! | `Ok` | confirmed and not returned |
+//! | `unroutable: <routing key>` | the exchange routed it to no queue |
+//! | `nacked` | the broker refused it (e.g. a queue's reject-publish overflow) |
+//! | `confirm_timeout` | no confirm within `confirm_timeout_ms` |
+//! | `busy` | `max_inflight` publishes already await confirms on this connection; nothing sent |
+//! | `channel_closed: <reason>` | the broker closed the channel (a deleted exchange is a 404) |
+//! | `publish_failed: <reason>` | the publish itself failed |
+//! | `not_connected: <reason>` | no connection; redialed after `retry_ms` |
+//!
+//! One connection and confirm-mode channel per (url, exchange), opened on first use. The
+//! exchange is declared (durable, idempotent); queues are never declared: binding them is the
+//! consumer's job. After a channel or connection error the pair is dropped and the next
+//! delivery reopens both (re-declaring the exchange). A delivery cancelled by its caller (the
+//! attempt timeout) is never published afterwards: publishing happens inside the caller's
+//! future, so there is no mailbox for it to wait in (the spec's `expired`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ankusa_config::{ExchangeType, RabbitmqSinkConfig};
+use ankusa_core::{DeliveryCtx, Envelope, SinkError};
+use futures::future::BoxFuture;
+use lapin::Confirmation;
+use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions};
+use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
+use tokio::sync::Semaphore;
+
+use crate::conn::{Conn, Registry, Slot, digest, scrub, url_secrets};
+use crate::message::{self, Limits};
+
+/// How long a dial (TCP, AMQP handshake, channel, declare) may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+pub struct Amqp {
+    connection: Connection,
+    channel: Channel,
+    permits: Arc<Semaphore>,
+}
+
+#[derive(Clone)]
+pub struct RabbitConn(Arc<Amqp>);
+
+impl Conn for RabbitConn {
+    fn close(self) -> BoxFuture<'static, ()> {
+        Box::pin(async move {
+            let _ = tokio::time::timeout(
+                Duration::from_secs(2),
+                self.0
+                    .connection
+                    .close(200, "ankusa: connection closed".into()),
+            )
+            .await;
+        })
+    }
+}
+
+pub struct RabbitmqSink {
+    slot: Arc<Slot<RabbitConn>>,
+    url: String,
+    exchange: String,
+    kind: ExchangeType,
+    routing_key: Option<String>,
+    limits: Limits,
+    max_inflight: usize,
+    confirm_timeout: Duration,
+    secrets: Vec<String>,
+}
+
+impl RabbitmqSink {
+    pub fn new(cfg: &RabbitmqSinkConfig, registry: &Registry<RabbitConn>) -> RabbitmqSink {
+        let key = digest(&[
+            "rabbitmq",
+            cfg.url.expose(),
+            &cfg.exchange,
+            cfg.exchange_type.as_str(),
+            &cfg.max_inflight.to_string(),
+        ]);
+        let secrets = url_secrets(cfg.url.expose());
+        RabbitmqSink {
+            slot: registry.slot("rabbitmq", &key, cfg.idle_timeout_ms, cfg.retry_ms),
+            url: cfg.url.expose().to_string(),
+            exchange: cfg.exchange.clone(),
+            kind: cfg.exchange_type,
+            routing_key: cfg.routing_key.clone(),
+            limits: Limits {
+                inline_max: cfg.inline_max_bytes,
+                max_message: u64::MAX,
+            },
+            max_inflight: cfg.max_inflight.max(1) as usize,
+            confirm_timeout: Duration::from_millis(cfg.confirm_timeout_ms),
+            secrets,
+        }
+    }
+
+    fn scrub(&self, text: String) -> String {
+        let s: Vec<&str> = self.secrets.iter().map(String::as_str).collect();
+        scrub(text, &s)
+    }
+
+    async fn open(&self) -> Result<RabbitConn, String> {
+        let dial = async {
+            let props = ConnectionProperties::default().with_connection_name("ankusa".into());
+            let connection = Connection::connect(&self.url, props)
+                .await
+                .map_err(|e| format!("connect: {e}"))?;
+            let channel = connection
+                .create_channel()
+                .await
+                .map_err(|e| format!("channel: {e}"))?;
+            channel
+                .confirm_select(ConfirmSelectOptions::default())
+                .await
+                .map_err(|e| format!("confirm.select: {e}"))?;
+            let kind = match self.kind {
+                ExchangeType::Topic => ExchangeKind::Topic,
+                ExchangeType::Direct => ExchangeKind::Direct,
+                ExchangeType::Fanout => ExchangeKind::Fanout,
+                ExchangeType::Headers => ExchangeKind::Headers,
+            };
+            channel
+                .exchange_declare(
+                    self.exchange.as_str().into(),
+                    kind,
+                    ExchangeDeclareOptions {
+                        durable: true,
+                        ..ExchangeDeclareOptions::default()
+                    },
+                    FieldTable::default(),
+                )
+                .await
+                .map_err(|e| format!("exchange.declare {}: {e}", self.exchange))?;
+            Ok::<_, String>(RabbitConn(Arc::new(Amqp {
+                connection,
+                channel,
+                permits: Arc::new(Semaphore::new(self.max_inflight)),
+            })))
+        };
+        match tokio::time::timeout(CONNECT_TIMEOUT, dial).await {
+            Ok(r) => r.map_err(|e| self.scrub(e)),
+            Err(_) => Err("connect: timed out".into()),
+        }
+    }
+
+    async fn attempt(&self, env: &Envelope, ctx: &DeliveryCtx) -> Result<(), SinkError> {
+        let prepared = message::prepare(env, ctx, self.limits, 0)?;
+        let routing_key = self
+            .routing_key
+            .clone()
+            .unwrap_or_else(|| format!("ankusa.{}", env.source_id));
+        let rk = ShortString::try_new(routing_key.clone())
+            .map_err(|_| SinkError::Permanent("routing key longer than 255 bytes".into()))?;
+        let lease = self.slot.get(|| self.open()).await?;
+        let amqp = &lease.conn.0;
+        if !amqp.channel.status().connected() {
+            lease.invalidate();
+            return Err(SinkError::Transient(
+                "not_connected: channel is not open".into(),
+            ));
+        }
+        let Ok(_permit) = amqp.permits.clone().try_acquire_owned() else {
+            return Err(SinkError::Transient(format!(
+                "busy: {} publishes already await confirms",
+                self.max_inflight
+            )));
+        };
+        let mut headers = FieldTable::default();
+        for (k, v) in message::attributes(env, ctx) {
+            headers.insert(k.into(), AMQPValue::LongString(LongString::from(v)));
+        }
+        let props = BasicProperties::default()
+            .with_content_type("application/json".into())
+            .with_delivery_mode(2)
+            .with_message_id(env.id.to_string().into())
+            .with_timestamp(env.received_at / 1000)
+            .with_app_id("ankusa".into())
+            .with_headers(headers);
+        let confirm = amqp
+            .channel
+            .basic_publish(
+                self.exchange.as_str().into(),
+                rk,
+                BasicPublishOptions {
+                    mandatory: true,
+                    immediate: false,
+                },
+                &prepared.json,
+                props,
+            )
+            .await;
+        let confirm = match confirm {
+            Ok(c) => c,
+            Err(e) => {
+                let closed = !amqp.channel.status().connected();
+                lease.invalidate();
+                let kind = if closed {
+                    "channel_closed"
+                } else {
+                    "publish_failed"
+                };
+                return Err(SinkError::Transient(self.scrub(format!("{kind}: {e}"))));
+            }
+        };
+        match tokio::time::timeout(self.confirm_timeout, confirm).await {
+            Err(_) => Err(SinkError::Transient(format!(
+                "confirm_timeout: no confirm within {} ms",
+                self.confirm_timeout.as_millis()
+            ))),
+            Ok(Err(e)) => {
+                lease.invalidate();
+                Err(SinkError::Transient(
+                    self.scrub(format!("channel_closed: {e}")),
+                ))
+            }
+            Ok(Ok(Confirmation::Ack(None))) => Ok(()),
+            Ok(Ok(Confirmation::Ack(Some(_returned)))) => {
+                Err(SinkError::Transient(format!("unroutable: {routing_key}")))
+            }
+            Ok(Ok(Confirmation::Nack(_))) => Err(SinkError::Transient("nacked".into())),
+            Ok(Ok(Confirmation::NotRequested)) => {
+                lease.invalidate();
+                Err(SinkError::Transient(
+                    "publish_failed: the channel is not in confirm mode".into(),
+                ))
+            }
+        }
+    }
+}
+
+impl_sink!(RabbitmqSink {
+    type_name: "rabbitmq",
+    inline_max_bytes(self) -> Option<u64> {
+        Some(self.limits.inline_max)
+    },
+});

@@ -1,0 +1,406 @@
+//! Shared by the sink integration tests: hooks and contexts, the message checker, broker
+//! reachability (a missing broker fails the test, it never skips it), unique names, and
+//! throwaway broker processes for the restart tests.
+
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ankusa_config::{Config, SinkConfig, SourceConfig};
+use ankusa_core::{ClaimCheckRef, DeliveryCtx, Envelope, Sink, SinkError, Verification};
+use ankusa_sinks::SinkBuilder;
+use base64::Engine;
+use bytes::Bytes;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+pub fn init() {
+    ankusa_sinks::install_crypto_provider();
+}
+
+/// A short random suffix for names (topics, queues, streams), so tests run in parallel.
+pub fn suffix() -> String {
+    format!("{:08x}", fastrand::u32(..))
+}
+
+/// Fails (never skips) when a broker the test needs is not listening.
+pub fn require(name: &str, port: u16) {
+    let addr = format!("127.0.0.1:{port}");
+    let ok = std::net::TcpStream::connect_timeout(
+        &addr.parse().expect("address"),
+        Duration::from_secs(2),
+    )
+    .is_ok();
+    assert!(
+        ok,
+        "{name} is not reachable on {addr}: run `tests/brokers/start.sh <statedir>` first (and \
+         `tests/brokers/stop.sh <statedir>` afterwards)"
+    );
+}
+
+/// A hook with everything set: tenant, dedupe key, headers, traceparent and tracestate.
+pub fn hook(body: &[u8]) -> Envelope {
+    Envelope {
+        id: uuid::Uuid::now_v7(),
+        seq: 7,
+        received_at: 1_737_500_000_123,
+        tenant: "acme".into(),
+        source_id: "stripe".into(),
+        headers: vec![("x-github-event".into(), "push".into())],
+        content_type: Some("application/json".into()),
+        verification: Verification::OK,
+        dedupe_key: Some(format!("evt_{}", suffix())),
+        traceparent: Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into()),
+        tracestate: Some("congo=t61rcWkgMzE".into()),
+        body: Bytes::copy_from_slice(body),
+    }
+}
+
+pub fn ctx() -> DeliveryCtx {
+    DeliveryCtx {
+        instance: "test-instance".into(),
+        region: Some("eu-west-1".into()),
+        attempt: 1,
+        replay_id: None,
+        forward_headers: vec![
+            ("x-github-event".into(), "push".into()),
+            ("x-request-id".into(), "req-1".into()),
+        ],
+        tenant_for_pools: "acme".into(),
+        claim_check: None,
+        ordering_key: None,
+    }
+}
+
+/// A claim as dispatch would set it for `env`.
+pub fn check_in_for(env: &Envelope) -> ClaimCheckRef {
+    ClaimCheckRef {
+        urn: format!(
+            "urn:ankusa:claim:v1:{}:01J{}",
+            env.tenant,
+            suffix().to_uppercase()
+        ),
+        sha256: hex::encode(Sha256::digest(&env.body)),
+    }
+}
+
+/// Checks every field of a received message against the hook and context it came from.
+pub fn check_message(raw: &[u8], env: &Envelope, ctx: &DeliveryCtx) -> Value {
+    let v: Value = serde_json::from_slice(raw).expect("the message is JSON");
+    let keys: Vec<&str> = v
+        .as_object()
+        .expect("an object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let mut want = vec![
+        "v",
+        "id",
+        "source_id",
+        "tenant_id",
+        "received_at",
+        "content_type",
+        "size",
+        "sha256",
+        "dedupe_key",
+        "replay_id",
+        "idempotency_key",
+        "verification",
+        "headers",
+        "instance",
+        "region",
+        "traceparent",
+        "tracestate",
+    ];
+    want.push(if ctx.claim_check.is_some() {
+        "claim"
+    } else {
+        "body_base64"
+    });
+    let mut got = keys.clone();
+    got.sort_unstable();
+    want.sort_unstable();
+    assert_eq!(got, want, "message keys");
+    assert_eq!(v["v"], 1);
+    assert_eq!(v["id"], env.id.to_string());
+    assert_eq!(v["source_id"], env.source_id);
+    if env.tenant == "default" {
+        assert!(v["tenant_id"].is_null());
+    } else {
+        assert_eq!(v["tenant_id"], env.tenant);
+    }
+    assert_eq!(v["received_at"], env.received_at);
+    assert_eq!(
+        v["content_type"],
+        env.content_type
+            .as_deref()
+            .unwrap_or("application/octet-stream")
+    );
+    assert_eq!(v["size"], env.body.len() as u64);
+    let sha = hex::encode(Sha256::digest(&env.body));
+    assert_eq!(v["sha256"], sha);
+    match &env.dedupe_key {
+        Some(k) => assert_eq!(v["dedupe_key"], k.as_str()),
+        None => assert!(v["dedupe_key"].is_null()),
+    }
+    match &ctx.replay_id {
+        Some(r) => assert_eq!(v["replay_id"], r.as_str()),
+        None => assert!(v["replay_id"].is_null()),
+    }
+    assert_eq!(v["idempotency_key"], env.idempotency_key());
+    assert_eq!(
+        v["verification"]["status"],
+        env.verification.status.as_str()
+    );
+    assert_eq!(v["verification"]["flagged"], env.verification.flagged);
+    for (k, val) in &ctx.forward_headers {
+        assert_eq!(
+            v["headers"][k.to_ascii_lowercase()],
+            val.as_str(),
+            "header {k}"
+        );
+    }
+    assert_eq!(
+        v["headers"].as_object().map(|m| m.len()),
+        Some(ctx.forward_headers.len())
+    );
+    assert_eq!(v["instance"], ctx.instance);
+    match &ctx.region {
+        Some(r) => assert_eq!(v["region"], r.as_str()),
+        None => assert!(v["region"].is_null()),
+    }
+    match &env.traceparent {
+        Some(t) => assert_eq!(v["traceparent"], t.as_str()),
+        None => assert!(v["traceparent"].is_null()),
+    }
+    match &env.tracestate {
+        Some(t) => assert_eq!(v["tracestate"], t.as_str()),
+        None => assert!(v["tracestate"].is_null()),
+    }
+    match &ctx.claim_check {
+        Some(c) => {
+            assert_eq!(v["claim"], c.urn);
+            assert!(
+                v.get("body_base64").is_none(),
+                "a claim message carries no body"
+            );
+            assert_eq!(c.sha256, sha);
+        }
+        None => {
+            let body = base64::engine::general_purpose::STANDARD
+                .decode(v["body_base64"].as_str().expect("body_base64"))
+                .expect("base64");
+            assert_eq!(body, env.body.as_ref());
+        }
+    }
+    v
+}
+
+/// Checks the `ankusa_*` metadata set carried as broker headers or attributes.
+pub fn check_attributes(get: impl Fn(&str) -> Option<String>, env: &Envelope, ctx: &DeliveryCtx) {
+    assert_eq!(
+        get("ankusa_id").as_deref(),
+        Some(env.id.to_string().as_str())
+    );
+    assert_eq!(
+        get("ankusa_source_id").as_deref(),
+        Some(env.source_id.as_str())
+    );
+    if env.tenant == "default" {
+        assert_eq!(get("ankusa_tenant_id"), None);
+    } else {
+        assert_eq!(
+            get("ankusa_tenant_id").as_deref(),
+            Some(env.tenant.as_str())
+        );
+    }
+    assert_eq!(get("ankusa_message_version").as_deref(), Some("1"));
+    assert_eq!(
+        get("ankusa_idempotency_key").as_deref(),
+        Some(env.idempotency_key().as_str())
+    );
+    assert_eq!(
+        get("content_type").as_deref(),
+        Some(
+            env.content_type
+                .as_deref()
+                .unwrap_or("application/octet-stream")
+        )
+    );
+    assert_eq!(get("ankusa_dedupe_key"), env.dedupe_key.clone());
+    assert_eq!(get("ankusa_replay_id"), ctx.replay_id.clone());
+    assert_eq!(get("traceparent"), env.traceparent.clone());
+    assert_eq!(get("tracestate"), env.tracestate.clone());
+}
+
+/// Builds one sink through the factory, as the gateway does.
+pub fn build(builder: &SinkBuilder, sink: SinkConfig) -> Arc<dyn Sink> {
+    let cfg = Config::default();
+    let source = SourceConfig::with_sinks(vec![sink.clone()]);
+    builder
+        .build(&cfg, &source, "sources.t.sinks[0]", &sink)
+        .expect("sink builds")
+}
+
+pub fn assert_transient(r: Result<(), SinkError>, needle: &str) {
+    match r {
+        Err(SinkError::Transient(m)) => assert!(m.contains(needle), "{m:?} lacks {needle:?}"),
+        other => panic!("expected transient {needle:?}, got {other:?}"),
+    }
+}
+
+pub fn assert_permanent(r: Result<(), SinkError>, needle: &str) {
+    match r {
+        Err(SinkError::Permanent(m)) => assert!(m.contains(needle), "{m:?} lacks {needle:?}"),
+        other => panic!("expected permanent {needle:?}, got {other:?}"),
+    }
+}
+
+pub fn assert_config(r: Result<(), SinkError>, needle: &str) {
+    match r {
+        Err(SinkError::PermanentConfig(m)) => assert!(m.contains(needle), "{m:?} lacks {needle:?}"),
+        other => panic!("expected permanent config {needle:?}, got {other:?}"),
+    }
+}
+
+#[path = "../../../gateway/tests/common/ports.rs"]
+mod ports;
+pub use ports::free_port;
+
+pub fn port_open(port: u16) -> bool {
+    std::net::TcpStream::connect_timeout(
+        &format!("127.0.0.1:{port}").parse().expect("address"),
+        Duration::from_millis(200),
+    )
+    .is_ok()
+}
+
+pub async fn wait_port(port: u16, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    while !port_open(port) {
+        assert!(
+            Instant::now() < deadline,
+            "port {port} did not open in {timeout:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A broker process a test owns: started in its own process group, killed with SIGKILL
+/// (a crash, not a clean stop) by `kill` and on drop.
+pub struct Owned {
+    child: Option<Child>,
+    pub name: String,
+}
+
+impl Owned {
+    pub fn spawn(name: &str, dir: &Path, cmd: &mut Command) -> Owned {
+        use std::os::unix::process::CommandExt;
+        let log = std::fs::File::create(dir.join(format!("{name}.log"))).expect("log file");
+        let err = log.try_clone().expect("log file");
+        let child = cmd
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(log))
+            .stderr(Stdio::from(err))
+            .process_group(0)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
+        Owned {
+            child: Some(child),
+            name: name.into(),
+        }
+    }
+
+    /// SIGKILL to the whole process group, then reap.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let pgid = c.id() as i32;
+            // SAFETY: kill(2) on a process group this test created; no memory is touched.
+            unsafe {
+                libc::kill(-pgid, libc::SIGKILL);
+            }
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Lets a restart task hold deliveries back for a moment (to drain an in-memory emulator
+/// before killing it, or to recreate its queue after the restart), and records which hooks were
+/// acknowledged.
+#[derive(Clone, Default)]
+pub struct Gate {
+    pub lock: Arc<tokio::sync::RwLock<()>>,
+    pub acked: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+}
+
+/// Delivers `n` hooks through `sink` the way dispatch would: each one retried after a failure
+/// until it succeeds or `deadline` passes; `during` runs concurrently (it kills and restarts the
+/// broker). Returns the hooks and how many attempts failed.
+pub async fn deliver_through_restart<F>(
+    sink: Arc<dyn Sink>,
+    n: usize,
+    pause: Duration,
+    deadline: Duration,
+    gate: Gate,
+    during: F,
+) -> (Vec<Envelope>, usize, Vec<String>)
+where
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    let chaos = tokio::spawn(during);
+    let end = Instant::now() + deadline;
+    let mut hooks = Vec::new();
+    let mut failures = 0usize;
+    let mut reasons = Vec::new();
+    for i in 0..n {
+        let env = hook(format!("{{\"n\":{i}}}").as_bytes());
+        let mut c = ctx();
+        loop {
+            assert!(
+                Instant::now() < end,
+                "hook {i} not delivered before the deadline"
+            );
+            let held = gate.lock.read().await;
+            let r = tokio::time::timeout(Duration::from_secs(10), sink.deliver(&env, &c)).await;
+            drop(held);
+            match r {
+                Ok(Ok(())) => {
+                    gate.acked.lock().unwrap().insert(env.id.to_string());
+                    break;
+                }
+                Ok(Err(e)) => {
+                    assert!(
+                        !e.is_permanent(),
+                        "a broker restart is never permanent: {e}"
+                    );
+                    failures += 1;
+                    if reasons.len() < 5 {
+                        reasons.push(e.to_string());
+                    }
+                }
+                Err(_) => {
+                    failures += 1;
+                    if reasons.len() < 5 {
+                        reasons.push("attempt timed out (dispatch's attempt_timeout)".into());
+                    }
+                }
+            }
+            c.attempt += 1;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        hooks.push(env);
+        tokio::time::sleep(pause).await;
+    }
+    chaos.await.expect("the restart task");
+    (hooks, failures, reasons)
+}

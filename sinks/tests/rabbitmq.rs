@@ -1,0 +1,345 @@
+//! RabbitMQ sink against a real broker (127.0.0.1:5672, guest/guest), and for the restart test
+//! a second RabbitMQ node the test owns (own node name, ports and data dir), SIGKILLed and
+//! started again on the same data dir.
+
+mod common;
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ankusa_config::{RabbitmqSinkConfig, SinkConfig};
+use ankusa_core::SinkError;
+use ankusa_sinks::SinkBuilder;
+use common::*;
+use lapin::options::{
+    BasicGetOptions, ExchangeDeclareOptions, ExchangeDeleteOptions, QueueBindOptions,
+    QueueDeclareOptions,
+};
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{Channel, Connection, ConnectionProperties, ExchangeKind};
+
+const URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
+
+async fn channel(url: &str) -> (Connection, Channel) {
+    let conn = Connection::connect(url, ConnectionProperties::default())
+        .await
+        .expect("connect to RabbitMQ");
+    let ch = conn.create_channel().await.expect("channel");
+    (conn, ch)
+}
+
+/// Declares the exchange as the sink does and binds a queue to `routing_key`.
+async fn topology(ch: &Channel, exchange: &str, queue: &str, routing_key: &str, args: FieldTable) {
+    ch.exchange_declare(
+        exchange.into(),
+        ExchangeKind::Topic,
+        ExchangeDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    )
+    .await
+    .unwrap();
+    ch.queue_declare(
+        queue.into(),
+        QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+        args,
+    )
+    .await
+    .unwrap();
+    ch.queue_bind(
+        queue.into(),
+        exchange.into(),
+        routing_key.into(),
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    )
+    .await
+    .unwrap();
+}
+
+async fn get(ch: &Channel, queue: &str) -> Option<lapin::message::BasicGetMessage> {
+    ch.basic_get(queue.into(), BasicGetOptions { no_ack: true })
+        .await
+        .expect("basic.get")
+}
+
+fn header(t: &FieldTable, k: &str) -> Option<String> {
+    match t.inner().get(k) {
+        Some(AMQPValue::LongString(s)) => Some(String::from_utf8_lossy(s.as_bytes()).into_owned()),
+        Some(other) => panic!("{k} is {other:?}"),
+        None => None,
+    }
+}
+
+#[tokio::test]
+async fn rabbitmq_end_to_end_every_field() {
+    init();
+    require("RabbitMQ", 5672);
+    let sfx = suffix();
+    let exchange = format!("ankusa.test.{sfx}");
+    let queue = format!("ankusa.q.{sfx}");
+    let (_conn, ch) = channel(URL).await;
+    topology(
+        &ch,
+        &exchange,
+        &queue,
+        "ankusa.stripe",
+        FieldTable::default(),
+    )
+    .await;
+    let builder = SinkBuilder::new();
+    let sink = build(
+        &builder,
+        SinkConfig::Rabbitmq(RabbitmqSinkConfig::new(URL, &exchange)),
+    );
+    let env = hook(br#"{"id":"evt_1"}"#);
+    let c = ctx();
+    sink.deliver(&env, &c).await.expect("confirmed");
+    let m = get(&ch, &queue)
+        .await
+        .expect("a message in the bound queue");
+    check_message(&m.delivery.data, &env, &c);
+    let p = &m.delivery.properties;
+    assert_eq!(
+        p.message_id().as_ref().map(|s| s.as_str().to_string()),
+        Some(env.id.to_string())
+    );
+    assert_eq!(*p.delivery_mode(), Some(2), "persistent");
+    assert_eq!(
+        p.content_type().as_ref().map(|s| s.as_str()),
+        Some("application/json")
+    );
+    assert_eq!(m.delivery.routing_key.as_str(), "ankusa.stripe");
+    let headers = p.headers().clone().expect("headers");
+    check_attributes(|k| header(&headers, k), &env, &c);
+    ch.queue_delete(queue.as_str().into(), Default::default())
+        .await
+        .unwrap();
+    ch.exchange_delete(exchange.as_str().into(), ExchangeDeleteOptions::default())
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn rabbitmq_unroutable_then_deleted_exchange() {
+    init();
+    require("RabbitMQ", 5672);
+    let exchange = format!("ankusa.unroutable.{}", suffix());
+    let builder = SinkBuilder::new();
+    let mut cfg = RabbitmqSinkConfig::new(URL, &exchange);
+    cfg.routing_key = Some("static.key".into());
+    let sink = build(&builder, SinkConfig::Rabbitmq(cfg));
+    // No queue bound: the mandatory publish comes back.
+    assert_transient(
+        sink.deliver(&hook(b"x"), &ctx()).await,
+        "unroutable: static.key",
+    );
+    // The exchange deleted under the sink: the broker closes the channel (404).
+    let (_conn, ch) = channel(URL).await;
+    ch.exchange_delete(exchange.as_str().into(), ExchangeDeleteOptions::default())
+        .await
+        .unwrap();
+    assert_transient(sink.deliver(&hook(b"x"), &ctx()).await, "channel_closed");
+    // The next delivery reopens the channel and re-declares the exchange.
+    assert_transient(sink.deliver(&hook(b"x"), &ctx()).await, "unroutable");
+    ch.exchange_delete(exchange.as_str().into(), ExchangeDeleteOptions::default())
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn rabbitmq_nack_from_a_full_queue() {
+    init();
+    require("RabbitMQ", 5672);
+    let sfx = suffix();
+    let exchange = format!("ankusa.nack.{sfx}");
+    let queue = format!("ankusa.nackq.{sfx}");
+    let (_conn, ch) = channel(URL).await;
+    let mut args = FieldTable::default();
+    args.insert("x-max-length".into(), AMQPValue::LongInt(1));
+    args.insert(
+        "x-overflow".into(),
+        AMQPValue::LongString("reject-publish".into()),
+    );
+    topology(&ch, &exchange, &queue, "#", args).await;
+    let builder = SinkBuilder::new();
+    let sink = build(
+        &builder,
+        SinkConfig::Rabbitmq(RabbitmqSinkConfig::new(URL, &exchange)),
+    );
+    sink.deliver(&hook(b"1"), &ctx()).await.expect("first fits");
+    assert_transient(sink.deliver(&hook(b"2"), &ctx()).await, "nacked");
+    ch.queue_delete(queue.as_str().into(), Default::default())
+        .await
+        .unwrap();
+    ch.exchange_delete(exchange.as_str().into(), ExchangeDeleteOptions::default())
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn rabbitmq_busy_past_max_inflight_and_claims() {
+    init();
+    require("RabbitMQ", 5672);
+    let sfx = suffix();
+    let exchange = format!("ankusa.busy.{sfx}");
+    let queue = format!("ankusa.busyq.{sfx}");
+    let (_conn, ch) = channel(URL).await;
+    topology(&ch, &exchange, &queue, "#", FieldTable::default()).await;
+    let builder = SinkBuilder::new();
+    let mut cfg = RabbitmqSinkConfig::new(URL, &exchange);
+    cfg.max_inflight = 1;
+    let sink = build(&builder, SinkConfig::Rabbitmq(cfg));
+    sink.deliver(&hook(b"warm"), &ctx()).await.unwrap();
+    let envs: Vec<_> = (0..20).map(|i| hook(format!("{i}").as_bytes())).collect();
+    let c = ctx();
+    let results = futures::future::join_all(envs.iter().map(|e| sink.deliver(e, &c))).await;
+    let busy = results
+        .iter()
+        .filter(|r| matches!(r, Err(SinkError::Transient(m)) if m.starts_with("busy")))
+        .count();
+    let ok = results.iter().filter(|r| r.is_ok()).count();
+    assert!(busy > 0, "{results:?}");
+    assert_eq!(busy + ok, 20, "{results:?}");
+    // A body over the inline limit goes as a claim, never inline.
+    let big = hook(&vec![b'b'; 100_000]);
+    assert_transient(sink.deliver(&big, &ctx()).await, "claim check unavailable");
+    let mut cc = ctx();
+    cc.claim_check = Some(check_in_for(&big));
+    sink.deliver(&big, &cc).await.expect("claim confirmed");
+    let mut last = None;
+    while let Some(m) = get(&ch, &queue).await {
+        last = Some(m);
+    }
+    let m = last.expect("messages");
+    assert!(m.delivery.data.len() < 4000);
+    check_message(&m.delivery.data, &big, &cc);
+    ch.queue_delete(queue.as_str().into(), Default::default())
+        .await
+        .unwrap();
+    ch.exchange_delete(exchange.as_str().into(), ExchangeDeleteOptions::default())
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn rabbitmq_refused_connection_hides_the_password() {
+    init();
+    let port = free_port();
+    let builder = SinkBuilder::new();
+    let url = format!("amqp://guest:s3cret-pw@127.0.0.1:{port}/%2f");
+    let sink = build(
+        &builder,
+        SinkConfig::Rabbitmq(RabbitmqSinkConfig::new(url, "ex")),
+    );
+    match sink.deliver(&hook(b"x"), &ctx()).await {
+        Err(SinkError::Transient(m)) => {
+            assert!(m.starts_with("not_connected"), "{m}");
+            assert!(!m.contains("s3cret"), "{m}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A RabbitMQ node of the test's own: `rabbitmq-server` from the package's sbin (running as the
+/// current user, not through Debian's wrapper that switches to the rabbitmq user), with its
+/// own node name, AMQP and distribution ports, data and log dirs, and no plugins.
+fn rabbit_node(dir: &Path, node: &str, amqp: u16, dist: u16) -> Owned {
+    let sbin = std::fs::read_dir("/usr/lib/rabbitmq/lib")
+        .expect("RabbitMQ is installed (/usr/lib/rabbitmq/lib)")
+        .filter_map(Result::ok)
+        .map(|e| e.path().join("sbin/rabbitmq-server"))
+        .find(|p| p.exists())
+        .expect("rabbitmq-server in /usr/lib/rabbitmq/lib/*/sbin");
+    std::fs::write(dir.join("enabled_plugins"), "[].").unwrap();
+    Owned::spawn(
+        "rabbitmq",
+        dir,
+        Command::new(sbin)
+            .env("HOME", dir)
+            .env("RABBITMQ_NODENAME", node)
+            .env("RABBITMQ_NODE_IP_ADDRESS", "127.0.0.1")
+            .env("RABBITMQ_NODE_PORT", amqp.to_string())
+            .env("RABBITMQ_DIST_PORT", dist.to_string())
+            .env("ERL_EPMD_ADDRESS", "127.0.0.1")
+            .env("RABBITMQ_MNESIA_BASE", dir.join("mnesia"))
+            .env("RABBITMQ_LOG_BASE", dir.join("log"))
+            .env("RABBITMQ_ENABLED_PLUGINS_FILE", dir.join("enabled_plugins"))
+            .env("RABBITMQ_CONFIG_FILE", dir.join("rabbitmq"))
+            .env("RABBITMQ_ADVANCED_CONFIG_FILE", dir.join("advanced.config"))
+            .env("RABBITMQ_CONF_ENV_FILE", dir.join("rabbitmq-env.conf")),
+    )
+}
+
+/// The node is SIGKILLed and started again on its data dir while hooks flow: every confirmed
+/// hook is in the durable queue afterwards, and some attempts failed in between.
+#[tokio::test]
+async fn rabbitmq_restart_loses_no_hook() {
+    init();
+    let dir = tempfile::tempdir().unwrap();
+    let amqp = free_port();
+    let dist = free_port();
+    let node = format!("ankusa-test-{}@localhost", suffix());
+    let start = {
+        let dir = dir.path().to_path_buf();
+        move || rabbit_node(&dir, &node, amqp, dist)
+    };
+    let server = Arc::new(Mutex::new(start()));
+    wait_port(amqp, Duration::from_secs(90)).await;
+    let url = format!("amqp://guest:guest@127.0.0.1:{amqp}/%2f");
+    {
+        let (conn, ch) = channel(&url).await;
+        topology(
+            &ch,
+            "ankusa.restart",
+            "ankusa.restart.q",
+            "#",
+            FieldTable::default(),
+        )
+        .await;
+        let _ = conn.close(200, "ok".into()).await;
+    }
+    let builder = SinkBuilder::new();
+    let mut cfg = RabbitmqSinkConfig::new(&url, "ankusa.restart");
+    cfg.retry_ms = 200;
+    let sink = build(&builder, SinkConfig::Rabbitmq(cfg));
+    let s2 = server.clone();
+    let (hooks, failures, reasons) = deliver_through_restart(
+        sink,
+        40,
+        Duration::from_millis(25),
+        Duration::from_secs(150),
+        Gate::default(),
+        async move {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            s2.lock().unwrap().kill();
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            *s2.lock().unwrap() = start();
+        },
+    )
+    .await;
+    let (_conn, ch) = channel(&url).await;
+    let mut ids = HashSet::new();
+    while let Some(m) = get(&ch, "ankusa.restart.q").await {
+        let v: serde_json::Value = serde_json::from_slice(&m.delivery.data).unwrap();
+        ids.insert(v["id"].as_str().unwrap().to_string());
+    }
+    for h in &hooks {
+        assert!(ids.contains(&h.id.to_string()), "hook {} lost", h.id);
+    }
+    assert!(failures > 0, "the restart caused no failed delivery");
+    eprintln!(
+        "rabbitmq restart: {} hooks, {} in the queue, {failures} failed attempts retried, e.g. {reasons:?}",
+        hooks.len(),
+        ids.len()
+    );
+    server.lock().unwrap().kill();
+}
