@@ -155,6 +155,9 @@ pub struct AdminConfig {
     pub port: u16,
     /// Bearer tokens. Empty means the admin API is open, which is allowed only on loopback.
     pub tokens: Vec<AdminToken>,
+    /// Serve the admin API over TLS only (HTTPS); plain HTTP is refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<AdminTls>,
 }
 
 impl Default for AdminConfig {
@@ -164,8 +167,21 @@ impl Default for AdminConfig {
             ip: IpAddr::from([127, 0, 0, 1]),
             port: 4002,
             tokens: Vec::new(),
+            tls: None,
         }
     }
+}
+
+/// The admin listener's certificate: PEM files, re-read when they change (a Kubernetes Secret
+/// volume swaps them when the operator rotates the certificate), so no restart is needed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct AdminTls {
+    /// The certificate chain (leaf first), PEM.
+    pub cert_file: PathBuf,
+    /// Its private key (PKCS#8, PKCS#1 or SEC1), PEM.
+    pub key_file: PathBuf,
 }
 
 /// The group-commit writer in front of the store.

@@ -212,6 +212,13 @@ fn admin(c: &Config) -> Result<(), ConfigError> {
             ),
         ));
     }
+    if let Some(tls) = &a.tls {
+        for (field, path) in [("cert_file", &tls.cert_file), ("key_file", &tls.key_file)] {
+            if path.as_os_str().is_empty() {
+                return Err(err(format!("admin.tls.{field}"), "must name a PEM file"));
+            }
+        }
+    }
     Ok(())
 }
 

@@ -18,11 +18,17 @@ fn sink(url: &str) -> String {
 
 /// Tenant B sends 99× tenant A's load to a slow destination. A's p99 delivery lag stays
 /// within 1.5× of its p99 when alone, and B never holds more than its window.
+///
+/// The rates and the destination's 100 ms keep the test about queueing: the debug gateway on a
+/// 2-core VM saturates a core at a few hundred deliveries a second, and with a 20 ms
+/// destination and 10 hooks/s for A (990/s for B) A's p99 measured that CPU contention (A
+/// beside B 33–49 ms against 23–30 ms alone, failing one run in two), not the scheduler. B
+/// still keeps its whole window busy and a backlog behind it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn tenant_fairness_under_a_99x_load_behind_a_slow_sink() {
-    let sink_delay = Duration::from_millis(20);
+    let sink_delay = Duration::from_millis(100);
     let rx = Receiver::start(move |_, _| Reply::status(200).delay(sink_delay)).await;
-    let window = 64;
+    let window = 32;
     let cfg = format!(
         "egress: {{allow_http: true, allow_loopback: true}}\ndispatch: {{tenants: {{default: {{max_inflight: {window}}}}}}}\nsources:\n  a:\n    tenant: a\n{}  b:\n    tenant: b\n{}",
         sink(&rx.url("/a")),
@@ -52,8 +58,8 @@ async fn tenant_fairness_under_a_99x_load_behind_a_slow_sink() {
         v.sort();
         v[(v.len() * 99 / 100).saturating_sub(1)]
     };
-    let rate_a = 10u64;
-    const A_SECS: u64 = 12;
+    let rate_a = 5u64;
+    const A_SECS: u64 = 24;
     let send = |tenant: &'static str, per_sec: u64, secs: u64| {
         let (c, url) = (c.clone(), g.url(&format!("/webhooks/{tenant}")));
         tokio::spawn(async move {

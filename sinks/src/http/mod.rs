@@ -7,6 +7,7 @@
 //! redirects are never followed.
 
 pub mod egress;
+mod fair;
 mod pool;
 
 use std::path::PathBuf;
@@ -251,8 +252,8 @@ impl HttpSink {
         allow_unsigned: bool,
     ) -> Result<(), SinkError> {
         let _permit =
-            match tokio::time::timeout(POOL_TIMEOUT, pool.permits.clone().acquire_owned()).await {
-                Ok(Ok(p)) => p,
+            match tokio::time::timeout(POOL_TIMEOUT, pool.permits.acquire(&env.tenant)).await {
+                Ok(p) => p,
                 _ => {
                     return Err(SinkError::Transient(
                         "transport: no pool connection within pool_timeout".into(),

@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use ankusa_config::PoolConfig;
 use ankusa_core::{SinkError, now_ms};
-use tokio::sync::Semaphore;
 
 use super::egress::{Resolve, SystemResolver};
+use super::fair::FairPermits;
 
 /// Counters for the `ankusa_http_pool_*_total` series, read by the gateway's `/metrics` (the
 /// `ankusa_http_pools` gauge is `HttpPools::len`).
@@ -40,7 +40,8 @@ pub(super) struct PoolKey {
 
 pub(super) struct Pool {
     pub client: reqwest::Client,
-    pub permits: Arc<Semaphore>,
+    /// Connection slots, handed out round robin across tenants.
+    pub permits: Arc<FairPermits>,
     pub last_used_ms: AtomicU64,
     pub in_flight: AtomicUsize,
     tenant: String,
@@ -128,7 +129,7 @@ impl HttpPools {
             .map_err(|e| SinkError::Transient(format!("http client: {}", e.without_url())))?;
         let pool = Arc::new(Pool {
             client,
-            permits: Arc::new(Semaphore::new(key.size as usize)),
+            permits: FairPermits::new(key.size as usize),
             last_used_ms: AtomicU64::new(now_ms()),
             in_flight: AtomicUsize::new(0),
             tenant: tenant.to_string(),

@@ -13,6 +13,8 @@ use anyhow::{Context, bail};
 use crate::{helm_bin, k8s_assets, kubectl_bin, repo_root};
 
 pub struct RealNode {
+    /// Held while the node runs: one real node per machine (a fixed bridge and Docker socket).
+    _lock: std::fs::File,
     pub dir: PathBuf,
     pub kubeconfig: PathBuf,
     pub docker_host: String,
@@ -79,6 +81,20 @@ impl RealNode {
     /// Starts the cluster in `dir` (about 20–40 s).
     pub fn start(dir: &Path) -> anyhow::Result<RealNode> {
         std::fs::create_dir_all(dir)?;
+        let lock_path = std::env::temp_dir().join("ankusa-real-node.lock");
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)?;
+        // SAFETY: flock on a file descriptor we own; blocks until another run's node is gone.
+        if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) } != 0 {
+            bail!(
+                "flock {}: {}",
+                lock_path.display(),
+                std::io::Error::last_os_error()
+            );
+        }
         let t0 = Instant::now();
         let script = repo_root().join("e2e/node/start.sh");
         let out = Command::new(&script)
@@ -116,6 +132,7 @@ impl RealNode {
             dir.display()
         );
         Ok(RealNode {
+            _lock: lock,
             dir: dir.to_path_buf(),
             kubeconfig,
             docker_host,
