@@ -116,7 +116,7 @@ pub fn interpolate_str(s: &str, path: &str, lookup: &dyn Lookup) -> Result<Strin
         let Some(end) = after.find('}') else {
             return Err(ConfigError::field(
                 field,
-                format!("unterminated reference `{after}`"),
+                "unterminated reference: `${` without a closing `}` (write `$${` for a literal `${`)",
             ));
         };
         let inner = &after[2..end];
@@ -159,11 +159,10 @@ fn resolve(inner: &str, field: &str, lookup: &dyn Lookup) -> Result<String, Conf
         None => (inner, None),
     };
     if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        // The text between the braces is not echoed: it may be a value pasted in by mistake.
         return Err(ConfigError::field(
             field,
-            format!(
-                "`${{{inner}}}` is not a valid reference (expected ${{VAR}}, ${{VAR:-default}} or ${{file:/path}})"
-            ),
+            "not a valid reference (expected ${VAR} with letters, digits and `_`, ${VAR:-default} or ${file:/path}; write `$${` for a literal `${`)",
         ));
     }
     match (lookup.env(name), default) {

@@ -19,7 +19,7 @@ pub use redact::{redact_url, redacted_json};
 pub use secrets::{MAX_SECRETS, Secret, SecretUrl, Secrets};
 pub use sinks::*;
 pub use validate::{
-    ADMIN_SCOPES, parse_cidr, signed_tokens, valid_header_name, valid_id, validate,
+    ADMIN_SCOPES, cidr_contains, parse_cidr, signed_tokens, valid_header_name, valid_id, validate,
 };
 
 /// Exit code of a process refused for its configuration (`EX_CONFIG` of sysexits.h).

@@ -51,13 +51,69 @@ pub fn from_yaml_str(text: &str, lookup: &dyn Lookup) -> Result<Config, ConfigEr
 pub fn from_yaml_value(tree: Value) -> Result<Config, ConfigError> {
     serde_path_to_error::deserialize::<_, Config>(tree).map_err(|e| {
         let path = e.path().to_string();
-        let inner = e.into_inner().to_string();
+        let inner = value_free(&e.into_inner().to_string());
         if path == "." || path.is_empty() {
             ConfigError::general(inner)
         } else {
             ConfigError::field(path, inner)
         }
     })
+}
+
+/// serde's message without the value it quotes: "invalid type: string \"<value>\", expected
+/// u64" becomes "invalid type: string, expected u64". The message reaches statuses, Events and
+/// logs, and the value may be a Secret placed in the wrong field.
+pub fn value_free(msg: &str) -> String {
+    // Field names are keys of the schema's (or the user's keys), not values.
+    if ["unknown field", "missing field", "duplicate field"]
+        .iter()
+        .any(|p| msg.starts_with(p))
+    {
+        return msg.to_string();
+    }
+    let expected = msg.rfind(", expected").map(|i| &msg[i..]).unwrap_or("");
+    for prefix in ["invalid type: ", "invalid value: "] {
+        if let Some(rest) = msg.strip_prefix(prefix) {
+            // The unexpected value's kind is its first word: string, integer, map, ...
+            let kind: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphabetic() || *c == ' ')
+                .collect();
+            let kind = kind.split_whitespace().next().unwrap_or("value");
+            return format!("{prefix}{kind}{expected}");
+        }
+    }
+    if msg.starts_with("unknown variant") {
+        return format!("unknown variant{expected}");
+    }
+    strip_quoted(msg)
+}
+
+/// Drops every `"..."` and `` `...` `` span (a value serde or a parser quoted).
+fn strip_quoted(msg: &str) -> String {
+    let mut out = String::with_capacity(msg.len());
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    for c in msg.chars() {
+        match quote {
+            Some(q) => {
+                if escaped {
+                    escaped = false;
+                } else if c == '\\' {
+                    escaped = true;
+                } else if c == q {
+                    quote = None;
+                    out.push_str("<value>");
+                }
+            }
+            None if c == '"' || c == '`' => quote = Some(c),
+            None => out.push(c),
+        }
+    }
+    if quote.is_some() {
+        out.push_str("<value>");
+    }
+    out
 }
 
 /// Environment overrides for what differs per process: addresses, ports, paths, roles and an
@@ -73,7 +129,7 @@ pub fn apply_env_overrides(c: &mut Config, env: &dyn Lookup) -> Result<(), Confi
             Some(v) => v
                 .parse::<T>()
                 .map(Some)
-                .map_err(|e| ConfigError::field(var, format!("cannot parse {v:?}: {e}"))),
+                .map_err(|e| ConfigError::field(var, format!("cannot parse: {e}"))),
         }
     }
     if let Some(v) = parsed::<String>(env, "ANKUSA_DATA_DIR")? {
@@ -88,10 +144,10 @@ pub fn apply_env_overrides(c: &mut Config, env: &dyn Lookup) -> Result<(), Confi
             roles.push(match r {
                 "edge" => Role::Edge,
                 "dispatch" => Role::Dispatch,
-                other => {
+                _ => {
                     return Err(ConfigError::field(
                         "ANKUSA_ROLES",
-                        format!("unknown role {other:?} (expected edge, dispatch)"),
+                        "unknown role (expected edge, dispatch)",
                     ));
                 }
             });
@@ -162,6 +218,27 @@ sources:
     sinks:
       - type: log
 "#;
+
+    #[test]
+    fn serde_messages_lose_their_values() {
+        assert_eq!(
+            value_free("invalid type: string \"hunter2-secret\", expected u64"),
+            "invalid type: string, expected u64"
+        );
+        assert_eq!(
+            value_free("invalid value: integer `424242`, expected u16"),
+            "invalid value: integer, expected u16"
+        );
+        assert_eq!(
+            value_free("unknown variant `s3cr3t`, expected one of `a`, `b`"),
+            "unknown variant, expected one of `a`, `b`"
+        );
+        assert!(!value_free("other \"s3cr3t\" here").contains("s3cr3t"));
+        let e = from_yaml_str("http: {port: \"hunter2-secret\"}", &env(&[])).unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("http.port"), "{text}");
+        assert!(!text.contains("hunter2"), "{text}");
+    }
 
     #[test]
     fn loads_a_good_file() {

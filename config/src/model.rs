@@ -117,6 +117,16 @@ pub struct HttpConfig {
     pub prefix: String,
     /// Time allowed to receive the whole request body.
     pub body_timeout_ms: u64,
+    /// Request bodies being read at once, in bytes, across all connections (a declared
+    /// `Content-Length` is reserved before the body is read, `max_body_bytes` for a chunked
+    /// one). Past it a request is `503 overload` before its body is read.
+    pub max_inflight_body_bytes: u64,
+    /// A rate limit per client IP, applied before the body is read (absent: none).
+    pub client_rate_limit: Option<RateLimit>,
+    /// Proxies (CIDRs) whose `X-Forwarded-For` names the client for `client_rate_limit`; the
+    /// header of anyone else is ignored.
+    pub trusted_proxies: Vec<String>,
+    pub connections: ConnectionLimits,
 }
 
 impl Default for HttpConfig {
@@ -128,6 +138,50 @@ impl Default for HttpConfig {
             routing: Routing::Path,
             prefix: "/webhooks".into(),
             body_timeout_ms: 30_000,
+            max_inflight_body_bytes: 256 << 20,
+            client_rate_limit: None,
+            trusted_proxies: Vec::new(),
+            connections: ConnectionLimits::default(),
+        }
+    }
+}
+
+/// Limits of one listener's connections (see `serve.rs` in the gateway).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
+#[serde(deny_unknown_fields, default)]
+pub struct ConnectionLimits {
+    /// Open connections at most; past it a new one is answered `503 overload` and closed.
+    pub max_connections: u32,
+    /// Time a request's head (request line and headers) may take to arrive, from its first
+    /// byte (from the accept, for a connection's first request).
+    pub header_read_timeout_ms: u64,
+    /// A keep-alive connection waiting this long for its next request is closed.
+    pub idle_timeout_ms: u64,
+    /// Headers in one request at most (more is `431`).
+    pub max_headers: u32,
+    /// Size of a request's head at most, in bytes (more is `431`).
+    pub max_header_bytes: u32,
+}
+
+impl ConnectionLimits {
+    /// The defaults of a listener that serves operators, not the internet.
+    pub fn internal() -> Self {
+        ConnectionLimits {
+            max_connections: 256,
+            ..Self::default()
+        }
+    }
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        ConnectionLimits {
+            max_connections: 10_000,
+            header_read_timeout_ms: 10_000,
+            idle_timeout_ms: 60_000,
+            max_headers: 100,
+            max_header_bytes: 64 << 10,
         }
     }
 }
@@ -158,6 +212,7 @@ pub struct AdminConfig {
     /// Serve the admin API over TLS only (HTTPS); plain HTTP is refused.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls: Option<AdminTls>,
+    pub connections: ConnectionLimits,
 }
 
 impl Default for AdminConfig {
@@ -168,6 +223,7 @@ impl Default for AdminConfig {
             port: 4002,
             tokens: Vec::new(),
             tls: None,
+            connections: ConnectionLimits::internal(),
         }
     }
 }
@@ -422,6 +478,7 @@ pub struct ClaimCheckConfig {
     /// loopback by default).
     #[serde(deserialize_with = "crate::scalar::strings")]
     pub tokens: Vec<String>,
+    pub connections: ConnectionLimits,
 }
 
 impl Default for ClaimCheckConfig {
@@ -432,6 +489,10 @@ impl Default for ClaimCheckConfig {
             port: 4001,
             retention_days: None,
             tokens: Vec::new(),
+            connections: ConnectionLimits {
+                max_connections: 1024,
+                ..ConnectionLimits::default()
+            },
         }
     }
 }

@@ -81,10 +81,7 @@ fn node(c: &Config) -> Result<(), ConfigError> {
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
     {
-        return Err(err(
-            "node.instance",
-            format!("must match [A-Za-z0-9._-]{{1,253}}, got {:?}", n.instance),
-        ));
+        return Err(err("node.instance", "must match [A-Za-z0-9._-]{1,253}"));
     }
     if n.data_dir.as_os_str().is_empty() {
         return Err(err("node.data_dir", "must not be empty"));
@@ -128,12 +125,13 @@ impl std::str::FromStr for LevelCheck {
             let known = ["trace", "debug", "info", "warn", "error", "off"];
             if directive.contains('=') || known.contains(&level.as_str()) {
                 if directive.contains('=') && !known.contains(&level.as_str()) {
-                    return Err(format!("unknown level {level:?} in {directive:?}"));
+                    return Err("a target=level directive names an unknown level (expected trace, debug, info, warn, error or off)".to_string());
                 }
             } else {
-                return Err(format!(
-                    "must be a level (trace, debug, info, warn, error, off) or target=level list, got {s:?}"
-                ));
+                return Err(
+                    "must be a level (trace, debug, info, warn, error, off) or target=level list"
+                        .to_string(),
+                );
             }
         }
         Ok(LevelCheck)
@@ -146,19 +144,59 @@ fn http(c: &Config) -> Result<(), ConfigError> {
     at_most("http.max_body_bytes", h.max_body_bytes, 1 << 30)?;
     at_least("http.body_timeout_ms", h.body_timeout_ms, 1)?;
     if !h.prefix.starts_with('/') || (h.prefix.len() > 1 && h.prefix.ends_with('/')) {
-        return Err(err(
-            "http.prefix",
-            format!("must start with / and not end with /, got {:?}", h.prefix),
-        ));
+        return Err(err("http.prefix", "must start with / and not end with /"));
     }
     if h.prefix
         .contains(|ch: char| ch.is_whitespace() || ch == '?' || ch == '#' || ch == '%')
     {
-        return Err(err(
-            "http.prefix",
-            format!("must be a plain path, got {:?}", h.prefix),
-        ));
+        return Err(err("http.prefix", "must be a plain path"));
     }
+    at_least(
+        "http.max_inflight_body_bytes",
+        h.max_inflight_body_bytes,
+        h.max_body_bytes,
+    )?;
+    if let Some(l) = &h.client_rate_limit {
+        rate_limit("http.client_rate_limit", l)?;
+    }
+    for (i, cidr) in h.trusted_proxies.iter().enumerate() {
+        if parse_cidr(cidr).is_none() {
+            return Err(err(
+                format!("http.trusted_proxies[{i}]"),
+                "must be an address or a CIDR (10.0.0.0/8, 2001:db8::/32)",
+            ));
+        }
+    }
+    connections("http.connections", &h.connections)?;
+    connections("admin.connections", &c.admin.connections)?;
+    connections("claim_check.connections", &c.claim_check.connections)?;
+    Ok(())
+}
+
+fn connections(path: &str, l: &crate::ConnectionLimits) -> Result<(), ConfigError> {
+    at_least(
+        &format!("{path}.max_connections"),
+        l.max_connections as u64,
+        1,
+    )?;
+    at_least(
+        &format!("{path}.header_read_timeout_ms"),
+        l.header_read_timeout_ms,
+        100,
+    )?;
+    at_least(&format!("{path}.idle_timeout_ms"), l.idle_timeout_ms, 100)?;
+    at_least(&format!("{path}.max_headers"), l.max_headers as u64, 8)?;
+    at_most(&format!("{path}.max_headers"), l.max_headers as u64, 1000)?;
+    at_least(
+        &format!("{path}.max_header_bytes"),
+        l.max_header_bytes as u64,
+        8192,
+    )?;
+    at_most(
+        &format!("{path}.max_header_bytes"),
+        l.max_header_bytes as u64,
+        1 << 20,
+    )?;
     Ok(())
 }
 
@@ -196,7 +234,7 @@ fn admin(c: &Config) -> Result<(), ConfigError> {
                 return Err(err(
                     format!("admin.tokens[{i}].scopes[{j}]"),
                     format!(
-                        "unknown scope {s:?} (expected one of {}, or tenant:<id>)",
+                        "unknown scope (expected one of {}, or tenant:<id>)",
                         ADMIN_SCOPES.join(", ")
                     ),
                 ));
@@ -341,12 +379,32 @@ pub fn parse_cidr(s: &str) -> Option<(IpAddr, u8)> {
     (len <= max).then_some((addr, len))
 }
 
+/// Whether `ip` lies in `net/len` (both of one family; an IPv4-mapped IPv6 address is not
+/// unwrapped here).
+pub fn cidr_contains(net: IpAddr, len: u8, ip: IpAddr) -> bool {
+    match (net, ip) {
+        (IpAddr::V4(n), IpAddr::V4(a)) => {
+            let mask = u32::MAX
+                .checked_shl(32 - u32::from(len.min(32)))
+                .unwrap_or(0);
+            u32::from(n) & mask == u32::from(a) & mask
+        }
+        (IpAddr::V6(n), IpAddr::V6(a)) => {
+            let mask = u128::MAX
+                .checked_shl(128 - u32::from(len.min(128)))
+                .unwrap_or(0);
+            u128::from(n) & mask == u128::from(a) & mask
+        }
+        _ => false,
+    }
+}
+
 fn egress(e: &EgressConfig) -> Result<(), ConfigError> {
     for (i, c) in e.allow_cidrs.iter().enumerate() {
         if parse_cidr(c).is_none() {
             return Err(err(
                 format!("egress.allow_cidrs[{i}]"),
-                format!("must be an address or addr/prefix, got {c:?}"),
+                "must be an address or addr/prefix",
             ));
         }
     }
@@ -455,10 +513,7 @@ fn source(c: &Config, id: &str, s: &SourceConfig) -> Result<(), ConfigError> {
     if let Some(t) = &s.tenant
         && !valid_id(t)
     {
-        return Err(err(
-            format!("{p}.tenant"),
-            format!("must match [A-Za-z0-9_-]{{1,64}}, got {t:?}"),
-        ));
+        return Err(err(format!("{p}.tenant"), "must match [A-Za-z0-9_-]{1,64}"));
     }
     verify(&p, &s.verify)?;
     match s.on_verify_failure {
@@ -488,6 +543,20 @@ fn source(c: &Config, id: &str, s: &SourceConfig) -> Result<(), ConfigError> {
              or set trust_url_tenant: true to accept any tenant named in the URL",
         ));
     }
+    if c.http.routing == Routing::TenantPath
+        && shared
+        && s.verify != VerifyConfig::None
+        && !s.trust_url_tenant
+        && s.dedupe.is_none()
+    {
+        return Err(err(
+            format!("{p}.dedupe"),
+            "is required for a source shared by URL tenants (routing: tenant_path, no tenant): \
+             its signature does not cover the tenant in the URL, and only the dedupe key (kept \
+             per source, not per tenant) stops a valid request re-posted under another \
+             tenant's URL from becoming that tenant's hook; or set trust_url_tenant: true",
+        ));
+    }
     if let Some(d) = &s.dedupe {
         let n = d.preset.is_some() as u8 + d.header.is_some() as u8 + d.json.is_some() as u8;
         if n != 1 {
@@ -501,7 +570,7 @@ fn source(c: &Config, id: &str, s: &SourceConfig) -> Result<(), ConfigError> {
         {
             return Err(err(
                 format!("{p}.dedupe.header"),
-                format!("is not a header name: {h:?}"),
+                "is not a header name (letters, digits and !#$%&'*+-.^_`|~ only)",
             ));
         }
         if let Some(j) = &d.json
@@ -509,7 +578,7 @@ fn source(c: &Config, id: &str, s: &SourceConfig) -> Result<(), ConfigError> {
         {
             return Err(err(
                 format!("{p}.dedupe.json"),
-                format!("must be a dot path like data.id, got {j:?}"),
+                "must be a dot path like data.id",
             ));
         }
         at_least(&format!("{p}.dedupe.ttl_seconds"), d.ttl_seconds, 1)?;
@@ -519,7 +588,7 @@ fn source(c: &Config, id: &str, s: &SourceConfig) -> Result<(), ConfigError> {
             if !valid_header_name(h) {
                 return Err(err(
                     format!("{p}.forward_headers[{i}]"),
-                    format!("is not a header name: {h:?}"),
+                    "is not a header name (letters, digits and !#$%&'*+-.^_`|~ only)",
                 ));
             }
         }
@@ -539,6 +608,14 @@ fn source(c: &Config, id: &str, s: &SourceConfig) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// The widest signature window accepted: a captured request replays for this long.
+pub const MAX_TOLERANCE_SECONDS: u64 = 3600;
+
+fn tolerance(field: &str, t: u64) -> Result<(), ConfigError> {
+    at_least(field, t, 1)?;
+    at_most(field, t, MAX_TOLERANCE_SECONDS)
+}
+
 fn verify(p: &str, v: &VerifyConfig) -> Result<(), ConfigError> {
     let f = format!("{p}.verify.secret");
     match v {
@@ -546,18 +623,16 @@ fn verify(p: &str, v: &VerifyConfig) -> Result<(), ConfigError> {
         VerifyConfig::Github(x) | VerifyConfig::Shopify(x) => secrets(&f, &x.secret, false),
         VerifyConfig::Stripe(x) | VerifyConfig::Slack(x) => {
             secrets(&f, &x.secret, false)?;
-            at_least(
+            tolerance(
                 &format!("{p}.verify.tolerance_seconds"),
                 x.tolerance_seconds,
-                1,
             )
         }
         VerifyConfig::StandardWebhooks(x) => {
             secrets(&f, &x.secret, true)?;
-            at_least(
+            tolerance(
                 &format!("{p}.verify.tolerance_seconds"),
                 x.tolerance_seconds,
-                1,
             )
         }
         VerifyConfig::Hmac(h) => hmac(p, h),
@@ -582,10 +657,7 @@ fn hmac(p: &str, h: &HmacVerify) -> Result<(), ConfigError> {
         }
     }
     if !valid_header_name(&h.signature_header) {
-        return Err(err(
-            format!("{v}.signature_header"),
-            format!("is not a header name: {:?}", h.signature_header),
-        ));
+        return Err(err(format!("{v}.signature_header"), "is not a header name"));
     }
     let tokens = signed_tokens(&h.signed).map_err(|e| err(format!("{v}.signed"), e))?;
     let has_ts_source = h.timestamp_header.is_some() || h.parse == SigParse::CsvPairs;
@@ -604,7 +676,7 @@ fn hmac(p: &str, h: &HmacVerify) -> Result<(), ConfigError> {
         {
             return Err(err(
                 format!("{v}.signed"),
-                format!("{{header:{name}}} is not a header name"),
+                "a {header:<name>} token names no valid header name".to_string(),
             ));
         }
     }
@@ -628,11 +700,20 @@ fn hmac(p: &str, h: &HmacVerify) -> Result<(), ConfigError> {
     {
         return Err(err(
             format!("{v}.timestamp_header"),
-            format!("is not a header name: {th:?}"),
+            "is not a header name (letters, digits and !#$%&'*+-.^_`|~ only)",
+        ));
+    }
+    if tokens.iter().any(|t| t == "ts") && h.tolerance_seconds.is_none() {
+        return Err(err(
+            format!("{v}.tolerance_seconds"),
+            format!(
+                "is required when signed uses {{ts}}: without a window a captured request \
+                 verifies forever (at most {MAX_TOLERANCE_SECONDS})"
+            ),
         ));
     }
     if let Some(t) = h.tolerance_seconds {
-        at_least(&format!("{v}.tolerance_seconds"), t, 1)?;
+        tolerance(&format!("{v}.tolerance_seconds"), t)?;
         if !has_ts_source {
             return Err(err(
                 format!("{v}.tolerance_seconds"),
@@ -649,13 +730,11 @@ pub fn signed_tokens(tpl: &str) -> Result<Vec<String>, String> {
     let mut rest = tpl;
     while let Some(start) = rest.find('{') {
         let Some(end) = rest[start..].find('}') else {
-            return Err(format!("unterminated token in {tpl:?}"));
+            return Err("a `{` without a closing `}`".to_string());
         };
         let tok = &rest[start + 1..start + end];
         if tok != "body" && tok != "ts" && !tok.starts_with("header:") {
-            return Err(format!(
-                "unknown token {{{tok}}} (expected {{body}}, {{ts}}, {{header:<name>}})"
-            ));
+            return Err("unknown token (expected {body}, {ts} or {header:<name>})".to_string());
         }
         out.push(tok.to_string());
         rest = &rest[start + end + 1..];
@@ -784,6 +863,20 @@ mod tests {
                 .contains("{ts}")
         );
         h.timestamp_header = Some("X-Ts".into());
+        s.verify = VerifyConfig::Hmac(h.clone());
+        let e = validate(&with_source(s.clone())).unwrap_err();
+        assert_eq!(
+            e.field.as_deref(),
+            Some("sources.s.verify.tolerance_seconds")
+        );
+        h.tolerance_seconds = Some(MAX_TOLERANCE_SECONDS + 1);
+        s.verify = VerifyConfig::Hmac(h.clone());
+        let e = validate(&with_source(s.clone())).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("sources.s.verify.tolerance_seconds must be <= 3600")
+        );
+        h.tolerance_seconds = Some(300);
         s.verify = VerifyConfig::Hmac(h.clone());
         validate(&with_source(s.clone())).unwrap();
         h.signed = "{bogus}".into();

@@ -37,6 +37,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/metrics", get(metrics))
         .route("/v1/status", get(status))
         .route("/v1/config", get(get_config).put(put_config))
+        .route("/v1/store/corrupt", get(corrupt_rows))
         .route("/v1/config/reload", post(reload_config))
         .route("/v1/wal", get(wal))
         .route("/v1/hooks/{id}", get(get_hook))
@@ -161,11 +162,14 @@ fn authorize_node(app: &App, headers: &HeaderMap, scope: &str) -> Result<Caller,
     Ok(caller)
 }
 
+/// The answer names the failure's class only: RocksDB's messages carry file paths, and the
+/// log has the whole error.
 fn store_error(e: StoreError) -> Response {
+    tracing::warn!(error = %e, "admin request failed in the store");
     let mut r = error(
         StatusCode::SERVICE_UNAVAILABLE,
         "store_unavailable",
-        Some(json!({ "message": e.to_string() })),
+        Some(json!({ "class": e.class() })),
     );
     r.headers_mut().insert(header::RETRY_AFTER, 1.into());
     r
@@ -200,8 +204,12 @@ async fn metrics(State(app): State<Arc<App>>) -> Response {
     use std::sync::atomic::Ordering::Relaxed;
     let store = app.store.clone();
     // A counter that cannot be read shows as 0 rather than failing the scrape.
-    let (totals, disk) = tokio::task::spawn_blocking(move || {
-        (store.totals().unwrap_or_default(), store.disk_bytes())
+    let (totals, disk, corrupt) = tokio::task::spawn_blocking(move || {
+        (
+            store.totals().unwrap_or_default(),
+            store.disk_bytes(),
+            store.corrupt_count().unwrap_or(0),
+        )
     })
     .await
     .unwrap_or_default();
@@ -211,6 +219,8 @@ async fn metrics(State(app): State<Arc<App>>) -> Response {
     m.queue_pending.set(totals.pending);
     m.queue_dead.set(totals.dead);
     m.store_disk_bytes.set(disk as i64);
+    let c = &m.store_corrupt_rows;
+    c.inc_by((corrupt.max(0) as u64).saturating_sub(c.get()));
     if let Some(c) = &app.commit {
         m.commit_queued.set(c.queued() as i64);
     }
@@ -319,6 +329,15 @@ fn reload_result(app: &App, r: Result<bool, ankusa_config::ConfigError>) -> Resp
 /// wait for the kubelet to refresh its mounted Secret). The file, when there is one, is not
 /// rewritten; the next change of the file reloads from it.
 async fn put_config(State(app): State<Arc<App>>, headers: HeaderMap, body: String) -> Response {
+    // Without tokens every local process is an admin; letting any of them replace the
+    // configuration (sources, secrets, sinks) is more than a loopback-only API should grant.
+    if app.config.live().config.admin.tokens.is_empty() {
+        return error(
+            StatusCode::FORBIDDEN,
+            "token_required",
+            Some(json!({ "message": "PUT /v1/config needs admin.tokens to be configured" })),
+        );
+    }
     tri!(authorize_node(&app, &headers, "config:write"));
     let r = app.config.reload_from_text(&body).await;
     reload_result(&app, r)
@@ -328,6 +347,28 @@ async fn reload_config(State(app): State<Arc<App>>, headers: HeaderMap) -> Respo
     tri!(authorize_node(&app, &headers, "config:write"));
     let r = app.config.reload_from_file().await;
     reload_result(&app, r)
+}
+
+#[derive(Deserialize, Default)]
+struct CorruptQuery {
+    limit: Option<String>,
+}
+
+/// Rows that did not decode and were set aside (key, error, size; not the bytes).
+async fn corrupt_rows(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Query(q): Query<CorruptQuery>,
+) -> Response {
+    tri!(authorize_node(&app, &headers, "config:read"));
+    let limit: usize = tri!(parse_num("limit", &q.limit)).unwrap_or(100);
+    if limit == 0 || limit > 10_000 {
+        return bad_filter("limit", "must be 1..=10000");
+    }
+    let store = app.store.clone();
+    let (total, rows) =
+        tri!(blocking(move || Ok((store.corrupt_count()?, store.corrupt_rows(limit)?))).await);
+    Json(json!({ "total": total, "rows": rows })).into_response()
 }
 
 async fn wal(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
@@ -513,6 +554,15 @@ fn replay_error(e: ReplayError) -> Response {
             "invalid_state",
             Some(json!({ "message": m })),
         ),
+        ReplayError::TooManyJobs => {
+            let mut r = error(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_jobs",
+                Some(json!({ "max_live_jobs": crate::replay::MAX_LIVE_JOBS })),
+            );
+            r.headers_mut().insert(header::RETRY_AFTER, 10.into());
+            r
+        }
         ReplayError::Store(e) => store_error(e),
     }
 }
@@ -634,8 +684,34 @@ async fn dead_letter_source(
     let store = app.store.clone();
     let reason = format!("source_gone: {id}");
     let sid = id.clone();
-    let (moved, more) =
-        tri!(blocking(move || store.dead_letter_source(&sid, &reason, now_ms(), limit)).await);
+    // Each call reads one page of rows and the next call goes on from there (wrapping to the
+    // start once the end is reached), so a caller repeating it until `pending` is 0 neither
+    // rescans the whole store per call nor stalls behind other sources' rows.
+    let from = app
+        .dead_letter_resume
+        .lock()
+        .ok()
+        .and_then(|m| m.get(&id).copied());
+    let (moved, more, next) = tri!(
+        blocking(move || store.dead_letter_source(&sid, &reason, now_ms(), limit, from.as_ref()))
+            .await
+    );
+    if let Ok(mut m) = app.dead_letter_resume.lock() {
+        match next {
+            Some(n) => {
+                // Ids come from the URL: keep the map small whatever callers send.
+                if m.len() >= 1024 && !m.contains_key(&id) {
+                    m.clear();
+                }
+                m.insert(id.clone(), n);
+            }
+            None => {
+                m.remove(&id);
+            }
+        }
+    }
+    // A page that started mid-store has rows before it left to look at.
+    let more = more || from.is_some();
     let store = app.store.clone();
     let counts = tri!(blocking(move || store.source_counts(&id)).await);
     Json(DeadLettered {

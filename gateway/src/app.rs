@@ -19,6 +19,7 @@ use crate::edge::ratelimit::RateLimiter;
 use crate::live::{ConfigHandle, Live};
 use crate::metrics::Metrics;
 use crate::replay::{self, Replayer};
+use crate::serve::{Listener, serve};
 use crate::store::{LaneId, Store};
 
 /// The time source of decisions that depend on it (signature windows).
@@ -40,7 +41,15 @@ pub struct App {
     pub commit: Option<Arc<Committer>>,
     pub dispatcher: Option<Arc<Dispatcher>>,
     pub replayer: Option<Arc<Replayer>>,
+    /// Per tenant (`rate_limits`).
     pub limiter: RateLimiter,
+    /// Per client address (`http.client_rate_limit`).
+    pub client_limiter: RateLimiter,
+    /// Bytes of request bodies being read (`http.max_inflight_body_bytes`).
+    pub body_budget: Arc<tokio::sync::Semaphore>,
+    /// Where the next `POST /v1/sources/{id}/dead_letter` page starts, per source.
+    pub dead_letter_resume:
+        std::sync::Mutex<std::collections::HashMap<String, crate::store::DeadLetterResume>>,
     pub metrics: Arc<Metrics>,
     pub clock: Arc<dyn Clock>,
     pub probe_lock: tokio::sync::Mutex<()>,
@@ -158,6 +167,13 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
         dispatcher: dispatcher.clone(),
         replayer,
         limiter: RateLimiter::default(),
+        client_limiter: RateLimiter::default(),
+        body_budget: Arc::new(tokio::sync::Semaphore::new(
+            usize::try_from(config.http.max_inflight_body_bytes)
+                .unwrap_or(usize::MAX)
+                .min(tokio::sync::Semaphore::MAX_PERMITS),
+        )),
+        dead_letter_resume: Default::default(),
         metrics,
         clock: Arc::new(SystemClock),
         probe_lock: tokio::sync::Mutex::new(()),
@@ -174,6 +190,11 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
         servers.push(tokio::spawn(serve(
             listener,
             crate::edge::router(app.clone()),
+            Listener {
+                name: "ingest",
+                limits: config.http.connections.clone(),
+                metrics: app.metrics.clone(),
+            },
             stop_rx.clone(),
         )));
     }
@@ -186,6 +207,11 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
         servers.push(tokio::spawn(serve(
             listener,
             crate::admin::router(app.clone()),
+            Listener {
+                name: "admin",
+                limits: config.admin.connections.clone(),
+                metrics: app.metrics.clone(),
+            },
             stop_rx.clone(),
         )));
     }
@@ -198,6 +224,11 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
         servers.push(tokio::spawn(serve(
             listener,
             crate::claim_check::router(c.clone()),
+            Listener {
+                name: "claim_check",
+                limits: config.claim_check.connections.clone(),
+                metrics: app.metrics.clone(),
+            },
             stop_rx.clone(),
         )));
         if let Some(days) = config.claim_check.retention_days {
@@ -240,27 +271,6 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
     }
     tracing::info!("stopped");
     Ok(())
-}
-
-async fn serve(
-    listener: TcpListener,
-    router: axum::Router,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-) {
-    let shutdown = async move {
-        let _ = stop.wait_for(|s| *s).await;
-    };
-    use axum::serve::ListenerExt;
-    // Answers are small single writes; Nagle would only hold them back.
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    if let Err(e) = axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await
-    {
-        tracing::error!(error = %e, "listener failed");
-    }
 }
 
 async fn shutdown_signal() {

@@ -59,9 +59,16 @@ impl LocalClaimCheck {
         }
         let dir = path.parent().expect("claim path has a tenant directory");
         crate::store::create_dir_synced(dir)?;
-        let tmp = dir.join(format!(".{claim_id}.tmp-{}", std::process::id()));
+        // Two sinks may check in the same hook at once: each writes its own temp file (the
+        // process id alone would be shared), and `create_new` never truncates another's.
+        static WRITER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let writer = WRITER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = dir.join(format!(".{claim_id}.tmp-{}-{writer}", std::process::id()));
         {
-            let mut f = std::fs::File::create(&tmp)?;
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&tmp)?;
             f.write_all(&env.body)?;
             f.sync_all()?;
         }

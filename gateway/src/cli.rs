@@ -43,6 +43,12 @@ enum StoreCmd {
     CheckIds { file: PathBuf },
     /// Prints counters of the store.
     Stats,
+    /// Reads every row and reports those that do not decode (JSON on stdout); exit 1 if any.
+    /// Changes nothing unless `--repair`, which moves them to the corrupt index.
+    Check {
+        #[arg(long)]
+        repair: bool,
+    },
 }
 
 fn load(path: Option<&PathBuf>) -> Result<(Loaded, ConfigSource), ConfigError> {
@@ -164,7 +170,11 @@ fn build_check(loaded: &Loaded) -> Result<(), ConfigError> {
 
 fn store_cmd(loaded: &Loaded, cmd: StoreCmd) -> i32 {
     let path = store_path(&loaded.config);
-    let store = match crate::store::Store::open(&path) {
+    let opened = match cmd {
+        StoreCmd::Check { repair: false } => crate::store::Store::open_read_only(&path),
+        _ => crate::store::Store::open(&path),
+    };
+    let store = match opened {
         Ok(s) => s,
         Err(e) => {
             eprintln!("ankusa: {e}");
@@ -172,6 +182,28 @@ fn store_cmd(loaded: &Loaded, cmd: StoreCmd) -> i32 {
         }
     };
     match cmd {
+        StoreCmd::Check { repair } => match store.check(repair) {
+            Ok(report) => {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&report).unwrap_or_default()
+                );
+                for d in &report.damaged {
+                    eprintln!(
+                        "damaged: {} {} ({}){}",
+                        d.family,
+                        d.key,
+                        d.error,
+                        if repair { ", set aside" } else { "" }
+                    );
+                }
+                i32::from(!report.damaged.is_empty())
+            }
+            Err(e) => {
+                eprintln!("ankusa: store check failed: {e}");
+                2
+            }
+        },
         StoreCmd::Stats => {
             // A counter that cannot be read prints as -1; the rest is still worth seeing.
             let totals = store.totals().ok();

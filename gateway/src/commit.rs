@@ -220,7 +220,7 @@ impl Worker {
             let now = now_ms();
             let n = recs.len();
             let result = self.store.commit_encoded(&recs, &encoded, now, sweep);
-            if result.is_err() {
+            if result.as_ref().is_err_and(StoreError::is_io) {
                 self.store.maybe_reopen();
             }
             self.metrics

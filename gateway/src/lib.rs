@@ -17,4 +17,5 @@ pub mod live;
 pub mod metrics;
 pub mod probes;
 pub mod replay;
+pub mod serve;
 pub mod store;

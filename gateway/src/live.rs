@@ -8,6 +8,7 @@
 //! restart.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -33,6 +34,11 @@ impl LiveSource {
     pub fn tenant(&self) -> &str {
         self.cfg.tenant.as_deref().unwrap_or("default")
     }
+
+    /// Answers every URL tenant (no tenant of its own, or `default`).
+    pub fn shared(&self) -> bool {
+        self.cfg.tenant.as_deref().is_none_or(|t| t == "default")
+    }
 }
 
 /// The config in force, with everything built from it.
@@ -43,6 +49,8 @@ pub struct Live {
     pub generation: u64,
     pub loaded_at: u64,
     pub sources: HashMap<String, Arc<LiveSource>>,
+    /// `http.trusted_proxies`, parsed.
+    pub trusted_proxies: Vec<(IpAddr, u8)>,
 }
 
 impl Live {
@@ -74,12 +82,19 @@ impl Live {
                 }),
             );
         }
+        let trusted_proxies = config
+            .http
+            .trusted_proxies
+            .iter()
+            .filter_map(|c| ankusa_config::parse_cidr(c))
+            .collect();
         Ok(Live {
             config,
             file_hash,
             generation,
             loaded_at: now_ms(),
             sources,
+            trusted_proxies,
         })
     }
 }
@@ -244,6 +259,9 @@ impl ConfigHandle {
         pin!(admin.enabled, "admin.enabled");
         pin!(admin.ip, "admin.ip");
         pin!(admin.port, "admin.port");
+        pin!(admin.connections, "admin.connections");
+        pin!(http.connections, "http.connections");
+        pin!(http.max_inflight_body_bytes, "http.max_inflight_body_bytes");
         pin!(claim_check, "claim_check");
         pin!(batcher, "batcher");
         pin!(log, "log");

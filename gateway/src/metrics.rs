@@ -23,6 +23,7 @@ pub struct Metrics {
     pub config_generation: IntGauge,
     pub store_write_failures: IntCounterVec,
     pub store_reopen: IntCounterVec,
+    pub store_corrupt_rows: IntCounter,
     pub store_hooks: IntGauge,
     pub store_hook_bytes: IntGauge,
     pub store_disk_bytes: IntGauge,
@@ -52,6 +53,15 @@ pub struct Metrics {
     pub http_pool_refused: IntCounterVec,
     pub replay_moved: IntCounterVec,
     pub replay_throttled: IntCounterVec,
+    pub http_connections: IntGaugeVec,
+    pub http_connections_refused: IntCounterVec,
+    pub http_timeouts: IntCounterVec,
+}
+
+fn gauge_vec(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+    let g = IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric");
+    r.register(Box::new(g.clone())).expect("unique metric");
+    g
 }
 
 fn counter_vec(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
@@ -188,6 +198,11 @@ impl Metrics {
                 "Store reopens by result",
                 &["result"],
             ),
+            store_corrupt_rows: counter(
+                &r,
+                "ankusa_store_corrupt_rows_total",
+                "Stored rows that did not decode and were moved to the corrupt index",
+            ),
             store_hooks: gauge(
                 &r,
                 "ankusa_store_hooks",
@@ -287,6 +302,24 @@ impl Metrics {
                 &["sink", "reason"],
             ),
             http_pools: gauge(&r, "ankusa_http_pools", "Live HTTP connection pools"),
+            http_connections: gauge_vec(
+                &r,
+                "ankusa_http_connections",
+                "Open connections by listener (ingest, admin, claim_check)",
+                &["listener"],
+            ),
+            http_connections_refused: counter_vec(
+                &r,
+                "ankusa_http_connections_refused_total",
+                "Connections answered 503 and closed because the listener was full",
+                &["listener"],
+            ),
+            http_timeouts: counter_vec(
+                &r,
+                "ankusa_http_timeouts_total",
+                "Connections closed by a timeout: header_read (a request head too slow) or idle",
+                &["listener", "kind"],
+            ),
             http_pool_closed: counter_vec(
                 &r,
                 "ankusa_http_pool_closed_total",

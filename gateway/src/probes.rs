@@ -61,7 +61,7 @@ pub async fn check_ready(app: &Arc<App>) -> (bool, &'static str) {
     let store = app.store.clone();
     let probe = tokio::task::spawn_blocking(move || {
         let r = store.probe();
-        if r.is_err() {
+        if r.as_ref().is_err_and(|e| e.is_io()) {
             store.maybe_reopen();
         }
         r

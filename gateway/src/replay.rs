@@ -37,6 +37,10 @@ async fn blocking<T: Send + 'static>(
         })?
 }
 
+/// Jobs running or paused at once on a node: each holds a scan cursor and a pacing task, and a
+/// caller looping on create must not be able to grow that without bound.
+pub const MAX_LIVE_JOBS: usize = 64;
+
 /// Why a request about jobs was refused; each maps to an admin API error code.
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
@@ -49,6 +53,9 @@ pub enum ReplayError {
     NotFound,
     #[error("invalid_state: {0}")]
     InvalidState(String),
+    /// `MAX_LIVE_JOBS` jobs are running or paused already.
+    #[error("too_many_jobs")]
+    TooManyJobs,
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -228,10 +235,7 @@ impl Replayer {
         if req.kind != "dlq" {
             return Err(invalid(
                 "kind",
-                format!(
-                    "unsupported kind {:?}; this release replays kind dlq",
-                    req.kind
-                ),
+                "unsupported kind; this release replays kind dlq",
             ));
         }
         let filter = req.filter()?;
@@ -259,6 +263,14 @@ impl Replayer {
                 "job_id",
                 "a job with this job_id exists with another kind or filter",
             ));
+        }
+        let live = jobs
+            .map
+            .values()
+            .filter(|j| matches!(j.job.state, JobState::Running | JobState::Paused))
+            .count();
+        if live >= MAX_LIVE_JOBS {
+            return Err(ReplayError::TooManyJobs);
         }
         let now = now_ms();
         let job = ReplayJob {

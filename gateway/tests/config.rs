@@ -247,9 +247,47 @@ async fn a_bad_reload_keeps_the_old_config_and_reports_the_error() {
     assert_eq!(st["config_hash"], before["config_hash"]);
     assert_eq!(send(&c, &g, A, 1).await, 201, "the old config still serves");
 
-    // The admin push refuses a bad config too, naming the field.
+    // Without admin tokens a push is refused: any local process could replace the config.
     let r = c
         .put(g.admin_url("/v1/config"))
+        .body(sw_config(&[B]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 403);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["error"], "token_required");
+
+    // With a token (configured here through the file) the push works, and refuses a bad config
+    // naming the field.
+    const TOKEN: &str = "push-token-0123456789";
+    let with_token = |secret: &str| {
+        format!(
+            "{}admin: {{tokens: [{{token: \"{TOKEN}\", scopes: [\"*\"]}}]}}\n",
+            sw_config(&[secret])
+        )
+    };
+    g.write_config(&with_token(A));
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while c
+        .get(g.admin_url("/v1/status"))
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+        != 401
+    {
+        assert!(
+            Instant::now() < deadline,
+            "tokens not applied:\n{}",
+            g.log_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let r = c
+        .put(g.admin_url("/v1/config"))
+        .bearer_auth(TOKEN)
         .body("http: {prot: 1}\n")
         .send()
         .await
@@ -261,7 +299,8 @@ async fn a_bad_reload_keeps_the_old_config_and_reports_the_error() {
     // And installs a good one.
     let r = c
         .put(g.admin_url("/v1/config"))
-        .body(sw_config(&[B]))
+        .bearer_auth(TOKEN)
+        .body(with_token(B))
         .send()
         .await
         .unwrap();

@@ -46,6 +46,7 @@ pub mod nats;
 pub mod pubsub;
 pub mod rabbitmq;
 pub mod redis;
+pub mod reply;
 pub mod sqs;
 pub mod util;
 

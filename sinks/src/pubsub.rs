@@ -135,10 +135,11 @@ impl TokenSource {
                         resp.status().as_u16()
                     ));
                 }
-                let v: Value = resp
-                    .json()
+                let text = crate::reply::text(resp, 64 << 10)
                     .await
-                    .map_err(|e| format!("no_credentials: metadata reply: {}", e.without_url()))?;
+                    .map_err(|e| format!("no_credentials: metadata reply: {e}"))?;
+                let v: Value = serde_json::from_str(&text)
+                    .map_err(|_| "no_credentials: metadata reply is not JSON".to_string())?;
                 let token = v
                     .get("access_token")
                     .and_then(Value::as_str)
@@ -226,12 +227,9 @@ impl PubsubClient {
             Err(e) => return Outcome::Failed(call_failed(e, self.timeout)),
         };
         let status = resp.status().as_u16();
-        let text = match resp.text().await {
+        let text = match crate::reply::text(resp, crate::reply::MAX_REPLY_BYTES).await {
             Ok(t) => t,
-            Err(e) => {
-                let e = SinkError::Transient(format!("transport: {}", e.without_url()));
-                return Outcome::Failed(e);
-            }
+            Err(e) => return Outcome::Failed(SinkError::Transient(e)),
         };
         let parsed: Option<Value> = serde_json::from_str(&text).ok();
         if status == 200 {

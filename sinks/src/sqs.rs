@@ -189,12 +189,9 @@ impl SqsClient {
             .get("x-amzn-query-error")
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
-        let text = match resp.text().await {
+        let text = match crate::reply::text(resp, crate::reply::MAX_REPLY_BYTES).await {
             Ok(t) => t,
-            Err(e) => {
-                let e = SinkError::Transient(format!("transport: {}", e.without_url()));
-                return Reply::Failed(e);
-            }
+            Err(e) => return Reply::Failed(SinkError::Transient(e)),
         };
         let parsed: Option<Value> = serde_json::from_str(&text).ok();
         if (200..300).contains(&status) {

@@ -87,10 +87,7 @@ impl KafkaSinkConfig {
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
         {
-            return Err(err(
-                format!("{p}.topic"),
-                format!("must be 1-249 of [a-zA-Z0-9._-], got {:?}", self.topic),
-            ));
+            return Err(err(format!("{p}.topic"), "must be 1-249 of [a-zA-Z0-9._-]"));
         }
         if let Some(key) = &self.key {
             non_empty(p, "key", key)?;

@@ -84,10 +84,7 @@ impl NatsSinkConfig {
         {
             return Err(err(
                 format!("{p}.subject"),
-                format!(
-                    "must be a literal subject (dot-separated tokens, no wildcards or spaces), got {:?}",
-                    self.subject
-                ),
+                "must be a literal subject (dot-separated tokens, no wildcards or spaces)",
             ));
         }
         inline(p, self.inline_max_bytes)?;

@@ -113,18 +113,12 @@ impl GooglePubsubSinkConfig {
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b"-.:".contains(&b))
         {
-            return Err(err(
-                format!("{p}.project"),
-                format!("must be a project id, got {:?}", self.project),
-            ));
+            return Err(err(format!("{p}.project"), "must be a project id"));
         }
         if !pubsub_id(&self.topic) {
             return Err(err(
                 format!("{p}.topic"),
-                format!(
-                    "must be a topic id (3-255 of [A-Za-z0-9-_.~+%], starting with a letter), got {:?}",
-                    self.topic
-                ),
+                "must be a topic id (3-255 of [A-Za-z0-9-_.~+%], starting with a letter)",
             ));
         }
         match (self.auth, &self.token) {

@@ -119,7 +119,7 @@ impl SqsSinkConfig {
         {
             return Err(err(
                 format!("{p}.queue_url"),
-                format!("queue name must be 1-80 of [A-Za-z0-9_-] (plus .fifo), got {name:?}"),
+                "queue name must be 1-80 of [A-Za-z0-9_-] (plus .fifo)",
             ));
         }
         if !u.username().is_empty() || u.password().is_some() {

@@ -17,7 +17,12 @@ pub fn never_forwarded(name: &str) -> bool {
         .iter()
         .chain(NOT_FORWARDED)
         .any(|n| n.eq_ignore_ascii_case(name))
-        || name.len() >= 9 && name[..9].eq_ignore_ascii_case("x-ankusa-")
+        // Bytes, not a str slice: a name read back from the store may hold a multi-byte
+        // character across byte 9, where slicing the str would panic.
+        || name
+            .as_bytes()
+            .get(..9)
+            .is_some_and(|p| p.eq_ignore_ascii_case(b"x-ankusa-"))
 }
 
 /// The headers to forward for one hook.
@@ -70,6 +75,13 @@ mod tests {
             .iter()
             .map(|(a, b)| (a.to_string(), b.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn names_from_a_damaged_row_never_panic() {
+        assert!(!never_forwarded("x-ankusaé"));
+        assert!(!never_forwarded("ééééé"));
+        assert!(never_forwarded("X-Ankusa-Idé"));
     }
 
     #[test]

@@ -308,7 +308,9 @@ impl Scheduler {
             }
             Err(e) => {
                 tracing::error!(error = %e, outcomes = self.pending.len(), "recording outcomes failed; will retry");
-                self.ctx.store.maybe_reopen();
+                if e.is_io() {
+                    self.ctx.store.maybe_reopen();
+                }
                 std::thread::sleep(Duration::from_millis(200));
             }
         }

@@ -76,6 +76,7 @@ async fn a_panicking_sink_is_a_failed_attempt_and_dispatch_keeps_running() {
         generation: 1,
         loaded_at: 0,
         sources,
+        trusted_proxies: Vec::new(),
     };
     let metrics = Arc::new(Metrics::new());
     let handle = ConfigHandle::new(live, None, Arc::new(SinkBuilder::new()));

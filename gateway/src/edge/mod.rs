@@ -7,6 +7,7 @@
 // request, so boxing it would only add an allocation.
 #![allow(clippy::result_large_err)]
 
+pub mod client;
 pub mod dedupe;
 pub mod ratelimit;
 
@@ -23,7 +24,8 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Limited};
 use serde_json::json;
 
-use ankusa_config::{OnVerifyFailure, Routing};
+use ankusa_config::OnVerifyFailure;
+use ankusa_format::request::{route, valid_traceparent};
 
 use ankusa_core::{Envelope, Verification, VerifyStatus};
 
@@ -94,27 +96,6 @@ async fn ingest(State(app): State<Arc<App>>, req: Request) -> Response {
     resp
 }
 
-/// Splits `{prefix}/:source` or `{prefix}/:tenant/:source`.
-fn route<'a>(path: &'a str, prefix: &str, routing: Routing) -> Option<(Option<&'a str>, &'a str)> {
-    let rest = if prefix == "/" {
-        path.strip_prefix('/')?
-    } else {
-        path.strip_prefix(prefix)?.strip_prefix('/')?
-    };
-    let mut parts = rest.split('/');
-    match routing {
-        Routing::Path => {
-            let source = parts.next()?;
-            parts.next().is_none().then_some((None, source))
-        }
-        Routing::TenantPath => {
-            let tenant = parts.next()?;
-            let source = parts.next()?;
-            parts.next().is_none().then_some((Some(tenant), source))
-        }
-    }
-}
-
 fn refuse(
     app: &App,
     reason: &'static str,
@@ -134,6 +115,36 @@ async fn handle(app: &App, req: Request, body_read: &mut bool) -> (&'static str,
     let live = app.config.live();
     let cfg = &live.config;
     let (parts, body) = req.into_parts();
+
+    if let Some(limit) = &cfg.http.client_rate_limit {
+        let peer = parts
+            .extensions
+            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+            .map(|c| c.0.ip());
+        let Some(client) =
+            peer.and_then(|p| client::address(p, &parts.headers, &live.trusted_proxies))
+        else {
+            return refuse(
+                app,
+                "invalid_header",
+                StatusCode::BAD_REQUEST,
+                "invalid_header",
+                Some(json!({ "header": "x-forwarded-for" })),
+            );
+        };
+        let now_us = app.clock.now_ms().saturating_mul(1000);
+        if let Err(wait_ms) = app
+            .client_limiter
+            .check(&client::key(client), limit, now_us)
+        {
+            app.metrics
+                .ingest_refused
+                .with_label_values(&["client_rate_limited"])
+                .inc();
+            let r = error(StatusCode::TOO_MANY_REQUESTS, "client_rate_limited", None);
+            return ("rate_limited", with_retry_after(r, wait_ms.div_ceil(1000)));
+        }
+    }
 
     let Some((url_tenant, source_id)) = route(parts.uri.path(), &cfg.http.prefix, cfg.http.routing)
     else {
@@ -221,6 +232,28 @@ async fn handle(app: &App, req: Request, body_read: &mut bool) -> (&'static str,
         );
     }
 
+    // Bytes of bodies being read at once are bounded across connections: reserve this body's
+    // declared length (the most it may be, when chunked) before reading a byte of it.
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|s| s.parse::<u64>().ok())
+        .unwrap_or(max);
+    let Ok(_reserved) = app
+        .body_budget
+        .clone()
+        .try_acquire_many_owned(u32::try_from(declared.max(1)).unwrap_or(u32::MAX))
+    else {
+        app.metrics
+            .ingest_refused
+            .with_label_values(&["inflight_body_bytes"])
+            .inc();
+        return (
+            "overload",
+            with_retry_after(error(StatusCode::SERVICE_UNAVAILABLE, "overload", None), 1),
+        );
+    };
     let body = match read_body(body, max, Duration::from_millis(cfg.http.body_timeout_ms)).await {
         Ok(b) => b,
         Err(BodyError::TooLarge) => {
@@ -245,7 +278,7 @@ async fn handle(app: &App, req: Request, body_read: &mut bool) -> (&'static str,
     *body_read = true;
 
     let now = app.clock.now_ms();
-    let verification = match verify(app, &source, &parts.headers, &body, now) {
+    let verification = match verify(app, &source, &parts.headers, &body, now).await {
         Ok(v) => v,
         Err(resp) => return ("unauthorized", resp),
     };
@@ -293,6 +326,7 @@ async fn handle(app: &App, req: Request, body_read: &mut bool) -> (&'static str,
         dedupe: dedupe.map(|(key, ttl)| Dedupe {
             key,
             ttl_ms: ttl.saturating_mul(1000),
+            source_wide: url_tenant.is_some() && source.shared() && !source.cfg.trust_url_tenant,
         }),
         envelope,
         sinks: source.sink_types.clone(),
@@ -341,17 +375,36 @@ async fn handle(app: &App, req: Request, body_read: &mut bool) -> (&'static str,
     }
 }
 
-fn verify(
+/// Bodies at least this large are verified on a blocking thread: an HMAC over megabytes would
+/// otherwise hold an async worker (and every connection queued on it) for milliseconds.
+const BLOCKING_VERIFY_BYTES: usize = 64 << 10;
+
+async fn verify(
     app: &App,
-    source: &LiveSource,
+    source: &Arc<LiveSource>,
     headers: &HeaderMap,
-    body: &[u8],
+    body: &Bytes,
     now_ms: u64,
 ) -> Result<Verification, Response> {
     let Some(v) = &source.verifier else {
         return Ok(Verification::SKIPPED);
     };
-    match v.verify(headers, body, (now_ms / 1000) as i64) {
+    let now_s = (now_ms / 1000) as i64;
+    let result = if body.len() >= BLOCKING_VERIFY_BYTES {
+        let (src, headers, body) = (source.clone(), headers.clone(), body.clone());
+        tokio::task::spawn_blocking(move || {
+            src.verifier
+                .as_ref()
+                .map(|v| v.verify(&headers, &body, now_s))
+        })
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or(Err(ankusa_verify::VerifyFailure::BadSecret))
+    } else {
+        v.verify(headers, body, now_s)
+    };
+    match result {
         Ok(_) => Ok(Verification::OK),
         Err(why) => {
             app.metrics
@@ -430,17 +483,6 @@ fn trace_header(headers: &HeaderMap, name: &str) -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
-/// W3C traceparent: `version-traceid(32 hex)-parentid(16 hex)-flags(2 hex)`.
-fn valid_traceparent(v: &str) -> bool {
-    let parts: Vec<&str> = v.split('-').collect();
-    let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit());
-    parts.len() >= 4
-        && hex(parts[0], 2)
-        && hex(parts[1], 32)
-        && hex(parts[2], 16)
-        && hex(parts[3], 2)
-}
-
 enum BodyError {
     TooLarge,
     Read(&'static str),
@@ -468,25 +510,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn routes() {
-        assert_eq!(
-            route("/webhooks/gh", "/webhooks", Routing::Path),
-            Some((None, "gh"))
-        );
-        assert_eq!(route("/webhooks/gh/x", "/webhooks", Routing::Path), None);
-        assert_eq!(route("/webhooksgh", "/webhooks", Routing::Path), None);
-        assert_eq!(
-            route("/webhooks/acme/gh", "/webhooks", Routing::TenantPath),
-            Some((Some("acme"), "gh"))
-        );
-        assert_eq!(
-            route("/webhooks/acme", "/webhooks", Routing::TenantPath),
-            None
-        );
-        assert_eq!(route("/in/gh", "/in", Routing::Path), Some((None, "gh")));
-    }
-
-    #[test]
     fn header_bytes() {
         let mut h = HeaderMap::new();
         h.insert("x-ok", "plain\tvalue".parse().unwrap());
@@ -496,13 +519,5 @@ mod tests {
             http::HeaderValue::from_bytes("caf\u{e9}".as_bytes()).unwrap(),
         );
         assert_eq!(invalid_header(&h), Some("x-bad".into()));
-    }
-
-    #[test]
-    fn traceparent_grammar() {
-        assert!(valid_traceparent(
-            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-        ));
-        assert!(!valid_traceparent("00-xyz-00f067aa0ba902b7-01"));
     }
 }

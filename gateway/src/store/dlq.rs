@@ -50,6 +50,8 @@ impl Store {
         let mut last_key: Option<DeadCursor> = None;
         let mut reached_end = true;
         let mut matched = 0u64;
+        // Rows that do not decode are set aside after the scan (a page is a read).
+        let mut damaged = Vec::new();
         for item in it {
             if entries.len() >= limit || examined >= MAX_EXAMINED {
                 reached_end = false;
@@ -62,7 +64,13 @@ impl Store {
             };
             last_key = Some(at);
             let (dead_at, seq, sink) = (at.dead_at(), at.seq(), at.sink());
-            let summary = DeadSummary::decode(&v)?;
+            let summary = match DeadSummary::decode(&v) {
+                Ok(s) => s,
+                Err(e) => {
+                    damaged.push((keys::CF_INDEX, k.to_vec(), v.to_vec(), e));
+                    continue;
+                }
+            };
             if !index::matches(f, &summary) {
                 continue;
             }
@@ -70,7 +78,14 @@ impl Store {
                 .get_pinned_cf(&deliveries, keys::delivery(seq, sink))
                 .map_err(|e| classify(&e))?
             {
-                Some(v) => DeliveryRow::decode(&v)?,
+                Some(v) => match DeliveryRow::decode(&v) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let dk = keys::delivery(seq, sink).to_vec();
+                        damaged.push((keys::CF_DELIVERIES, dk, v.to_vec(), e));
+                        continue;
+                    }
+                },
                 None => continue,
             };
             if row.state != RowState::Dead {
@@ -102,6 +117,9 @@ impl Store {
                 size: row.size,
                 replay_id: row.replay_id.clone(),
             });
+        }
+        for (family, key, value, why) in damaged {
+            self.set_aside_now(family, &key, &value, &why)?;
         }
         let next_cursor = if reached_end {
             None
@@ -161,15 +179,31 @@ impl Store {
                 continue;
             };
             let (seq, sink) = (at.seq(), at.sink());
-            let summary = DeadSummary::decode(&v)?;
+            let summary = match DeadSummary::decode(&v) {
+                Ok(s) => s,
+                Err(e) => {
+                    self.set_aside(&db, &mut batch, keys::CF_INDEX, &k, &v, &e)?;
+                    continue;
+                }
+            };
             if !index::matches(f, &summary) {
                 continue;
             }
-            let row = db
+            let row = match db
                 .get_pinned_cf(&deliveries, keys::delivery(seq, sink))
                 .map_err(|e| classify(&e))?
-                .map(|rv| DeliveryRow::decode(&rv))
-                .transpose()?;
+            {
+                None => None,
+                Some(rv) => match DeliveryRow::decode(&rv) {
+                    Ok(r) => Some(r),
+                    Err(e) => {
+                        let dk = keys::delivery(seq, sink);
+                        self.set_aside(&db, &mut batch, keys::CF_DELIVERIES, &dk, &rv, &e)?;
+                        batch.delete_cf(ix, &k);
+                        continue;
+                    }
+                },
+            };
             let Some(row) = row.filter(|r| r.state == RowState::Dead) else {
                 // A stale index entry (its row is gone, or queued again by a replay), left by
                 // a store written before row transitions were serialised: it goes now, so it
@@ -351,5 +385,41 @@ mod tests {
                 .dead_at,
             102
         );
+    }
+
+    mod bounds {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn tenant() -> impl Strategy<Value = String> {
+            "[A-Za-z0-9_-]{1,64}"
+        }
+
+        proptest! {
+            /// Whatever the filter's times and the cursor a caller sends, a tenant-limited
+            /// scan's range stays inside that tenant's prefix of the per-tenant dead index.
+            #[test]
+            fn a_tenant_scan_never_leaves_its_prefix(
+                t in tenant(),
+                since in any::<u64>(),
+                until in proptest::option::of(any::<u64>()),
+                cursor in proptest::option::of((any::<u64>(), any::<u64>(), any::<u16>())),
+            ) {
+                let f = DeadFilter { tenant: Some(t.clone()), since: Some(since), until, ..Default::default() };
+                let c = cursor.map(|(a, s, k)| DeadCursor::new(a, s, k));
+                let (lower, upper) = page_bounds(&f, c);
+                let prefix = keys::dead_tenant_prefix(&t);
+                let end = keys::prefix_end(&prefix);
+                prop_assert!(lower >= prefix, "lower bound below the tenant's prefix");
+                prop_assert!(upper <= end, "upper bound past the tenant's prefix");
+                prop_assert!(lower.starts_with(&prefix));
+                // And a replay job's resume point (the cursor's key plus one byte) too.
+                if let Some(c) = c {
+                    let mut after = c.key(Some(&t));
+                    after.push(0);
+                    prop_assert!(after.starts_with(&prefix));
+                }
+            }
+        }
     }
 }

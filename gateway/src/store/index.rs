@@ -7,7 +7,6 @@
 use std::collections::HashSet;
 
 use ankusa_api::DeadFilter;
-use base64::Engine;
 use rocksdb::{ColumnFamily, DB, IteratorMode, ReadOptions, WriteBatch};
 
 use super::codec::{DeadSummary, DeliveryRow, ErrorClass};
@@ -95,70 +94,14 @@ pub(super) fn matches(f: &DeadFilter, s: &DeadSummary) -> bool {
         && f.tenant.as_deref().is_none_or(|x| x == s.tenant)
 }
 
-/// A position in the dead index: (dead_at, seq, sink) of the last key seen. Travels as an
-/// opaque string (a DLQ page's `next_cursor`, a replay job's `cursor`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DeadCursor {
-    dead_at: u64,
-    seq: u64,
-    sink: u16,
-}
-
-impl DeadCursor {
-    /// The position of the row (`seq`, `sink`) dead at `dead_at` (a page after it starts
-    /// below it).
-    pub fn new(dead_at: u64, seq: u64, sink: u16) -> DeadCursor {
-        DeadCursor { dead_at, seq, sink }
-    }
-
-    pub fn encode(&self) -> String {
-        let mut b = [0u8; 18];
-        b[..8].copy_from_slice(&self.dead_at.to_be_bytes());
-        b[8..16].copy_from_slice(&self.seq.to_be_bytes());
-        b[16..].copy_from_slice(&self.sink.to_be_bytes());
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b)
-    }
-
-    pub fn decode(s: &str) -> Option<DeadCursor> {
-        let b = base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .decode(s)
-            .ok()?;
-        if b.len() != 18 {
-            return None;
-        }
-        Some(DeadCursor {
-            dead_at: keys::be64(&b[..8]),
-            seq: keys::be64(&b[8..16]),
-            sink: u16::from_be_bytes([b[16], b[17]]),
-        })
-    }
-
-    pub(super) fn seq(&self) -> u64 {
-        self.seq
-    }
-
-    pub(super) fn sink(&self) -> u16 {
-        self.sink
-    }
-
-    pub(super) fn dead_at(&self) -> u64 {
-        self.dead_at
-    }
-
-    /// The index key it stands at: in the tenant's index when a tenant is named.
-    pub(super) fn key(&self, tenant: Option<&str>) -> Vec<u8> {
-        match tenant {
-            Some(t) => keys::dead_tenant(t, self.dead_at, self.seq, self.sink),
-            None => keys::dead(self.dead_at, self.seq, self.sink),
-        }
-    }
-}
+/// The dead-index cursor (`ankusa-format`, so the admin API's cursor parser is fuzzed).
+pub use ankusa_format::cursor::DeadCursor;
 
 /// A dead-index key of either index, parsed: its cursor.
 pub(super) fn parse_dead(k: &[u8]) -> Option<DeadCursor> {
     let (dead_at, seq, sink) =
         keys::parse_dead(k).or_else(|| keys::parse_dead_tenant(k).map(|(_, a, s, i)| (a, s, i)))?;
-    Some(DeadCursor { dead_at, seq, sink })
+    Some(DeadCursor::new(dead_at, seq, sink))
 }
 
 /// The index keys of rows dead in [`since`, `until`] (`until` absent: no end): in `x` for all

@@ -17,7 +17,15 @@ use super::{Store, StoreError, classify, keys};
 pub struct Dedupe {
     pub key: String,
     pub ttl_ms: u64,
+    /// The key is the source's, whatever tenant the URL names: a source shared by URL
+    /// tenants whose signature does not cover the tenant keeps one dedupe namespace, so a
+    /// valid request re-posted under another tenant's URL is a duplicate of the first, not a
+    /// second hook for that tenant.
+    pub source_wide: bool,
 }
+
+/// The tenant slot of a source-wide dedupe key: not a valid tenant id, so it never meets one.
+const ANY_TENANT: &str = "*";
 
 /// One accepted request, ready to commit.
 #[derive(Debug, Clone)]
@@ -34,11 +42,12 @@ impl IngestRecord {
     /// The dedupe index key (tenant, source, key).
     fn dedupe_key(&self) -> Option<Vec<u8>> {
         let d = self.dedupe.as_ref()?;
-        Some(keys::dedupe(
-            &self.envelope.tenant,
-            &self.envelope.source_id,
-            &d.key,
-        ))
+        let tenant = if d.source_wide {
+            ANY_TENANT
+        } else {
+            &self.envelope.tenant
+        };
+        Some(keys::dedupe(tenant, &self.envelope.source_id, &d.key))
     }
 }
 
@@ -125,10 +134,15 @@ impl Store {
                     continue;
                 }
                 if let Some(v) = db.get_pinned_cf(&ix, dkey).map_err(|e| classify(&e))? {
-                    let entry = DedupeEntry::decode(&v)?;
-                    if entry.expires_at > now {
-                        results.push(IngestResult::Duplicate { id: entry.id });
-                        continue;
+                    match DedupeEntry::decode(&v) {
+                        Ok(entry) if entry.expires_at > now => {
+                            results.push(IngestResult::Duplicate { id: entry.id });
+                            continue;
+                        }
+                        Ok(_) => {}
+                        // A damaged claim guards nothing: the hook is accepted and its own entry
+                        // (written below, after the set-aside's delete) takes the key.
+                        Err(e) => self.set_aside(&db, &mut batch, keys::CF_INDEX, dkey, &v, &e)?,
                     }
                 }
             }
@@ -236,10 +250,12 @@ impl Store {
             if taken_here.contains_key(dkey.as_slice()) {
                 continue;
             }
-            if let Some(v) = db.get_pinned_cf(ix, &dkey).map_err(|e| classify(&e))?
-                && DedupeEntry::decode(&v)?.expires_at <= expires_at
-            {
-                batch.delete_cf(ix, &dkey);
+            if let Some(v) = db.get_pinned_cf(ix, &dkey).map_err(|e| classify(&e))? {
+                match DedupeEntry::decode(&v) {
+                    Ok(entry) if entry.expires_at <= expires_at => batch.delete_cf(ix, &dkey),
+                    Ok(_) => {}
+                    Err(e) => self.set_aside(db, batch, keys::CF_INDEX, &dkey, &v, &e)?,
+                }
             }
         }
         Ok(())
@@ -259,6 +275,7 @@ mod tests {
             dedupe: key.map(|k| Dedupe {
                 key: k.into(),
                 ttl_ms: 1000,
+                source_wide: false,
             }),
         }
     }

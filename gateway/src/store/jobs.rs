@@ -48,7 +48,7 @@ impl Store {
         match db.get(keys::job(id)).map_err(|e| classify(&e))? {
             Some(v) => serde_json::from_slice(&v)
                 .map(Some)
-                .map_err(|e| StoreError::Corrupt(format!("replay job {id}: {e}"))),
+                .map_err(|_| StoreError::Corrupt("replay job: does not decode".into())),
             None => Ok(None),
         }
     }
@@ -58,15 +58,21 @@ impl Store {
         let mut ro = ReadOptions::default();
         ro.set_iterate_upper_bound(keys::prefix_end(keys::JOB_PREFIX));
         let mut out = Vec::new();
+        let mut damaged = Vec::new();
         for item in db.iterator_opt(
             IteratorMode::From(keys::JOB_PREFIX, rocksdb::Direction::Forward),
             ro,
         ) {
-            let (_, v) = item.map_err(|e| classify(&e))?;
-            out.push(
-                serde_json::from_slice(&v)
-                    .map_err(|e| StoreError::Corrupt(format!("replay job: {e}")))?,
-            );
+            let (k, v) = item.map_err(|e| classify(&e))?;
+            match serde_json::from_slice(&v) {
+                Ok(job) => out.push(job),
+                Err(_) => damaged.push((k.to_vec(), v.to_vec())),
+            }
+        }
+        // Boot lists the jobs: a damaged one is set aside, the others resume.
+        for (k, v) in damaged {
+            let e = StoreError::Corrupt("replay job: does not decode".into());
+            self.set_aside_now(super::corrupt::DEFAULT_FAMILY, &k, &v, &e)?;
         }
         Ok(out)
     }
@@ -132,7 +138,13 @@ impl Store {
             };
             last = Some(at);
             let (seq, sink) = (at.seq(), at.sink());
-            let summary = DeadSummary::decode(&v)?;
+            let summary = match DeadSummary::decode(&v) {
+                Ok(s) => s,
+                Err(e) => {
+                    self.set_aside(&db, &mut batch, keys::CF_INDEX, &k, &v, &e)?;
+                    continue;
+                }
+            };
             if !index::matches(filter, &summary) {
                 continue;
             }
@@ -142,7 +154,14 @@ impl Store {
             else {
                 continue;
             };
-            let mut row = DeliveryRow::decode(&rv)?;
+            let mut row = match DeliveryRow::decode(&rv) {
+                Ok(r) => r,
+                Err(e) => {
+                    let dk = keys::delivery(seq, sink);
+                    self.set_aside(&db, &mut batch, keys::CF_DELIVERIES, &dk, &rv, &e)?;
+                    continue;
+                }
+            };
             if row.state != RowState::Dead || row.replay_id.as_deref() == Some(job_id.as_str()) {
                 continue;
             }

@@ -9,14 +9,17 @@
 //! asks for a reopen (at most once per 5 s) so a latched RocksDB error clears once the cause
 //! (a full disk, a read-only remount) is gone; unreadable state is never treated as empty.
 
-mod codec;
+mod corrupt;
 mod dlq;
 mod index;
 mod ingest;
 mod jobs;
-mod keys;
 mod queue;
 mod seed;
+
+// Key bytes and value encodings live in `ankusa-format` (fuzzed without RocksDB); the store
+// is still their only user, under the same module names.
+use ankusa_format::{codec, keys};
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,11 +34,12 @@ use rocksdb::{
 use serde::Serialize;
 
 pub use codec::{DeliveryRow, Envelope, ErrorClass, RowState, encode_envelope};
+pub use corrupt::{CheckReport, CorruptEntry};
 pub use dlq::MAX_EXAMINED;
 pub use index::{DeadCursor, LaneId};
 pub use ingest::{Committed, Dedupe, IngestRecord, IngestResult};
 pub use jobs::{JobSettled, StepResult};
-pub use queue::{ClaimPage, Claimed, DueCursor, LaneAdvance, LaneState, Outcome};
+pub use queue::{ClaimPage, Claimed, DeadLetterResume, DueCursor, LaneAdvance, LaneState, Outcome};
 pub use seed::DeadSeed;
 
 /// Why a store operation failed.
@@ -55,7 +59,20 @@ pub enum StoreError {
     Open { path: String, reason: String },
 }
 
+impl From<ankusa_format::FormatError> for StoreError {
+    fn from(e: ankusa_format::FormatError) -> Self {
+        match e {
+            ankusa_format::FormatError::Corrupt(msg) => StoreError::Corrupt(msg),
+        }
+    }
+}
+
 impl StoreError {
+    /// Whether the disk or the database failed (worth a reopen), rather than a row's bytes.
+    pub fn is_io(&self) -> bool {
+        matches!(self, StoreError::Unavailable { .. })
+    }
+
     pub fn class(&self) -> &'static str {
         match self {
             StoreError::Unavailable { class, .. } => class,
@@ -174,12 +191,12 @@ pub struct Store {
 
 fn merge(key: &[u8], existing: Option<&[u8]>, ops: &MergeOperands) -> Option<Vec<u8>> {
     if key == keys::META_NEXT_SEQ {
-        // Highest seq reserved so far; partitions commit out of order, so it is a max.
-        let mut max = existing.map(keys::be64).unwrap_or(0);
+        // Highest seq reserved so far; partitions commit out of order, so it is a max. A value
+        // of the wrong length counts as nothing: this runs inside RocksDB, where a panic aborts
+        // the process.
+        let mut max = existing.and_then(keys::be64).unwrap_or(0);
         for op in ops {
-            if op.len() == 8 {
-                max = max.max(keys::be64(op));
-            }
+            max = max.max(keys::be64(op).unwrap_or(0));
         }
         return Some(max.to_be_bytes().to_vec());
     }
@@ -301,6 +318,29 @@ impl Store {
         Ok(store)
     }
 
+    /// Opens an existing store without writing to it: no recovery, no format stamp. For
+    /// `ankusa store check` (and only reads work on it).
+    pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
+        let open_err = |reason: String| StoreError::Open {
+            path: path.display().to_string(),
+            reason,
+        };
+        if !path.join("CURRENT").exists() {
+            return Err(open_err("no RocksDB store here".into()));
+        }
+        let db = DB::open_cf_descriptors_read_only(&db_options(), path, cf_descriptors(), false)
+            .map_err(|e| open_err(e.to_string()))?;
+        Ok(Store {
+            path: path.to_path_buf(),
+            db: RwLock::new(Some(Arc::new(db))),
+            next_seq: AtomicU64::new(0),
+            health: Health::default(),
+            reopen_lock: Mutex::new(()),
+            rows: Mutex::new(()),
+            last_reopen_attempt_ms: AtomicU64::new(0),
+        })
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -327,7 +367,7 @@ impl Store {
                 b.put(keys::META_STORE_ID, uuid::Uuid::now_v7().as_bytes());
                 self.write(&db, b, true)?;
             }
-            Some(v) if v.len() == 8 && keys::be64(&v) == keys::FORMAT_VERSION => {}
+            Some(v) if keys::be64(&v) == Some(keys::FORMAT_VERSION) => {}
             Some(v) => {
                 return Err(StoreError::Corrupt(format!(
                     "store format {:?} is not supported by this release (expected {})",
@@ -345,14 +385,13 @@ impl Store {
         let mut next = db
             .get(keys::META_NEXT_SEQ)
             .map_err(|e| classify(&e))?
-            .filter(|v| v.len() == 8)
-            .map(|v| keys::be64(&v))
+            .and_then(|v| keys::be64(&v))
             .unwrap_or(1);
         let hooks = Self::cf(&db, keys::CF_HOOKS)?;
         if let Some(item) = db.iterator_cf(&hooks, IteratorMode::End).next() {
             let (k, _) = item.map_err(|e| classify(&e))?;
-            if k.len() == 8 {
-                next = next.max(keys::be64(&k) + 1);
+            if let Some(seq) = keys::be64(&k) {
+                next = next.max(seq.saturating_add(1));
             }
         }
         let deliveries = Self::cf(&db, keys::CF_DELIVERIES)?;
@@ -510,7 +549,7 @@ impl Store {
             .get_pinned_cf(&cf, keys::hook(seq))
             .map_err(|e| classify(&e))?
         {
-            Some(v) => codec::decode_envelope(seq, &v).map(Some),
+            Some(v) => Ok(Some(codec::decode_envelope(seq, &v)?)),
             None => Ok(None),
         }
     }
@@ -525,12 +564,12 @@ impl Store {
         else {
             return Ok(None);
         };
-        if seq.len() != 8 {
+        let Some(seq) = keys::be64(&seq) else {
             return Err(StoreError::Corrupt(
                 "hook id index value has the wrong length".into(),
             ));
-        }
-        self.get_hook(keys::be64(&seq))
+        };
+        self.get_hook(seq)
     }
 
     /// Every delivery row of a hook.
@@ -550,7 +589,10 @@ impl Store {
             if let Some((s, sink)) = keys::parse_delivery(&k)
                 && s == seq
             {
-                out.push((sink, DeliveryRow::decode(&v)?));
+                // A damaged row is skipped here (dispatch sets it aside when it meets it).
+                if let Ok(row) = DeliveryRow::decode(&v) {
+                    out.push((sink, row));
+                }
             }
         }
         Ok(out)
@@ -643,7 +685,7 @@ mod tests {
         assert_eq!(s.counter(keys::C_HOOKS).unwrap(), 3);
         assert_eq!(
             keys::be64(&db.get(keys::META_NEXT_SEQ).unwrap().unwrap()),
-            10
+            Some(10)
         );
     }
 

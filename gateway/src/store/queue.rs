@@ -88,6 +88,16 @@ pub struct LaneState {
     pub orphans: Vec<LaneId>,
 }
 
+/// Rows one `dead_letter_source` page reads at most.
+pub const DEAD_LETTER_SCAN: usize = 50_000;
+
+/// Where the next `dead_letter_source` page starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeadLetterResume {
+    seq: u64,
+    sink: u16,
+}
+
 impl Store {
     /// Every tenant with due rows and the due time of its earliest row: one seek per tenant.
     pub fn due_tenants(&self) -> Result<Vec<(String, u64)>, StoreError> {
@@ -190,7 +200,11 @@ impl Store {
         for item in it {
             let (k, _) = item.map_err(|e| classify(&e))?;
             let Some((_, due_at, seq, sink)) = keys::parse_due(&k) else {
-                return Err(StoreError::Corrupt("malformed due key".into()));
+                let e = StoreError::Corrupt("malformed due key".into());
+                self.set_aside(&db, &mut batch, keys::CF_INDEX, &k, &[], &e)?;
+                resume = k.to_vec();
+                resume.push(0);
+                continue;
             };
             if due_at > now || claimed.len() >= max || (bytes >= max_bytes && !claimed.is_empty()) {
                 resume = k.to_vec();
@@ -208,7 +222,14 @@ impl Store {
                 tracing::warn!(seq, sink, "due key without a delivery row removed");
                 continue;
             };
-            let mut row = DeliveryRow::decode(&rv)?;
+            let mut row = match DeliveryRow::decode(&rv) {
+                Ok(r) => r,
+                Err(e) => {
+                    let dk = keys::delivery(seq, sink);
+                    self.set_aside(&db, &mut batch, keys::CF_DELIVERIES, &dk, &rv, &e)?;
+                    continue;
+                }
+            };
             if row.state != RowState::Pending {
                 // A due key left behind by a transition that moved the row elsewhere.
                 tracing::warn!(seq, sink, state = ?row.state, "due key of a row that is not pending removed");
@@ -223,7 +244,17 @@ impl Store {
                 index::count(&mut batch, &row, -1, 0);
                 continue;
             };
-            let hook = super::codec::decode_envelope(seq, &hv)?;
+            let hook = match super::codec::decode_envelope(seq, &hv) {
+                Ok(h) => h,
+                Err(e) => {
+                    // Without its hook the row cannot be delivered: both are set aside.
+                    self.set_aside(&db, &mut batch, keys::CF_HOOKS, &keys::hook(seq), &hv, &e)?;
+                    let dk = keys::delivery(seq, sink);
+                    self.set_aside(&db, &mut batch, keys::CF_DELIVERIES, &dk, &rv, &e)?;
+                    index::count(&mut batch, &row, -1, 0);
+                    continue;
+                }
+            };
             row.state = RowState::Inflight;
             if row.first_attempt_at.is_none() {
                 row.first_attempt_at = Some(now);
@@ -367,22 +398,33 @@ impl Store {
             ro,
             IteratorMode::From(&start, rocksdb::Direction::Forward),
         );
-        let Some(item) = it.next() else {
-            return Ok(None);
+        let (seq, mut next) = loop {
+            let Some(item) = it.next() else {
+                return Ok(None);
+            };
+            let (k, _) = item.map_err(|e| classify(&e))?;
+            let Some((_, seq)) = keys::parse_lane_pending(&k) else {
+                let e = StoreError::Corrupt("malformed lane key".into());
+                self.set_aside(db, batch, keys::CF_INDEX, &k, &[], &e)?;
+                continue;
+            };
+            batch.delete_cf(ix, &k);
+            let Some(v) = db
+                .get_pinned_cf(deliveries, keys::delivery(seq, sink))
+                .map_err(|e| classify(&e))?
+            else {
+                tracing::warn!(seq, sink, "lane entry without its row dropped");
+                return Ok(None);
+            };
+            match DeliveryRow::decode(&v) {
+                Ok(row) => break (seq, row),
+                Err(e) => {
+                    // The lane goes on with its next row.
+                    let dk = keys::delivery(seq, sink);
+                    self.set_aside(db, batch, keys::CF_DELIVERIES, &dk, &v, &e)?;
+                }
+            }
         };
-        let (k, _) = item.map_err(|e| classify(&e))?;
-        let Some((_, seq)) = keys::parse_lane_pending(&k) else {
-            return Err(StoreError::Corrupt("malformed lane key".into()));
-        };
-        batch.delete_cf(ix, &k);
-        let Some(v) = db
-            .get_pinned_cf(deliveries, keys::delivery(seq, sink))
-            .map_err(|e| classify(&e))?
-        else {
-            tracing::warn!(seq, sink, "lane entry without its row dropped");
-            return Ok(None);
-        };
-        let mut next = DeliveryRow::decode(&v)?;
         next.due_at = now;
         next.state = RowState::Pending;
         batch.put_cf(deliveries, keys::delivery(seq, sink), next.encode());
@@ -487,7 +529,14 @@ impl Store {
                 .get_pinned_cf(&deliveries, keys::delivery(seq, sink))
                 .map_err(|e| classify(&e))?
             {
-                let mut row = DeliveryRow::decode(&v)?;
+                let mut row = match DeliveryRow::decode(&v) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let dk = keys::delivery(seq, sink);
+                        self.set_aside(&db, &mut batch, keys::CF_DELIVERIES, &dk, &v, &e)?;
+                        continue;
+                    }
+                };
                 if row.state == RowState::Dead {
                     continue;
                 }
@@ -515,32 +564,48 @@ impl Store {
     /// Dead-letters up to `limit` pending (not in-flight) rows of a source with `reason`;
     /// returns how many moved and whether more may remain. Used when a source is deleted with
     /// `deliveries=dead_letter`.
+    /// One page: moves at most `limit` rows, reading at most `DEAD_LETTER_SCAN` rows from
+    /// `from` (a `DeadLetterResume` of the previous page; `None` starts at the oldest row).
+    /// Returns what moved, whether the page stopped early, and where the next page starts
+    /// (`None` once the scan reached the end).
     pub fn dead_letter_source(
         &self,
         source_id: &str,
         reason: &str,
         now: u64,
         limit: usize,
-    ) -> Result<(usize, bool), StoreError> {
+        from: Option<&DeadLetterResume>,
+    ) -> Result<(usize, bool, Option<DeadLetterResume>), StoreError> {
         let db = self.db()?;
         let ix = Self::cf(&db, keys::CF_INDEX)?;
         let deliveries = Self::cf(&db, keys::CF_DELIVERIES)?;
-        // The scan reads every row, so it runs without the row lock (dispatch keeps going);
-        // each candidate is read again under the lock and moved only if it is still pending.
+        // The scan reads rows of every source, so it runs without the row lock (dispatch keeps
+        // going) and in pages; each candidate is read again under the lock and moved only if
+        // it is still pending.
         let mut candidates = Vec::new();
         let mut more = false;
-        for item in db.iterator_cf(&deliveries, IteratorMode::Start) {
+        let mut next = None;
+        let start = from.map(|r| keys::delivery(r.seq, r.sink));
+        let mode = match &start {
+            Some(k) => IteratorMode::From(k.as_slice(), rocksdb::Direction::Forward),
+            None => IteratorMode::Start,
+        };
+        for (scanned, item) in db.iterator_cf(&deliveries, mode).enumerate() {
             let (k, v) = item.map_err(|e| classify(&e))?;
             let Some((seq, sink)) = keys::parse_delivery(&k) else {
                 continue;
             };
-            let row = DeliveryRow::decode(&v)?;
+            if scanned >= DEAD_LETTER_SCAN || candidates.len() >= limit {
+                more = true;
+                next = Some(DeadLetterResume { seq, sink });
+                break;
+            }
+            let Ok(row) = DeliveryRow::decode(&v) else {
+                // A damaged row is not this source's to move; `store check` reports it.
+                continue;
+            };
             if row.source_id != source_id || row.state != RowState::Pending {
                 continue;
-            }
-            if candidates.len() >= limit {
-                more = true;
-                break;
             }
             candidates.push((seq, sink));
         }
@@ -555,7 +620,9 @@ impl Store {
             else {
                 continue;
             };
-            let mut row = DeliveryRow::decode(&v)?;
+            let Ok(mut row) = DeliveryRow::decode(&v) else {
+                continue;
+            };
             if row.state != RowState::Pending {
                 // Claimed (or settled) since the scan: dispatch owns it now.
                 more = true;
@@ -579,7 +646,7 @@ impl Store {
         if moved > 0 {
             self.write(&db, batch, true)?;
         }
-        Ok((moved, more))
+        Ok((moved, more, next))
     }
 
     /// Counts of delivery rows by state, scanning every row (for tests and `ankusa store`).
@@ -589,7 +656,10 @@ impl Store {
         let mut out = HashMap::new();
         for item in db.iterator_cf(&deliveries, IteratorMode::Start) {
             let (_, v) = item.map_err(|e| classify(&e))?;
-            let row = DeliveryRow::decode(&v)?;
+            let Ok(row) = DeliveryRow::decode(&v) else {
+                *out.entry("corrupt").or_default() += 1;
+                continue;
+            };
             let k = match row.state {
                 RowState::Pending => "pending",
                 RowState::Inflight => "inflight",
@@ -756,9 +826,12 @@ mod tests {
             })
         };
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let mut from = None;
         while s.source_counts("src").unwrap().pending > 0 && std::time::Instant::now() < deadline {
-            s.dead_letter_source("src", "source_gone: src", 50, 7)
-                .unwrap();
+            from = s
+                .dead_letter_source("src", "source_gone: src", 50, 7, from.as_ref())
+                .unwrap()
+                .2;
         }
         stop.store(true, Ordering::Relaxed);
         dispatch.join().unwrap();
@@ -783,10 +856,15 @@ mod tests {
     fn dead_letter_source_moves_pending_rows() {
         let (_d, s) = temp_store();
         ingest(&s, "t1", 3, 10);
-        let (n, more) = s.dead_letter_source("src", "source_gone", 50, 2).unwrap();
+        let (n, more, next) = s
+            .dead_letter_source("src", "source_gone", 50, 2, None)
+            .unwrap();
         assert_eq!((n, more), (2, true));
-        let (n, more) = s.dead_letter_source("src", "source_gone", 50, 10).unwrap();
-        assert_eq!((n, more), (1, false));
+        assert!(next.is_some());
+        let (n, more, next) = s
+            .dead_letter_source("src", "source_gone", 50, 10, next.as_ref())
+            .unwrap();
+        assert_eq!((n, more, next), (1, false, None));
         assert_eq!(
             s.source_counts("src").unwrap(),
             SourceDeliveries {

@@ -5,7 +5,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
-use ankusa_config::{EgressConfig, parse_cidr};
+use ankusa_config::{EgressConfig, cidr_contains as contains, parse_cidr};
 use futures::future::BoxFuture;
 
 /// Why a destination was refused.
@@ -140,28 +140,6 @@ fn canonical(ip: IpAddr) -> IpAddr {
     }
 }
 
-fn contains(net: IpAddr, len: u8, ip: IpAddr) -> bool {
-    match (net, ip) {
-        (IpAddr::V4(n), IpAddr::V4(a)) => {
-            let mask = if len == 0 {
-                0
-            } else {
-                u32::MAX << (32 - len as u32)
-            };
-            u32::from(n) & mask == u32::from(a) & mask
-        }
-        (IpAddr::V6(n), IpAddr::V6(a)) => {
-            let mask = if len == 0 {
-                0
-            } else {
-                u128::MAX << (128 - len as u32)
-            };
-            u128::from(n) & mask == u128::from(a) & mask
-        }
-        _ => false,
-    }
-}
-
 fn classify(ip: IpAddr) -> Option<Denied> {
     match ip {
         IpAddr::V4(a) => classify_v4(a),
@@ -169,22 +147,34 @@ fn classify(ip: IpAddr) -> Option<Denied> {
     }
 }
 
+/// IPv4 per the IANA IPv4 Special-Purpose Address Registry: every block not globally
+/// reachable is refused; of the globally reachable special blocks only the anycast services
+/// (AS112 `192.31.196.0/24`, `192.175.48.0/24`, AMT `192.52.193.0/24`) pass.
 fn classify_v4(a: Ipv4Addr) -> Option<Denied> {
     let o = a.octets();
-    if a.is_loopback() {
+    let n = u32::from(a);
+    let within = |net: u32, len: u32| n & (u32::MAX << (32 - len)) == net;
+    if o[0] == 127 {
         Some(Denied::Loopback)
-    } else if a.is_private() || (o[0] == 100 && (o[1] & 0xc0) == 64) {
-        // 10/8, 172.16/12, 192.168/16 and the carrier-grade NAT range 100.64/10.
+    } else if o[0] == 10
+        || within(0xac10_0000, 12) // 172.16/12
+        || within(0xc0a8_0000, 16) // 192.168/16
+        || within(0x6440_0000, 10) // 100.64/10, carrier-grade NAT
+        || within(0xc612_0000, 15)
+    // 198.18/15, benchmarking: used inside networks, routed nowhere
+    {
         Some(Denied::Private)
-    } else if a.is_link_local() {
+    } else if within(0xa9fe_0000, 16) {
         // 169.254/16, the cloud metadata address 169.254.169.254 included.
         Some(Denied::LinkLocal)
-    } else if a.is_unspecified()
-        || a.is_multicast()
-        || a.is_broadcast()
-        || a.is_documentation()
-        || o[0] == 0
-        || o[0] >= 240
+    } else if o[0] == 0 // "this network"
+        || within(0xc000_0000, 24) // 192.0.0/24, IETF protocol assignments
+        || within(0xc000_0200, 24) // TEST-NET-1
+        || within(0xc633_6400, 24) // TEST-NET-2
+        || within(0xcb00_7100, 24) // TEST-NET-3
+        || within(0xc058_6300, 24) // 192.88.99/24, the retired 6to4 relay anycast
+        || o[0] >= 224
+    // multicast 224/4, reserved 240/4, broadcast
     {
         Some(Denied::NotUnicast)
     } else {
@@ -192,16 +182,45 @@ fn classify_v4(a: Ipv4Addr) -> Option<Denied> {
     }
 }
 
+/// IPv6 per the IANA IPv6 Special-Purpose Address Registry. Only global unicast (`2000::/3`)
+/// outside the special blocks passes; addresses that carry an IPv4 address (NAT64's
+/// `64:ff9b::/96`, IPv4-compatible `::a.b.c.d`, 6to4 `2002::/16`) are judged by the IPv4
+/// address they reach as well.
 fn classify_v6(a: Ipv6Addr) -> Option<Denied> {
+    let n = u128::from(a);
+    let within = |net: u128, len: u32| n & (u128::MAX << (128 - len)) == net;
     let s = a.segments();
+    let embedded = |bits: u128| Ipv4Addr::from((bits & 0xffff_ffff) as u32);
     if a.is_loopback() {
         Some(Denied::Loopback)
-    } else if (s[0] & 0xfe00) == 0xfc00 {
-        // Unique local fc00::/7 (fd00:ec2::254, a cloud metadata address, included).
+    } else if a.is_unspecified() {
+        Some(Denied::NotUnicast)
+    } else if within(0, 96) {
+        // IPv4-compatible (deprecated): never a host of its own.
+        Some(classify_v4(embedded(n)).unwrap_or(Denied::NotUnicast))
+    } else if within(0x0064_ff9b << 96, 96) {
+        // NAT64, well-known prefix: a translator reaches the IPv4 address inside.
+        classify_v4(embedded(n))
+    } else if within(0x0064_ff9b_0001 << 80, 48) {
+        // NAT64, local-use prefix: translated inside one network.
+        Some(Denied::Private)
+    } else if within(0x2002 << 112, 16) {
+        // 6to4 (deprecated): the IPv4 address sits in bits 16..48.
+        Some(classify_v4(embedded(n >> 80)).unwrap_or(Denied::NotUnicast))
+    } else if (s[0] & 0xfe00) == 0xfc00 || (s[0] & 0xffc0) == 0xfec0 {
+        // Unique local fc00::/7 (fd00:ec2::254, a cloud metadata address, included) and the
+        // deprecated site-local fec0::/10.
         Some(Denied::Private)
     } else if (s[0] & 0xffc0) == 0xfe80 {
         Some(Denied::LinkLocal)
-    } else if a.is_unspecified() || a.is_multicast() || (s[0] == 0x2001 && s[1] == 0x0db8) {
+    } else if (s[0] & 0xe000) != 0x2000 // outside global unicast: multicast, discard-only
+        // 100::/64, the dummy prefix 100:0:0:1::/64 and every unassigned block
+        || within(0x2001 << 112, 23) // IETF protocol assignments: Teredo, benchmarking, ORCHID
+        || within(0x2001_0db8 << 96, 32) // documentation
+        || within(0x3fff << 112, 20) // documentation (RFC 9637)
+        || within(0x5f00 << 112, 16)
+    // segment routing SIDs
+    {
         Some(Denied::NotUnicast)
     } else {
         None
@@ -232,10 +251,31 @@ mod tests {
             ("fe80::1", Denied::LinkLocal),
             ("0.0.0.0", Denied::NotUnicast),
             ("::ffff:127.0.0.1", Denied::Loopback),
+            ("64:ff9b::a9fe:a9fe", Denied::LinkLocal),
+            ("64:ff9b::10.0.0.1", Denied::Private),
+            ("64:ff9b:1::1", Denied::Private),
+            ("::127.0.0.1", Denied::Loopback),
+            ("::8.8.8.8", Denied::NotUnicast),
+            ("2002:7f00:1::", Denied::Loopback),
+            ("2002:a9fe:a9fe::1", Denied::LinkLocal),
+            ("2002:808:808::1", Denied::NotUnicast),
+            ("fec0::1", Denied::Private),
+            ("198.18.0.1", Denied::Private),
+            ("192.0.0.8", Denied::NotUnicast),
+            ("192.88.99.1", Denied::NotUnicast),
+            ("2001::1", Denied::NotUnicast),
+            ("3fff::1", Denied::NotUnicast),
+            ("100::1", Denied::NotUnicast),
+            ("ff02::1", Denied::NotUnicast),
         ] {
             assert_eq!(p.check_ip(ip.parse().unwrap()), Err(why), "{ip}");
         }
         assert_eq!(p.check_ip("93.184.216.34".parse().unwrap()), Ok(()));
+        assert_eq!(
+            p.check_ip("64:ff9b::93.184.216.34".parse().unwrap()),
+            Ok(())
+        );
+        assert_eq!(p.check_ip("2606:2800:220:1::1".parse().unwrap()), Ok(()));
         assert_eq!(p.check_scheme("http"), Err(Denied::Scheme));
         assert_eq!(p.check_scheme("https"), Ok(()));
     }
@@ -295,5 +335,149 @@ mod tests {
             p.pick("hooks.example.com", 443).await.unwrap(),
             Err(Denied::Private)
         );
+    }
+}
+
+/// The classifier against the IANA special-purpose registries written out as data: for any
+/// address, the most specific block containing it decides.
+#[cfg(test)]
+mod registry {
+    use super::*;
+    use proptest::prelude::*;
+
+    use Denied::{LinkLocal as L, Loopback as O, NotUnicast as N, Private as P};
+
+    /// (block, verdict); `None` is allowed. Embedding blocks are handled in `reference`.
+    const V4: &[(&str, Option<Denied>)] = &[
+        ("0.0.0.0/0", None),
+        ("0.0.0.0/8", Some(N)),
+        ("10.0.0.0/8", Some(P)),
+        ("100.64.0.0/10", Some(P)),
+        ("127.0.0.0/8", Some(O)),
+        ("169.254.0.0/16", Some(L)),
+        ("172.16.0.0/12", Some(P)),
+        ("192.0.0.0/24", Some(N)),
+        ("192.0.2.0/24", Some(N)),
+        ("192.31.196.0/24", None),
+        ("192.52.193.0/24", None),
+        ("192.88.99.0/24", Some(N)),
+        ("192.168.0.0/16", Some(P)),
+        ("192.175.48.0/24", None),
+        ("198.18.0.0/15", Some(P)),
+        ("198.51.100.0/24", Some(N)),
+        ("203.0.113.0/24", Some(N)),
+        ("224.0.0.0/4", Some(N)),
+        ("240.0.0.0/4", Some(N)),
+        ("255.255.255.255/32", Some(N)),
+    ];
+
+    const V6: &[(&str, Option<Denied>)] = &[
+        ("::/0", Some(N)),
+        ("2000::/3", None),
+        ("::1/128", Some(O)),
+        ("::/128", Some(N)),
+        ("64:ff9b:1::/48", Some(P)),
+        ("100::/64", Some(N)),
+        ("100:0:0:1::/64", Some(N)),
+        ("2001::/23", Some(N)),
+        ("2001::/32", Some(N)),
+        ("2001:db8::/32", Some(N)),
+        ("2620:4f:8000::/48", None),
+        ("3fff::/20", Some(N)),
+        ("5f00::/16", Some(N)),
+        ("fc00::/7", Some(P)),
+        ("fe80::/10", Some(L)),
+        ("fec0::/10", Some(P)),
+        ("ff00::/8", Some(N)),
+    ];
+
+    fn table_lookup(table: &[(&str, Option<Denied>)], ip: IpAddr) -> Option<Denied> {
+        let mut best: Option<(u8, Option<Denied>)> = None;
+        for (cidr, verdict) in table {
+            let (net, len) = parse_cidr(cidr).expect("reference block parses");
+            if contains(net, len, ip) && best.as_ref().is_none_or(|(l, _)| len >= *l) {
+                best = Some((len, verdict.clone()));
+            }
+        }
+        best.and_then(|(_, v)| v)
+    }
+
+    fn reference(ip: IpAddr) -> Option<Denied> {
+        match ip {
+            IpAddr::V4(_) => table_lookup(V4, ip),
+            IpAddr::V6(a) => {
+                let n = u128::from(a);
+                let v4 = |bits: u128| IpAddr::V4(Ipv4Addr::from((bits & 0xffff_ffff) as u32));
+                if let Some(m) = a.to_ipv4_mapped() {
+                    table_lookup(V4, IpAddr::V4(m))
+                } else if n >> 32 == 0 && n > 1 {
+                    Some(table_lookup(V4, v4(n)).unwrap_or(N))
+                } else if n >> 32 == 0x0064_ff9b << 64 {
+                    table_lookup(V4, v4(n))
+                } else if n >> 112 == 0x2002 {
+                    Some(table_lookup(V4, v4(n >> 80)).unwrap_or(N))
+                } else {
+                    table_lookup(V6, ip)
+                }
+            }
+        }
+    }
+
+    /// Addresses drawn inside the registry's blocks (and at their edges) as often as anywhere.
+    fn address() -> impl Strategy<Value = IpAddr> {
+        let v4_blocks: Vec<(u32, u8)> = V4
+            .iter()
+            .filter_map(|(c, _)| match parse_cidr(c) {
+                Some((IpAddr::V4(n), l)) => Some((u32::from(n), l)),
+                _ => None,
+            })
+            .collect();
+        let v6_blocks: Vec<(u128, u8)> = V6
+            .iter()
+            .map(|(c, _)| *c)
+            .chain(["64:ff9b::/96", "2002::/16", "::/96", "::ffff:0:0/96"])
+            .filter_map(|c| match parse_cidr(c) {
+                Some((IpAddr::V6(n), l)) => Some((u128::from(n), l)),
+                _ => None,
+            })
+            .collect();
+        prop_oneof![
+            any::<u32>().prop_map(|n| IpAddr::V4(Ipv4Addr::from(n))),
+            any::<u128>().prop_map(|n| IpAddr::V6(Ipv6Addr::from(n))),
+            (
+                proptest::sample::select(v4_blocks),
+                any::<u32>(),
+                any::<bool>()
+            )
+                .prop_map(|((net, len), host, edge)| {
+                    let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+                    let host = if edge { host & 1 } else { host };
+                    IpAddr::V4(Ipv4Addr::from(net | (host & !mask)))
+                }),
+            (
+                proptest::sample::select(v6_blocks),
+                any::<u128>(),
+                any::<u32>()
+            )
+                .prop_map(|((net, len), host, v4)| {
+                    let mask = if len == 0 {
+                        0
+                    } else {
+                        u128::MAX << (128 - len)
+                    };
+                    // Half the time the host part is an IPv4 address in the low bits, so the
+                    // embedding blocks carry interesting IPv4 addresses.
+                    let host = if host & 1 == 0 { u128::from(v4) } else { host };
+                    IpAddr::V6(Ipv6Addr::from(net | (host & !mask)))
+                }),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(20_000))]
+        #[test]
+        fn classifier_matches_the_registry(ip in address()) {
+            prop_assert_eq!(classify(canonical(ip)), reference(ip), "{}", ip);
+        }
     }
 }

@@ -114,6 +114,9 @@ impl HttpPools {
             .pool_idle_timeout(CONN_MAX_IDLE)
             .connect_timeout(Duration::from_secs(5))
             .user_agent(concat!("ankusa/", env!("CARGO_PKG_VERSION")))
+            // A proxy from HTTP(S)_PROXY would connect to the destination by name on our behalf,
+            // past the address this pool was pinned to after the egress check.
+            .no_proxy()
             .resolve(&key.host, key.addr);
         if let Some(pem) = cacert_pem {
             let cert = reqwest::Certificate::from_pem(pem).map_err(|e| {

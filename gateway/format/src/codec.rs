@@ -5,7 +5,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::StoreError;
+use crate::FormatError;
 
 pub use ankusa_core::{Envelope, Verification};
 
@@ -73,8 +73,8 @@ pub fn encode_envelope(e: &Envelope) -> Vec<u8> {
 }
 
 /// The inverse of `encode_envelope`.
-pub fn decode_envelope(seq: u64, v: &[u8]) -> Result<Envelope, StoreError> {
-    let bad = |why: &str| StoreError::Corrupt(format!("hook {seq}: {why}"));
+pub fn decode_envelope(seq: u64, v: &[u8]) -> Result<Envelope, FormatError> {
+    let bad = |why: &str| FormatError::Corrupt(format!("hook {seq}: {why}"));
     if v.len() < 5 || v[0] != ENVELOPE_V1 {
         return Err(bad("unknown envelope encoding"));
     }
@@ -83,8 +83,8 @@ pub fn decode_envelope(seq: u64, v: &[u8]) -> Result<Envelope, StoreError> {
         .checked_add(len)
         .filter(|&e| e <= v.len())
         .ok_or_else(|| bad("truncated"))?;
-    let m: EnvelopeMeta =
-        serde_json::from_slice(&v[5..meta_end]).map_err(|e| bad(&e.to_string()))?;
+    let m: EnvelopeMeta = serde_json::from_slice(&v[5..meta_end])
+        .map_err(|e| json_error(&format!("hook {seq}"), &e))?;
     Ok(Envelope {
         id: m.id,
         seq,
@@ -99,6 +99,22 @@ pub fn decode_envelope(seq: u64, v: &[u8]) -> Result<Envelope, StoreError> {
         tracestate: m.tracestate,
         body: Bytes::copy_from_slice(&v[meta_end..]),
     })
+}
+
+/// A decode error as where and what kind, never the text serde would quote from the value (a
+/// stored row holds tenants' data; the message reaches logs and the admin API).
+fn json_error(what: &str, e: &serde_json::Error) -> FormatError {
+    let kind = match e.classify() {
+        serde_json::error::Category::Io => "read error",
+        serde_json::error::Category::Syntax => "syntax error",
+        serde_json::error::Category::Data => "unexpected field or type",
+        serde_json::error::Category::Eof => "truncated",
+    };
+    FormatError::Corrupt(format!(
+        "{what}: {kind} at line {} column {}",
+        e.line(),
+        e.column()
+    ))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -146,8 +162,8 @@ impl DeliveryRow {
         serde_json::to_vec(self).expect("delivery row serialises")
     }
 
-    pub fn decode(v: &[u8]) -> Result<DeliveryRow, StoreError> {
-        serde_json::from_slice(v).map_err(|e| StoreError::Corrupt(format!("delivery row: {e}")))
+    pub fn decode(v: &[u8]) -> Result<DeliveryRow, FormatError> {
+        serde_json::from_slice(v).map_err(|e| json_error("delivery row", &e))
     }
 }
 
@@ -167,8 +183,8 @@ impl DeadSummary {
         serde_json::to_vec(self).expect("dead summary serialises")
     }
 
-    pub fn decode(v: &[u8]) -> Result<DeadSummary, StoreError> {
-        serde_json::from_slice(v).map_err(|e| StoreError::Corrupt(format!("dead index: {e}")))
+    pub fn decode(v: &[u8]) -> Result<DeadSummary, FormatError> {
+        serde_json::from_slice(v).map_err(|e| json_error("dead index", &e))
     }
 }
 
@@ -187,17 +203,41 @@ impl DedupeEntry {
         v
     }
 
-    pub fn decode(v: &[u8]) -> Result<DedupeEntry, StoreError> {
+    pub fn decode(v: &[u8]) -> Result<DedupeEntry, FormatError> {
         if v.len() != 24 {
-            return Err(StoreError::Corrupt(
+            return Err(FormatError::Corrupt(
                 "dedupe entry has the wrong length".into(),
             ));
         }
-        let id = Uuid::from_slice(&v[..16]).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let id = Uuid::from_slice(&v[..16])
+            .map_err(|_| FormatError::Corrupt("dedupe entry: bad hook id".into()))?;
         Ok(DedupeEntry {
             id,
-            expires_at: super::keys::be64(&v[16..]),
+            expires_at: crate::keys::be64(&v[16..])
+                .ok_or_else(|| FormatError::Corrupt("dedupe entry has the wrong length".into()))?,
         })
+    }
+}
+
+/// A row set aside because it did not decode: the error and the bytes as they were, so an
+/// operator can inspect (and a future release perhaps repair) what was found.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CorruptRow {
+    /// When it was set aside, ms since the epoch.
+    pub at: u64,
+    /// What failed to decode and why; built from the decoder's message, never from the value.
+    pub error: String,
+    /// The value as found, base64 (standard alphabet).
+    pub value: String,
+}
+
+impl CorruptRow {
+    pub fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("corrupt row serialises")
+    }
+
+    pub fn decode(v: &[u8]) -> Result<CorruptRow, FormatError> {
+        serde_json::from_slice(v).map_err(|e| json_error("corrupt index", &e))
     }
 }
 

@@ -1,6 +1,7 @@
-//! Key bytes of every family. This module and `codec` are the only code that knows them (the
-//! store's public API speaks tenants, seqs, `LaneId`s and `DueCursor`s); `docs/storage.md`
-//! documents the same layout.
+//! Key bytes of every family. The gateway's store and this crate are the only code that knows
+//! them (the store's public API speaks tenants, seqs, `LaneId`s and `DueCursor`s); they live
+//! here rather than in the store so the key parsers can be fuzzed without RocksDB.
+//! `docs/storage.md` documents the same layout.
 //!
 //! Integers are big-endian so byte order is numeric order. Tenant, source and dedupe-key
 //! components end with 0x00, which none of them contains (ids are `[A-Za-z0-9_-]`, dedupe
@@ -24,6 +25,8 @@ pub const C_HOOKS: &[u8] = b"c:hooks";
 pub const C_HOOK_BYTES: &[u8] = b"c:hook_bytes";
 pub const C_PENDING: &[u8] = b"c:pending";
 pub const C_DEAD: &[u8] = b"c:dead";
+/// Rows set aside in the corrupt index since the store was made.
+pub const C_CORRUPT: &[u8] = b"c:corrupt";
 
 pub fn c_pending_tenant(tenant: &str) -> Vec<u8> {
     [b"c:pending:".as_slice(), tenant.as_bytes()].concat()
@@ -73,7 +76,7 @@ pub fn parse_delivery(k: &[u8]) -> Option<(u64, u16)> {
     if k.len() != 10 {
         return None;
     }
-    Some((be64(&k[..8]), u16::from_be_bytes([k[8], k[9]])))
+    Some((be64(&k[..8])?, u16::from_be_bytes([k[8], k[9]])))
 }
 
 /// Index family prefixes.
@@ -120,6 +123,9 @@ pub fn due_rewound(from: &[u8], due_at: u64) -> Option<Vec<u8>> {
         return None;
     }
     let nul = from[1..].iter().position(|&b| b == 0)? + 1;
+    // Only a tenant the store could have written (found by the fuzz target `store_codec`: a
+    // damaged key rewound to a "due key" that no parser accepts).
+    std::str::from_utf8(&from[1..nul]).ok()?;
     let mut k = from[..=nul].to_vec();
     push_at_seq_sink(&mut k, due_at, 0, 0);
     Some(k)
@@ -142,8 +148,8 @@ fn parse_tenant_at_seq_sink(k: &[u8], tag: u8) -> Option<(&str, u64, u64, u16)> 
     }
     Some((
         tenant,
-        be64(&rest[..8]),
-        be64(&rest[8..16]),
+        be64(&rest[..8])?,
+        be64(&rest[8..16])?,
         u16::from_be_bytes([rest[16], rest[17]]),
     ))
 }
@@ -177,8 +183,8 @@ pub fn parse_dead(k: &[u8]) -> Option<(u64, u64, u16)> {
         return None;
     }
     Some((
-        be64(&k[1..9]),
-        be64(&k[9..17]),
+        be64(&k[1..9])?,
+        be64(&k[9..17])?,
         u16::from_be_bytes([k[17], k[18]]),
     ))
 }
@@ -207,12 +213,14 @@ pub fn dedupe(tenant: &str, source: &str, key: &str) -> Vec<u8> {
     k
 }
 
-/// Dedupe expiry: `e<expires_at:8><dedupe key without its tag>` → empty.
+/// Dedupe expiry: `e<expires_at:8><dedupe key without its tag>` → empty. An empty
+/// `dedupe_key` (never built by `dedupe`) gives the bare expiry prefix rather than a panic.
 pub fn dedupe_expiry(expires_at: u64, dedupe_key: &[u8]) -> Vec<u8> {
-    let mut k = Vec::with_capacity(9 + dedupe_key.len());
+    let untagged = dedupe_key.get(1..).unwrap_or_default();
+    let mut k = Vec::with_capacity(9 + untagged.len());
     k.push(IX_DEDUPE_EXPIRY);
     k.extend_from_slice(&expires_at.to_be_bytes());
-    k.extend_from_slice(&dedupe_key[1..]);
+    k.extend_from_slice(untagged);
     k
 }
 
@@ -224,7 +232,7 @@ pub fn parse_dedupe_expiry(k: &[u8]) -> Option<(u64, Vec<u8>)> {
     let mut dk = Vec::with_capacity(k.len() - 8);
     dk.push(IX_DEDUPE);
     dk.extend_from_slice(&k[9..]);
-    Some((be64(&k[1..9]), dk))
+    Some((be64(&k[1..9])?, dk))
 }
 
 /// An ordering lane: `<tenant>\0<source>\0<sink:2><key>\0`. Keys never contain 0x00 (they
@@ -277,7 +285,10 @@ pub fn parse_lane_pending(k: &[u8]) -> Option<(&[u8], u64)> {
         return None;
     }
     let (lane, seq) = k[1..].split_at(k.len() - 9);
-    (lane.last() == Some(&0)).then(|| (lane, be64(seq)))
+    if lane.last() != Some(&0) {
+        return None;
+    }
+    Some((lane, be64(seq)?))
 }
 
 /// A lane's head: `H<lane id>` → `<seq:8>`. Present while the lane has a due or claimed head.
@@ -288,6 +299,28 @@ pub fn lane_head(lane: &[u8]) -> Vec<u8> {
     k
 }
 
+/// Rows that did not decode, set aside: `z<family>\0<original key>` → `CorruptRow`.
+pub const IX_CORRUPT: u8 = b'z';
+
+pub fn corrupt(family: &str, key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(2 + family.len() + key.len());
+    k.push(IX_CORRUPT);
+    k.extend_from_slice(family.as_bytes());
+    k.push(0);
+    k.extend_from_slice(key);
+    k
+}
+
+/// (family, original key) of a corrupt-index key.
+pub fn parse_corrupt(k: &[u8]) -> Option<(&str, &[u8])> {
+    if k.first() != Some(&IX_CORRUPT) {
+        return None;
+    }
+    let nul = k[1..].iter().position(|&b| b == 0)? + 1;
+    let family = std::str::from_utf8(&k[1..nul]).ok()?;
+    Some((family, &k[nul + 1..]))
+}
+
 /// Hook id → seq: `i<uuid:16>` → `<seq:8>`.
 pub fn hook_id(id: &uuid::Uuid) -> [u8; 17] {
     let mut k = [0u8; 17];
@@ -296,10 +329,10 @@ pub fn hook_id(id: &uuid::Uuid) -> [u8; 17] {
     k
 }
 
-pub fn be64(b: &[u8]) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[..8]);
-    u64::from_be_bytes(a)
+/// A big-endian u64 of exactly eight stored bytes; `None` for any other length, so a damaged
+/// row can never make a reader index past its end.
+pub fn be64(b: &[u8]) -> Option<u64> {
+    <[u8; 8]>::try_from(b).ok().map(u64::from_be_bytes)
 }
 
 /// The smallest key greater than every key starting with `prefix`.
@@ -333,6 +366,9 @@ mod tests {
         let mut resume = due("acme", 9, 3, 1);
         resume.push(0);
         assert_eq!(due_rewound(&resume, 6), Some(due("acme", 6, 0, 0)));
+        // A damaged key whose tenant is not UTF-8 has no due key to rewind to (fuzz crash
+        // store_codec 9f85b625).
+        assert_eq!(due_rewound(&[IX_DUE, 255, 91, 0], 0), None);
         assert_eq!(
             due_rewound(&due_tenant_prefix("acme"), 6),
             Some(due("acme", 6, 0, 0))
@@ -364,5 +400,10 @@ mod tests {
                 < lane_pending(&lane_id("t", "s", 0, "a"), 0)
         );
         assert_eq!(prefix_end(&[1, 0xff]), vec![2]);
+        assert_eq!(
+            parse_corrupt(&corrupt("deliveries", &[0, 1, 0])),
+            Some(("deliveries", [0u8, 1, 0].as_slice()))
+        );
+        assert_eq!(be64(&[1, 2, 3]), None);
     }
 }
