@@ -13,7 +13,10 @@ mod sinks;
 mod validate;
 
 pub use error::ConfigError;
-pub use load::{Loaded, apply_env_overrides, from_yaml_str, from_yaml_value, load_file};
+pub use load::{
+    Loaded, apply_env_overrides, from_rendered_yaml, from_yaml_str, from_yaml_value, load_file,
+    value_free,
+};
 pub use model::*;
 pub use redact::{redact_url, redacted_json};
 pub use secrets::{MAX_SECRETS, Secret, SecretUrl, Secrets};

@@ -38,13 +38,40 @@ fn load_text(text: &str, lookup: &dyn Lookup) -> Result<Loaded, ConfigError> {
 
 /// Parses and interpolates YAML into a `Config` (not yet validated).
 pub fn from_yaml_str(text: &str, lookup: &dyn Lookup) -> Result<Config, ConfigError> {
-    let mut tree: Value = serde_yaml_ng::from_str(text)
-        .map_err(|e| ConfigError::general(format!("config is not valid YAML: {e}")))?;
-    if tree.is_null() {
-        tree = Value::Mapping(Default::default());
-    }
+    let mut tree = parse_tree(text)?;
     interpolate_tree(&mut tree, lookup)?;
     from_yaml_value(tree)
+}
+
+/// Parses YAML as `Config::to_yaml` writes it (the operator's rendered configs, pushed to
+/// `PUT /v1/config`) with no interpolation at all: `$${` reads as `${` and a `${VAR}` or
+/// `${file:/path}` is text, never resolved. Whoever can push a config cannot make the pod read
+/// its environment or its files through it.
+pub fn from_rendered_yaml(text: &str) -> Result<Config, ConfigError> {
+    let mut tree = parse_tree(text)?;
+    unescape_tree(&mut tree);
+    from_yaml_value(tree)
+}
+
+fn parse_tree(text: &str) -> Result<Value, ConfigError> {
+    let tree: Value = serde_yaml_ng::from_str(text)
+        .map_err(|e| ConfigError::general(format!("config is not valid YAML: {e}")))?;
+    Ok(if tree.is_null() {
+        Value::Mapping(Default::default())
+    } else {
+        tree
+    })
+}
+
+/// The inverse of `Config::to_yaml`'s escaping: every `$${` becomes `${`.
+fn unescape_tree(v: &mut Value) {
+    match v {
+        Value::String(s) if s.contains("$${") => *s = s.replace("$${", "${"),
+        Value::Sequence(items) => items.iter_mut().for_each(unescape_tree),
+        Value::Mapping(m) => m.iter_mut().for_each(|(_, v)| unescape_tree(v)),
+        Value::Tagged(t) => unescape_tree(&mut t.value),
+        _ => {}
+    }
 }
 
 /// Typed load of an already interpolated tree; unknown keys and bad values name their field.

@@ -435,6 +435,11 @@ pub struct EgressConfig {
     pub allow_link_local: bool,
     /// CIDRs allowed whatever their range (e.g. one private receiver).
     pub allow_cidrs: Vec<String>,
+    /// Hosts other than Google's (`googleapis.com` and its subdomains) that a Pub/Sub sink with
+    /// `auth: metadata` may send the node's service-account token to (a Private Service Connect
+    /// name, a proxy you run). A sink's `endpoint` alone cannot send it anywhere else.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub metadata_token_hosts: Vec<String>,
     pub pools: PoolConfig,
 }
 

@@ -408,6 +408,18 @@ fn egress(e: &EgressConfig) -> Result<(), ConfigError> {
             ));
         }
     }
+    for (i, h) in e.metadata_token_hosts.iter().enumerate() {
+        let ok = !h.is_empty()
+            && h.len() <= 253
+            && h.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
+        if !ok {
+            return Err(err(
+                format!("egress.metadata_token_hosts[{i}]"),
+                "must be a host name (no scheme, port or path)",
+            ));
+        }
+    }
     at_least("egress.pools.pool_size", e.pools.pool_size, 1)?;
     at_least("egress.pools.max_pools", e.pools.max_pools, 1)?;
     at_least(
@@ -603,9 +615,48 @@ fn source(c: &Config, id: &str, s: &SourceConfig) -> Result<(), ConfigError> {
         return Err(err(format!("{p}.sinks"), "must list at least one sink"));
     }
     for (i, sink) in s.sinks.iter().enumerate() {
-        sink.validate(&format!("{p}.sinks[{i}]"))?;
+        let sp = format!("{p}.sinks[{i}]");
+        sink.validate(&sp)?;
+        if let crate::SinkConfig::GooglePubsub(ps) = sink {
+            metadata_token_endpoint(c, &sp, ps)?;
+        }
     }
     Ok(())
+}
+
+/// The node's service-account token (`auth: metadata`) goes to Google, or to a host the node's
+/// operator listed in `egress.metadata_token_hosts`: whoever writes a sink cannot point it at
+/// their own server and collect the token.
+fn metadata_token_endpoint(
+    c: &Config,
+    p: &str,
+    s: &crate::GooglePubsubSinkConfig,
+) -> Result<(), ConfigError> {
+    let Some(endpoint) = s.endpoint.as_ref() else {
+        return Ok(());
+    };
+    if s.auth != crate::PubsubAuth::Metadata {
+        return Ok(());
+    }
+    let url = url::Url::parse(endpoint.expose())
+        .map_err(|_| err(format!("{p}.endpoint"), "is not a URL"))?;
+    let host = url.host_str().unwrap_or("").to_ascii_lowercase();
+    let google =
+        url.scheme() == "https" && (host == "googleapis.com" || host.ends_with(".googleapis.com"));
+    let listed = c
+        .egress
+        .metadata_token_hosts
+        .iter()
+        .any(|h| h.eq_ignore_ascii_case(&host));
+    if google || listed {
+        return Ok(());
+    }
+    Err(err(
+        format!("{p}.endpoint"),
+        "auth: metadata sends the node's service-account token only to https://*.googleapis.com \
+         or a host listed in egress.metadata_token_hosts (use auth: token or none for another \
+         endpoint)",
+    ))
 }
 
 /// The widest signature window accepted: a captured request replays for this long.
@@ -755,6 +806,55 @@ mod tests {
 
     fn log_source() -> SourceConfig {
         SourceConfig::with_sinks(vec![SinkConfig::Log(LogSinkConfig::default())])
+    }
+
+    #[test]
+    fn a_metadata_token_goes_to_google_or_a_listed_host_only() {
+        use crate::{GooglePubsubSinkConfig, PubsubAuth, SecretUrl};
+        let with = |endpoint: Option<&str>, auth: PubsubAuth, hosts: &[&str]| {
+            let mut ps = GooglePubsubSinkConfig::new("proj", "topic");
+            ps.auth = auth;
+            ps.endpoint = endpoint.map(SecretUrl::new);
+            if auth == PubsubAuth::Token {
+                ps.token = Some(crate::Secret::new("t0ken"));
+            }
+            let mut c = with_source(SourceConfig::with_sinks(vec![SinkConfig::GooglePubsub(ps)]));
+            c.egress.metadata_token_hosts = hosts.iter().map(|h| h.to_string()).collect();
+            validate(&c)
+        };
+        let m = PubsubAuth::Metadata;
+        with(None, m, &[]).unwrap();
+        with(Some("https://pubsub.googleapis.com"), m, &[]).unwrap();
+        with(Some("https://europe-west1-pubsub.googleapis.com"), m, &[]).unwrap();
+        for bad in [
+            "https://collector.example.com",
+            "http://pubsub.googleapis.com",
+            "https://googleapis.com.example.com",
+            "https://pubsub.googleapis.com.evil.test",
+        ] {
+            let e = with(Some(bad), m, &[]).unwrap_err();
+            assert_eq!(
+                e.field.as_deref(),
+                Some("sources.s.sinks[0].endpoint"),
+                "{bad}"
+            );
+            assert!(!e.to_string().contains("example.com") && !e.to_string().contains("evil"));
+        }
+        with(
+            Some("https://psc.example.internal"),
+            m,
+            &["psc.example.internal"],
+        )
+        .unwrap();
+        with(
+            Some("https://collector.example.com"),
+            PubsubAuth::Token,
+            &[],
+        )
+        .unwrap();
+        with(Some("http://127.0.0.1:8085"), PubsubAuth::None, &[]).unwrap();
+        let e = with(None, m, &["https://x"]).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("egress.metadata_token_hosts[0]"));
     }
 
     #[test]

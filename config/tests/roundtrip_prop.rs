@@ -4,7 +4,8 @@
 //! operator writes configs this way and the gateway reloads them, so a value that changed or
 //! reached the environment on the way would be a wrong secret or a leak.
 //!
-//! And a refused config never quotes such a value in its error.
+//! The same text read as a pushed config (`from_rendered_yaml`, no interpolation) is the same
+//! config too. And a refused config never quotes such a value in its error.
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -208,6 +209,10 @@ fn roundtrips(c: &Config) -> Result<(), TestCaseError> {
     );
     prop_assert_eq!(&back, c, "rendered config loads as another:\n{}", yaml);
     prop_assert_eq!(back.hash(), c.hash());
+    // What the operator pushes is read with no interpolation at all, to the same config.
+    let pushed = ankusa_config::from_rendered_yaml(&yaml)
+        .map_err(|e| TestCaseError::fail(format!("rendered config refused as pushed: {e}")))?;
+    prop_assert_eq!(&pushed, c, "pushed config reads as another:\n{}", yaml);
     Ok(())
 }
 

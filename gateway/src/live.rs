@@ -168,12 +168,12 @@ impl ConfigHandle {
         self.install(loaded)
     }
 
-    /// Installs a config pushed over the admin API (already interpolated YAML text).
+    /// Installs a config pushed over the admin API: rendered YAML, taken literally (no
+    /// `${...}` is resolved; `$${` is a `${`).
     pub async fn reload_from_text(&self, text: &str) -> Result<bool, ConfigError> {
         let _guard = self.reload_lock.lock().await;
         let loaded = (|| {
-            let file =
-                ankusa_config::from_yaml_str(text, &ankusa_config::interpolate::SystemLookup)?;
+            let file = ankusa_config::from_rendered_yaml(text)?;
             let file_hash = file.hash();
             let mut config = file;
             ankusa_config::apply_env_overrides(

@@ -306,6 +306,24 @@ async fn a_bad_reload_keeps_the_old_config_and_reports_the_error() {
         .unwrap();
     assert_eq!(r.status().as_u16(), 200);
     assert_eq!(send(&c, &g, B, 2).await, 201);
+
+    // A pushed config is taken literally: a reference is text, never resolved (the pod's files
+    // and environment are not the pusher's to read). The new token is the reference's text.
+    const LITERAL: &str = "${file:/etc/passwd}${HOME}";
+    let r = c
+        .put(g.admin_url("/v1/config"))
+        .bearer_auth(TOKEN)
+        .body(format!(
+            "{}admin: {{tokens: [{{token: \"{LITERAL}\", scopes: [\"*\"]}}]}}\n",
+            sw_config(&[B])
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200, "{}", r.text().await.unwrap());
+    let status = |token: &'static str| c.get(g.admin_url("/v1/status")).bearer_auth(token).send();
+    assert_eq!(status(LITERAL).await.unwrap().status().as_u16(), 200);
+    assert_eq!(status(TOKEN).await.unwrap().status().as_u16(), 401);
 }
 
 #[test]

@@ -194,7 +194,8 @@ pub async fn admin_token(ctx: &Ctx, gw: &Gateway) -> Result<String> {
     if let Some(t) = read_secret_key(&ctx.client, &ns, &r).await? {
         return Ok(t);
     }
-    let token = resources::random_token();
+    let token = resources::random_token()
+        .map_err(|e| Error::Waiting(format!("the OS random source failed: {e}")))?;
     let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
     match api
         .create(

@@ -15,6 +15,7 @@ use ankusa_config::{
     SinkConfig, SourceConfig, TimedPreset, VerifyConfig,
 };
 use ankusa_crds::names::DATA_MOUNT;
+use ankusa_crds::sink::SinkType;
 use ankusa_crds::source::{HmacSpec, RetrySpec};
 use ankusa_crds::{Gateway, SecretKeyRef, Sink, Source, SourceSpec, VerifyType};
 use kube::ResourceExt;
@@ -293,6 +294,34 @@ fn set_path(
     Ok(())
 }
 
+/// The option paths a Secret may fill, per sink type: the credentials and the addresses that
+/// carry them, nothing else. A Secret placed anywhere else (`timeout_ms`, `topic`) would reach
+/// a status or an Event through the error that follows, or be sent somewhere as plain data.
+pub fn secret_ref_paths(t: SinkType) -> &'static [&'static str] {
+    match t {
+        // A receiver URL is often the credential itself (a Slack incoming-webhook URL).
+        SinkType::Http => &["secret", "url"],
+        SinkType::Log => &[],
+        SinkType::Kafka => &["sasl.username", "sasl.password"],
+        SinkType::Rabbitmq | SinkType::Redis => &["url"],
+        SinkType::Nats => &[
+            "auth.username",
+            "auth.password",
+            "auth.token",
+            "auth.nkey_seed",
+            "auth.jwt",
+        ],
+        SinkType::Sqs => &[
+            "queue_url",
+            "endpoint",
+            "access_key_id",
+            "secret_access_key",
+            "session_token",
+        ],
+        SinkType::GooglePubsub => &["token", "endpoint"],
+    }
+}
+
 /// A Sink → the gateway's typed `SinkConfig`: `options` + `type` + the values of
 /// `secretRefs` (keys are option paths: `secret`, `url`, `sasl.password`) and `secretHeaders`, deserialised by the gateway's own types (so a sink type
 /// the gateway gains is rendered without changes here).
@@ -301,7 +330,23 @@ pub fn render_sink(sink: &Sink, secrets: &SecretValues) -> Result<SinkConfig, St
     check_sink_options(&spec.options)?;
     let mut obj = spec.options.clone();
     obj.insert("type".into(), spec.type_.as_str().into());
+    let allowed = secret_ref_paths(spec.type_);
     for (k, refs) in &spec.secret_refs {
+        if !allowed.contains(&k.as_str()) {
+            // The key is the Sink author's own text, not a Secret's value.
+            return Err(if allowed.is_empty() {
+                format!(
+                    "secretRefs[{k:?}]: a {} sink takes no Secret references",
+                    spec.type_.as_str()
+                )
+            } else {
+                format!(
+                    "secretRefs[{k:?}]: not a credential option of a {} sink (a Secret may fill: {})",
+                    spec.type_.as_str(),
+                    allowed.join(", ")
+                )
+            });
+        }
         if refs.is_empty() {
             return Err(format!("secretRefs.{k} is empty"));
         }
@@ -332,7 +377,9 @@ pub fn render_sink(sink: &Sink, secrets: &SecretValues) -> Result<SinkConfig, St
     let value = serde_json::Value::Object(obj);
     serde_path_to_error::deserialize::<_, SinkConfig>(value).map_err(|e| {
         let path = e.path().to_string();
-        let inner = e.into_inner().to_string();
+        // serde quotes the offending value ("invalid type: string \"...\""), and that value
+        // may be a Secret's: the message reaches statuses, Events and logs.
+        let inner = ankusa_config::value_free(&e.into_inner().to_string());
         if inner.contains("unknown variant") && (path == "." || path.is_empty() || path == "type") {
             format!(
                 "type {} is not supported by this gateway version",
@@ -646,14 +693,5 @@ pub fn render(inputs: &Inputs) -> Rendered {
 
 /// Parses a config the operator rendered earlier (the config Secret's content).
 pub fn parse_rendered(yaml: &str) -> Option<Config> {
-    struct NoLookup;
-    impl ankusa_config::interpolate::Lookup for NoLookup {
-        fn env(&self, _: &str) -> Option<String> {
-            None
-        }
-        fn file(&self, _: &str) -> std::io::Result<String> {
-            Err(std::io::Error::other("no files"))
-        }
-    }
-    ankusa_config::from_yaml_str(yaml, &NoLookup).ok()
+    ankusa_config::from_rendered_yaml(yaml).ok()
 }

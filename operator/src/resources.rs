@@ -124,11 +124,12 @@ pub fn admin_token_secret(gw: &Gateway, token: &str) -> Secret {
     }
 }
 
-/// A random token (64 hex characters).
-pub fn random_token() -> String {
-    (0..4)
-        .map(|_| format!("{:016x}", fastrand::u64(..)))
-        .collect()
+/// A random token: 256 bits from the operating system's CSPRNG, as 64 hex characters. It guards
+/// the admin API (config pushes carry secrets), so never from a fast, predictable PRNG.
+pub fn random_token() -> Result<String, getrandom::Error> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes)?;
+    Ok(hex::encode(bytes))
 }
 
 fn port(name: &str, port: u16) -> ServicePort {
@@ -398,5 +399,22 @@ pub fn statefulset(gw: &Gateway, default_image: &str) -> StatefulSet {
             ..Default::default()
         }),
         ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::random_token;
+
+    #[test]
+    fn tokens_are_256_bits_of_hex_and_differ() {
+        let a = random_token().expect("the OS random source");
+        let b = random_token().expect("the OS random source");
+        assert_eq!(a.len(), 64);
+        assert!(
+            a.bytes()
+                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+        );
+        assert_ne!(a, b);
     }
 }
