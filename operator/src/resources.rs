@@ -78,6 +78,23 @@ pub fn selector_string(gw: &Gateway) -> String {
         .join(",")
 }
 
+/// Whether an existing object is this Gateway's own: it carries a controller owner reference
+/// to this Gateway's uid. A name match alone is not ownership: anyone who may create a Service
+/// or a Secret in the namespace could have put it there first.
+pub fn owned_by(meta: &ObjectMeta, gw: &Gateway) -> bool {
+    let Some(uid) = gw.uid() else {
+        return false;
+    };
+    meta.owner_references.as_ref().is_some_and(|refs| {
+        refs.iter().any(|r| {
+            r.controller == Some(true)
+                && r.kind == "Gateway"
+                && r.api_version.starts_with("ankusa.dev/")
+                && r.uid == uid
+        })
+    })
+}
+
 /// Labels on everything the operator creates for a Gateway.
 pub fn object_labels(gw: &Gateway) -> BTreeMap<String, String> {
     let mut l = selector_labels(gw);
@@ -404,7 +421,33 @@ pub fn statefulset(gw: &Gateway, default_image: &str) -> StatefulSet {
 
 #[cfg(test)]
 mod tests {
-    use super::random_token;
+    use super::{meta, owned_by, random_token};
+    use ankusa_crds::Gateway;
+
+    #[test]
+    fn only_a_controller_reference_to_this_gateways_uid_is_ownership() {
+        let gw = |uid: &str| -> Gateway {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "ankusa.dev/v1alpha1", "kind": "Gateway",
+                "metadata": {"name": "gw", "namespace": "ns", "uid": uid},
+                "spec": {},
+            }))
+            .expect("a Gateway")
+        };
+        let mine = gw("11111111-2222-3333-4444-555555555555");
+        let m = meta(&mine, "gw".into());
+        assert!(owned_by(&m, &mine));
+        // The same name and labels under a Gateway recreated with another uid, or no reference.
+        assert!(!owned_by(&m, &gw("99999999-2222-3333-4444-555555555555")));
+        let mut bare = m.clone();
+        bare.owner_references = None;
+        assert!(!owned_by(&bare, &mine));
+        let mut not_controller = m;
+        if let Some(r) = not_controller.owner_references.as_mut() {
+            r[0].controller = Some(false);
+        }
+        assert!(!owned_by(&not_controller, &mine));
+    }
 
     #[test]
     fn tokens_are_256_bits_of_hex_and_differ() {

@@ -1069,3 +1069,61 @@ fn f_docs_examples_apply_and_become_ready() {
         }
     });
 }
+
+/// A Gateway named like an existing Service it does not own is refused with a status and an
+/// Event, and the Service stays exactly as its owner left it (server-side apply would have taken
+/// it over, and garbage collection would have deleted it with the Gateway). Once the Service is
+/// gone, the Gateway comes up.
+#[test]
+fn g_a_gateway_never_takes_over_a_foreign_service() {
+    scenario("g", async |h| {
+        let foreign = "apiVersion: v1\nkind: Service\nmetadata:\n  name: gw\n  labels:\n    team: payments\nspec:\n  ports:\n  - name: web\n    port: 8080\n  selector:\n    app: payments-api\n";
+        h.apply(foreign).await.unwrap();
+        let before = get_json(h, "service/gw").await;
+        h.apply(&gateway_yaml(h, 1, None)).await.unwrap();
+        let degraded = eventually(
+            "the Gateway refused for the foreign Service",
+            Duration::from_secs(60),
+            || async {
+                let gw = get_json(h, "gateway/gw").await;
+                let conds = gw["status"]["conditions"].as_array().cloned()?;
+                conds
+                    .into_iter()
+                    .find(|c| c["type"] == "Degraded" && c["reason"] == "ForeignObject")
+            },
+        )
+        .await;
+        let msg = degraded["message"].as_str().unwrap();
+        assert!(
+            msg.contains("Service gw ") && msg.contains("not owned"),
+            "{msg}"
+        );
+        let events = h
+            .kubectl(&["get", "events", "--field-selector", "reason=ForeignObject"])
+            .await
+            .unwrap();
+        assert!(events.contains("Service gw"), "{events}");
+        // Nothing was applied: the Service is untouched, no StatefulSet, no config Secret.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let after = get_json(h, "service/gw").await;
+        assert_eq!(
+            after["metadata"]["resourceVersion"], before["metadata"]["resourceVersion"],
+            "{after:#}"
+        );
+        assert!(after["metadata"]["ownerReferences"].is_null(), "{after:#}");
+        assert_eq!(after["spec"]["selector"], before["spec"]["selector"]);
+        let sts = h
+            .kubectl(&["get", "statefulsets,secrets", "-o", "name"])
+            .await
+            .unwrap();
+        assert!(
+            !sts.contains("statefulset.apps/gw") && !sts.contains("secret/gw-config"),
+            "{sts}"
+        );
+        // The owner removes its Service: the Gateway is created in full.
+        h.kubectl(&["delete", "service/gw"]).await.unwrap();
+        wait_ready(h, "gateway/gw", "120s").await;
+        let svc = get_json(h, "service/gw").await;
+        assert_eq!(svc["metadata"]["ownerReferences"][0]["kind"], "Gateway");
+    });
+}

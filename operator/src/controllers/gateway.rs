@@ -44,6 +44,25 @@ pub async fn reconcile(gw: Arc<Gateway>, ctx: Arc<Ctx>) -> Result<Action> {
         .namespace()
         .ok_or_else(|| Error::Invalid("Gateway without namespace".into()))?;
     let client = ctx.client.clone();
+    if let Some(foreign) = foreign_object(&client, &ns, &gw).await? {
+        let msg = format!(
+            "{foreign} already exists and is not owned by this Gateway; refusing to take it over \
+             (delete or rename it, or give the Gateway another name)"
+        );
+        let old = gw.status.clone().unwrap_or_default();
+        let reported = cond(&old.conditions, "Degraded").and_then(|c| c.message.clone());
+        if reported.as_deref() != Some(msg.as_str()) {
+            ctx.event(
+                gw.as_ref(),
+                EventType::Warning,
+                "ForeignObject",
+                msg.clone(),
+            )
+            .await;
+        }
+        write_gateway_status(&ctx, &gw, blocked_status(&gw, "ForeignObject", &msg)).await?;
+        return Ok(Action::requeue(Duration::from_secs(10)));
+    }
     let token = match admin_token(&ctx, &gw).await {
         Ok(t) => t,
         Err(Error::Invalid(msg)) => {
@@ -188,6 +207,44 @@ pub fn error_policy(_gw: Arc<Gateway>, err: &Error, ctx: Arc<Ctx>) -> Action {
     ctx.metrics.error(CONTROLLER, err.label());
     tracing::warn!(error = %err, "gateway reconcile failed");
     Action::requeue(Duration::from_secs(if err.is_waiting() { 3 } else { 10 }))
+}
+
+/// The first object the Gateway would create or apply by name that exists without being its
+/// own (`Kind name`): server-side apply would take it over, and garbage collection would later
+/// delete it with the Gateway. The generated admin-token Secret is checked too: a planted one
+/// would hand its author the pods' admin token.
+async fn foreign_object(client: &kube::Client, ns: &str, gw: &Gateway) -> Result<Option<String>> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let mut secret_names = vec![resources::config_secret_name(gw)];
+    if gw.spec.admin_token_secret_ref.is_none() {
+        secret_names.push(resources::admin_token_secret_name(gw));
+    }
+    for name in secret_names {
+        if let Some(o) = secrets.get_metadata_opt(&name).await?
+            && !resources::owned_by(&o.metadata, gw)
+        {
+            return Ok(Some(format!("Secret {name}")));
+        }
+    }
+    let services: Api<Service> = Api::namespaced(client.clone(), ns);
+    for name in [
+        resources::headless_service_name(gw),
+        resources::ingest_service_name(gw),
+    ] {
+        if let Some(o) = services.get_metadata_opt(&name).await?
+            && !resources::owned_by(&o.metadata, gw)
+        {
+            return Ok(Some(format!("Service {name}")));
+        }
+    }
+    let sts: Api<StatefulSet> = Api::namespaced(client.clone(), ns);
+    let name = resources::statefulset_name(gw);
+    if let Some(o) = sts.get_metadata_opt(&name).await?
+        && !resources::owned_by(&o.metadata, gw)
+    {
+        return Ok(Some(format!("StatefulSet {name}")));
+    }
+    Ok(None)
 }
 
 /// Secrets referenced by a Gateway's claim-check settings, its Sources and the Sinks they use.
