@@ -37,6 +37,11 @@ pub mod names {
     pub const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
     pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
     pub const MANAGED_BY: &str = "ankusa-operator";
+    /// Label a Secret carries (value `true`) to be usable by Sources, Sinks and Gateway
+    /// settings: the Secret's owner opts in, so writing a Sink does not grant reading every
+    /// Secret of the namespace. The operator watches only Secrets with it (and its own).
+    pub const USABLE_LABEL: &str = "ankusa.dev/usable";
+    pub const USABLE: &str = "true";
     /// Annotation on a Source: `dead_letter` makes a deletion dead-letter the source's queued
     /// deliveries (as `source_gone`) instead of waiting for them to drain.
     pub const DELIVERIES_ANNOTATION: &str = "ankusa.dev/deliveries";

@@ -98,11 +98,23 @@ pub fn source_id(source: &Source) -> String {
     source.spec.id.clone().unwrap_or_else(|| source.name_any())
 }
 
+/// The entry `SecretValues` holds for a Secret that exists without the opt-in label: no data,
+/// only this key (Secret data keys are `[-._a-zA-Z0-9]+`, so no real key looks like it).
+pub const NOT_USABLE: &str = "\0not-usable";
+
 /// Resolves one Secret key to text (a trailing newline, as `--from-file` leaves, is dropped).
 pub fn secret_value(secrets: &SecretValues, r: &SecretKeyRef) -> Result<String, String> {
     let Some(data) = secrets.get(&r.name) else {
         return Err(format!("Secret {} not found", r.name));
     };
+    if data.contains_key(NOT_USABLE) {
+        return Err(format!(
+            "Secret {} is not labelled {}={} (a Secret is used only when it opts in)",
+            r.name,
+            ankusa_crds::names::USABLE_LABEL,
+            ankusa_crds::names::USABLE
+        ));
+    }
     let Some(bytes) = data.get(&r.key) else {
         return Err(format!("Secret {} has no key {:?}", r.name, r.key));
     };

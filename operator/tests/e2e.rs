@@ -102,8 +102,9 @@ spec:
 }
 
 fn github_secret_yaml(keys: &[(&str, &str)]) -> String {
-    let mut s =
-        String::from("apiVersion: v1\nkind: Secret\nmetadata:\n  name: github\nstringData:\n");
+    let mut s = String::from(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: github\n  labels:\n    ankusa.dev/usable: \"true\"\nstringData:\n",
+    );
     for (k, v) in keys {
         s.push_str(&format!("  {k}: {v}\n"));
     }
@@ -133,6 +134,8 @@ const SIGNING_SECRET: &str = r#"apiVersion: v1
 kind: Secret
 metadata:
   name: signing
+  labels:
+    ankusa.dev/usable: "true"
 stringData:
   whsec: whsec_dGhlLXNpZ25pbmcta2V5LWZvci10ZXN0cw==
 "#;
@@ -1073,9 +1076,10 @@ fn f_docs_examples_apply_and_become_ready() {
 /// A Gateway named like an existing Service it does not own is refused with a status and an
 /// Event, and the Service stays exactly as its owner left it (server-side apply would have taken
 /// it over, and garbage collection would have deleted it with the Gateway). Once the Service is
-/// gone, the Gateway comes up.
+/// gone, the Gateway comes up. Then a Sink naming a Secret without the opt-in label is refused
+/// until the Secret is labelled.
 #[test]
-fn g_a_gateway_never_takes_over_a_foreign_service() {
+fn g_the_operator_takes_over_nothing_and_reads_only_opted_in_secrets() {
     scenario("g", async |h| {
         let foreign = "apiVersion: v1\nkind: Service\nmetadata:\n  name: gw\n  labels:\n    team: payments\nspec:\n  ports:\n  - name: web\n    port: 8080\n  selector:\n    app: payments-api\n";
         h.apply(foreign).await.unwrap();
@@ -1125,5 +1129,42 @@ fn g_a_gateway_never_takes_over_a_foreign_service() {
         wait_ready(h, "gateway/gw", "120s").await;
         let svc = get_json(h, "service/gw").await;
         assert_eq!(svc["metadata"]["ownerReferences"][0]["kind"], "Gateway");
+
+        // A Sink naming a Secret that did not opt in is refused, and its value is never read;
+        // the Secret's owner labels it, and the Sink becomes Ready without anything else.
+        h.apply(&github_secret_yaml(&[("old", GH_OLD)]))
+            .await
+            .unwrap();
+        h.apply("apiVersion: v1\nkind: Secret\nmetadata:\n  name: signing\nstringData:\n  whsec: whsec_dGhlLXNpZ25pbmcta2V5LWZvci10ZXN0cw==\n")
+            .await
+            .unwrap();
+        h.apply(&sink_yaml("receiver", "http://127.0.0.1:9/never"))
+            .await
+            .unwrap();
+        h.apply(&source_yaml("orders", &["old"], "receiver"))
+            .await
+            .unwrap();
+        let refused = eventually(
+            "the Sink refused for its unlabelled Secret",
+            Duration::from_secs(60),
+            || async {
+                let k = get_json(h, "sink/receiver").await;
+                let conds = k["status"]["conditions"].as_array().cloned()?;
+                conds.into_iter().find(|c| {
+                    c["type"] == "Ready"
+                        && c["status"] == "False"
+                        && c["message"]
+                            .as_str()
+                            .is_some_and(|m| m.contains("not labelled ankusa.dev/usable=true"))
+                })
+            },
+        )
+        .await;
+        assert!(!refused.to_string().contains("whsec_dGhl"), "{refused:#}");
+        h.kubectl(&["label", "secret", "signing", "ankusa.dev/usable=true"])
+            .await
+            .unwrap();
+        wait_ready(h, "sink/receiver", "60s").await;
+        wait_ready(h, "source/orders", "60s").await;
     });
 }

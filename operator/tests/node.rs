@@ -503,6 +503,8 @@ fn loadtest_yaml(secret_data: &[(&str, &str)], keys: &[&str]) -> String {
 kind: Secret
 metadata:
   name: loadtest-verify
+  labels:
+    ankusa.dev/usable: "true"
 stringData:
 {data}---
 apiVersion: ankusa.dev/v1alpha1
@@ -527,6 +529,8 @@ fn outage_yaml() -> String {
 kind: Secret
 metadata:
   name: outage-verify
+  labels:
+    ankusa.dev/usable: "true"
 stringData:
   key: {OUTAGE}
 ---

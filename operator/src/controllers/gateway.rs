@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use ankusa_crds::names::{USABLE, USABLE_LABEL};
 use ankusa_crds::{
     Gateway, GatewayPodStatus, GatewayStatus, RenderedSink, Sink, Source, SourceStatus,
 };
@@ -266,6 +267,18 @@ async fn fetch_secrets(ctx: &Ctx, ns: &str, names: &BTreeSet<String>) -> Result<
     let api: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
     let mut out = SecretValues::new();
     for n in names {
+        let Some(meta) = api.get_metadata_opt(n).await? else {
+            continue;
+        };
+        // The label is read before the data: a Secret that did not opt in is never fetched.
+        let usable = meta.labels().get(USABLE_LABEL).map(String::as_str) == Some(USABLE);
+        if !usable {
+            out.insert(
+                n.clone(),
+                BTreeMap::from([(render::NOT_USABLE.to_string(), Vec::new())]),
+            );
+            continue;
+        }
         if let Some(s) = api.get_opt(n).await? {
             out.insert(
                 n.clone(),

@@ -12,7 +12,7 @@ pub mod source;
 
 use std::sync::Arc;
 
-use ankusa_crds::names::{GATEWAY_LABEL, MANAGED_BY, MANAGED_BY_LABEL};
+use ankusa_crds::names::{GATEWAY_LABEL, MANAGED_BY, MANAGED_BY_LABEL, USABLE, USABLE_LABEL};
 use ankusa_crds::{Gateway, ReplayJob, Sink, Source};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
@@ -126,6 +126,7 @@ pub async fn run(
     let shutdown = futures::future::FutureExt::shared(Box::pin(shutdown));
     let wc = watcher::Config::default;
     let managed = || wc().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}"));
+    let usable = || wc().labels(&format!("{USABLE_LABEL}={USABLE}"));
 
     let gateway_ctl = {
         let (s1, s2, k1, g1) = (
@@ -148,7 +149,12 @@ pub async fn run(
             .watches(api::<Sink>(&ctx, ns), wc(), move |k: Sink| {
                 gateways_of_sink(&k, &s1.state())
             })
-            .watches(api::<Secret>(&ctx, ns), wc(), move |sec: Secret| {
+            // Only Secrets that opted in, and the operator's own: not every Secret's data.
+            .watches(api::<Secret>(&ctx, ns), usable(), {
+                let (g1, s2, k1) = (g1.clone(), s2.clone(), k1.clone());
+                move |sec: Secret| gateways_of_secret(&sec, &g1.state(), &s2.state(), &k1.state())
+            })
+            .watches(api::<Secret>(&ctx, ns), managed(), move |sec: Secret| {
                 gateways_of_secret(&sec, &g1.state(), &s2.state(), &k1.state())
             })
             .graceful_shutdown_on(shutdown.clone())
