@@ -208,6 +208,83 @@ fn rbac_is_least_privilege() {
     }
 }
 
+/// `(api group, resource) -> verbs` of the table in docs/operator.md, "What the operator may do".
+fn documented_rbac() -> std::collections::BTreeMap<(String, String), Vec<String>> {
+    let doc = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/operator.md"),
+    )
+    .expect("docs/operator.md");
+    let section = doc
+        .split("### What the operator may do (RBAC)")
+        .nth(1)
+        .expect("the RBAC section of docs/operator.md");
+    let ticked = |cell: &str| -> Vec<String> {
+        cell.split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_string)
+            .collect()
+    };
+    let mut out = std::collections::BTreeMap::new();
+    for line in section
+        .lines()
+        .skip_while(|l| !l.starts_with("| API group"))
+        .skip(2)
+    {
+        if !line.starts_with('|') {
+            break;
+        }
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let group = ticked(cells[1]).remove(0);
+        let group = if group == "core" {
+            String::new()
+        } else {
+            group
+        };
+        let mut verbs: Vec<String> = cells[3].split(',').map(|v| v.trim().to_string()).collect();
+        verbs.sort();
+        for r in ticked(cells[2]) {
+            out.insert((group.clone(), r), verbs.clone());
+        }
+    }
+    assert!(out.len() >= 10, "the table was not found: {out:?}");
+    out
+}
+
+#[test]
+fn rbac_matches_the_documented_table_verb_by_verb() {
+    let Some(helm) = helm() else { return };
+    let table = documented_rbac();
+    for sets in [&[][..], &["watchNamespace=payments"][..]] {
+        let docs = template(&helm, sets);
+        let mut granted = std::collections::BTreeMap::new();
+        for role in docs
+            .iter()
+            .filter(|d| d["kind"] == "ClusterRole" || d["kind"] == "Role")
+        {
+            for rule in role["rules"].as_array().unwrap() {
+                let list = |k: &str| -> Vec<String> {
+                    rule[k]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|v| v.as_str().unwrap().to_string())
+                        .collect()
+                };
+                let mut verbs = list("verbs");
+                verbs.sort();
+                for g in list("apiGroups") {
+                    for r in list("resources") {
+                        let before = granted.insert((g.clone(), r.clone()), verbs.clone());
+                        assert!(before.is_none(), "{g}/{r} granted twice");
+                    }
+                }
+            }
+        }
+        assert_eq!(granted, table, "chart RBAC vs docs/operator.md ({sets:?})");
+    }
+}
+
 #[test]
 fn values_switch_scope_crds_and_leader_election() {
     let Some(helm) = helm() else { return };

@@ -433,6 +433,8 @@ fn receiver_yaml() -> String {
 kind: Secret
 metadata:
   name: receiver-signing
+  labels:
+    ankusa.dev/usable: "true"
 stringData:
   whsec: {RECEIVER_SECRET}
 ---
