@@ -43,19 +43,11 @@ async fn switchable(initial: u16) -> (Receiver, Arc<AtomicU16>) {
 }
 
 async fn ingest_n(c: &reqwest::Client, g: &Gateway, tenant: &str, n: usize) -> Vec<String> {
-    let mut ids = Vec::new();
-    for i in 0..n {
-        let r = c
-            .post(g.url(&format!("/webhooks/{tenant}/s")))
-            .body(format!("{{\"tenant\":\"{tenant}\",\"i\":{i}}}"))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status().as_u16(), 201);
-        let v: Value = r.json().await.unwrap();
-        ids.push(v["id"].as_str().unwrap().to_string());
-    }
-    ids
+    let path = format!("/webhooks/{tenant}/s");
+    common::post_ids(c, g, &path, n, |i| {
+        format!("{{\"tenant\":\"{tenant}\",\"i\":{i}}}")
+    })
+    .await
 }
 
 async fn wait_dead(c: &reqwest::Client, g: &Gateway, n: i64) {

@@ -349,19 +349,7 @@ async fn a_signed_request_reposted_under_another_tenant_is_not_a_second_hook() {
 
 /// Ids of `n` hooks posted to source `s`.
 async fn post_hooks(c: &reqwest::Client, g: &Gateway, n: usize) -> Vec<String> {
-    let mut ids = Vec::new();
-    for i in 0..n {
-        let r = c
-            .post(g.url("/webhooks/s"))
-            .body(format!("{{\"i\":{i}}}"))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status().as_u16(), 201);
-        let v: Value = r.json().await.unwrap();
-        ids.push(v["id"].as_str().unwrap().to_string());
-    }
-    ids
+    common::post_ids(c, g, "/webhooks/s", n, |i| format!("{{\"i\":{i}}}")).await
 }
 
 fn open_store(g: &Gateway) -> ankusa_gateway::store::Store {

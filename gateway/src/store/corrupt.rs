@@ -77,6 +77,26 @@ impl Store {
     }
 
     /// `set_aside` in a write of its own, for readers that hold no batch (DLQ pages, boot).
+    /// Decodes the delivery row `(seq, sink)` read as `value`; one that does not decode is set
+    /// aside in `batch` and `None` is returned, so the caller skips it like a missing row.
+    pub(crate) fn row_or_set_aside(
+        &self,
+        db: &DB,
+        batch: &mut WriteBatch,
+        seq: u64,
+        sink: u16,
+        value: &[u8],
+    ) -> Result<Option<DeliveryRow>, StoreError> {
+        match DeliveryRow::decode(value) {
+            Ok(row) => Ok(Some(row)),
+            Err(e) => {
+                let key = keys::delivery(seq, sink);
+                self.set_aside(db, batch, keys::CF_DELIVERIES, &key, value, &e)?;
+                Ok(None)
+            }
+        }
+    }
+
     pub(crate) fn set_aside_now(
         &self,
         family: &str,

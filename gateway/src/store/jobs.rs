@@ -6,7 +6,7 @@ use ankusa_api::{JobState, ReplayJob};
 use rocksdb::{IteratorMode, ReadOptions, WriteBatch};
 use serde::Serialize;
 
-use super::codec::{DeadSummary, DeliveryRow, RowState};
+use super::codec::{DeadSummary, RowState};
 use super::index::{self, DeadCursor, LaneId};
 use super::{Store, StoreError, classify, keys};
 
@@ -154,13 +154,8 @@ impl Store {
             else {
                 continue;
             };
-            let mut row = match DeliveryRow::decode(&rv) {
-                Ok(r) => r,
-                Err(e) => {
-                    let dk = keys::delivery(seq, sink);
-                    self.set_aside(&db, &mut batch, keys::CF_DELIVERIES, &dk, &rv, &e)?;
-                    continue;
-                }
+            let Some(mut row) = self.row_or_set_aside(&db, &mut batch, seq, sink, &rv)? else {
+                continue;
             };
             if row.state != RowState::Dead || row.replay_id.as_deref() == Some(job_id.as_str()) {
                 continue;

@@ -222,13 +222,8 @@ impl Store {
                 tracing::warn!(seq, sink, "due key without a delivery row removed");
                 continue;
             };
-            let mut row = match DeliveryRow::decode(&rv) {
-                Ok(r) => r,
-                Err(e) => {
-                    let dk = keys::delivery(seq, sink);
-                    self.set_aside(&db, &mut batch, keys::CF_DELIVERIES, &dk, &rv, &e)?;
-                    continue;
-                }
+            let Some(mut row) = self.row_or_set_aside(&db, &mut batch, seq, sink, &rv)? else {
+                continue;
             };
             if row.state != RowState::Pending {
                 // A due key left behind by a transition that moved the row elsewhere.
@@ -529,13 +524,8 @@ impl Store {
                 .get_pinned_cf(&deliveries, keys::delivery(seq, sink))
                 .map_err(|e| classify(&e))?
             {
-                let mut row = match DeliveryRow::decode(&v) {
-                    Ok(r) => r,
-                    Err(e) => {
-                        let dk = keys::delivery(seq, sink);
-                        self.set_aside(&db, &mut batch, keys::CF_DELIVERIES, &dk, &v, &e)?;
-                        continue;
-                    }
+                let Some(mut row) = self.row_or_set_aside(&db, &mut batch, seq, sink, &v)? else {
+                    continue;
                 };
                 if row.state == RowState::Dead {
                     continue;

@@ -296,6 +296,29 @@ pub fn github_signature(secret: &str, body: &[u8]) -> String {
     format!("sha256={}", hex::encode(m.finalize().into_bytes()))
 }
 
+/// POSTs `n` hooks to `path` (body `i` from `body(i)`), each answered `201`; their ids in order.
+pub async fn post_ids(
+    c: &reqwest::Client,
+    g: &Gateway,
+    path: &str,
+    n: usize,
+    body: impl Fn(usize) -> String,
+) -> Vec<String> {
+    let mut ids = Vec::with_capacity(n);
+    for i in 0..n {
+        let r = c
+            .post(g.url(path))
+            .body(body(i))
+            .send()
+            .await
+            .expect("post");
+        assert_eq!(r.status().as_u16(), 201, "hook {i} to {path}");
+        let v: serde_json::Value = r.json().await.expect("JSON answer");
+        ids.push(v["id"].as_str().expect("an id").to_string());
+    }
+    ids
+}
+
 pub fn client() -> reqwest::Client {
     reqwest::Client::builder()
         .pool_max_idle_per_host(64)

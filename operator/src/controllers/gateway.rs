@@ -45,7 +45,15 @@ pub async fn reconcile(gw: Arc<Gateway>, ctx: Arc<Ctx>) -> Result<Action> {
         .namespace()
         .ok_or_else(|| Error::Invalid("Gateway without namespace".into()))?;
     let client = ctx.client.clone();
-    if let Some(foreign) = foreign_object(&client, &ns, &gw).await? {
+    let secrets_api: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let existing = secrets_api
+        .get_opt(&resources::config_secret_name(&gw))
+        .await?;
+    let sts_api: Api<StatefulSet> = Api::namespaced(client.clone(), &ns);
+    let existing_sts = sts_api.get_opt(&resources::statefulset_name(&gw)).await?;
+    if let Some(foreign) =
+        foreign_object(&client, &ns, &gw, existing.as_ref(), existing_sts.as_ref()).await?
+    {
         let msg = format!(
             "{foreign} already exists and is not owned by this Gateway; refusing to take it over \
              (delete or rename it, or give the Gateway another name)"
@@ -82,10 +90,6 @@ pub async fn reconcile(gw: Arc<Gateway>, ctx: Arc<Ctx>) -> Result<Action> {
         .items;
     let secrets = fetch_secrets(&ctx, &ns, &referenced_secrets(&gw, &sources, &sinks)).await?;
 
-    let secrets_api: Api<Secret> = Api::namespaced(client.clone(), &ns);
-    let existing = secrets_api
-        .get_opt(&resources::config_secret_name(&gw))
-        .await?;
     let existing_files = secret_files(existing.as_ref());
     let previous = existing_files
         .values()
@@ -135,9 +139,7 @@ pub async fn reconcile(gw: Arc<Gateway>, ctx: Arc<Ctx>) -> Result<Action> {
             .patch(&svc.name_any(), &apply_params(), &Patch::Apply(&svc))
             .await?;
     }
-    let sts_api: Api<StatefulSet> = Api::namespaced(client.clone(), &ns);
     let mut sts = resources::statefulset(&gw, &ctx.settings.gateway_image);
-    let existing_sts = sts_api.get_opt(&sts.name_any()).await?;
     let storage_note = keep_claim_templates(&mut sts, existing_sts.as_ref());
     sts_api
         .patch(&sts.name_any(), &apply_params(), &Patch::Apply(&sts))
@@ -213,14 +215,30 @@ pub fn error_policy(_gw: Arc<Gateway>, err: &Error, ctx: Arc<Ctx>) -> Action {
 /// The first object the Gateway would create or apply by name that exists without being its
 /// own (`Kind name`): server-side apply would take it over, and garbage collection would later
 /// delete it with the Gateway. The generated admin-token Secret is checked too: a planted one
-/// would hand its author the pods' admin token.
-async fn foreign_object(client: &kube::Client, ns: &str, gw: &Gateway) -> Result<Option<String>> {
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    let mut secret_names = vec![resources::config_secret_name(gw)];
-    if gw.spec.admin_token_secret_ref.is_none() {
-        secret_names.push(resources::admin_token_secret_name(gw));
+/// would hand its author the pods' admin token. The config Secret and the StatefulSet are the
+/// ones `reconcile` has already read.
+async fn foreign_object(
+    client: &kube::Client,
+    ns: &str,
+    gw: &Gateway,
+    config_secret: Option<&Secret>,
+    sts: Option<&StatefulSet>,
+) -> Result<Option<String>> {
+    if config_secret.is_some_and(|o| !resources::owned_by(&o.metadata, gw)) {
+        return Ok(Some(format!(
+            "Secret {}",
+            resources::config_secret_name(gw)
+        )));
     }
-    for name in secret_names {
+    if sts.is_some_and(|o| !resources::owned_by(&o.metadata, gw)) {
+        return Ok(Some(format!(
+            "StatefulSet {}",
+            resources::statefulset_name(gw)
+        )));
+    }
+    if gw.spec.admin_token_secret_ref.is_none() {
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+        let name = resources::admin_token_secret_name(gw);
         if let Some(o) = secrets.get_metadata_opt(&name).await?
             && !resources::owned_by(&o.metadata, gw)
         {
@@ -237,13 +255,6 @@ async fn foreign_object(client: &kube::Client, ns: &str, gw: &Gateway) -> Result
         {
             return Ok(Some(format!("Service {name}")));
         }
-    }
-    let sts: Api<StatefulSet> = Api::namespaced(client.clone(), ns);
-    let name = resources::statefulset_name(gw);
-    if let Some(o) = sts.get_metadata_opt(&name).await?
-        && !resources::owned_by(&o.metadata, gw)
-    {
-        return Ok(Some(format!("StatefulSet {name}")));
     }
     Ok(None)
 }
