@@ -2,6 +2,7 @@
 //! redaction and the config hash. One definition, used by the gateway (which parses it) and
 //! the operator (which renders it from custom resources).
 
+pub mod egress;
 mod error;
 pub mod interpolate;
 mod load;
@@ -12,6 +13,7 @@ mod secrets;
 mod sinks;
 mod validate;
 
+pub use egress::{AddressPolicy, Denied, EgressTarget};
 pub use error::ConfigError;
 pub use load::{
     Loaded, apply_env_overrides, from_rendered_yaml, from_yaml_str, from_yaml_value, load_file,

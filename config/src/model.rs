@@ -419,7 +419,8 @@ impl Default for DispatchConfig {
     }
 }
 
-/// Where HTTP sinks may connect. Checked on the resolved address of every attempt.
+/// Where sinks may connect: HTTP receivers, brokers and queue endpoints. Checked on the
+/// resolved addresses of every attempt (HTTP) or every connect (queue sinks).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(deny_unknown_fields, default)]

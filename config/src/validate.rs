@@ -614,11 +614,31 @@ fn source(c: &Config, id: &str, s: &SourceConfig) -> Result<(), ConfigError> {
     if s.sinks.is_empty() {
         return Err(err(format!("{p}.sinks"), "must list at least one sink"));
     }
+    let policy = c.egress.address_policy();
     for (i, sink) in s.sinks.iter().enumerate() {
         let sp = format!("{p}.sinks[{i}]");
         sink.validate(&sp)?;
         if let crate::SinkConfig::GooglePubsub(ps) = sink {
             metadata_token_endpoint(c, &sp, ps)?;
+        }
+        sink_egress(&policy, &sp, sink)?;
+    }
+    Ok(())
+}
+
+/// A broker or endpoint written as an IP literal in a range `egress` refuses can never be
+/// reached: refused here, naming the field and the range (never the address). Names are
+/// resolved and checked by the sink on every connect instead.
+fn sink_egress(
+    policy: &crate::AddressPolicy,
+    p: &str,
+    sink: &crate::SinkConfig,
+) -> Result<(), ConfigError> {
+    for t in sink.egress_targets() {
+        if let Some(ip) = t.literal_ip()
+            && let Err(denied) = policy.check_ip(ip)
+        {
+            return Err(err(format!("{p}.{}", t.field), denied.refusal()));
         }
     }
     Ok(())
@@ -852,9 +872,120 @@ mod tests {
             &[],
         )
         .unwrap();
-        with(Some("http://127.0.0.1:8085"), PubsubAuth::None, &[]).unwrap();
+        // The emulator on loopback: refused by the default egress policy (the field and the
+        // class named, not the address), allowed with egress.allow_loopback.
+        let e = with(Some("http://127.0.0.1:8085"), PubsubAuth::None, &[]).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("sources.s.sinks[0].endpoint"));
+        assert!(e.message.contains("loopback") && !e.to_string().contains("127.0.0.1"));
+        let mut ps = GooglePubsubSinkConfig::new("proj", "topic");
+        ps.auth = PubsubAuth::None;
+        ps.endpoint = Some(SecretUrl::new("http://127.0.0.1:8085"));
+        let mut c = with_source(SourceConfig::with_sinks(vec![SinkConfig::GooglePubsub(ps)]));
+        c.egress.allow_loopback = true;
+        validate(&c).unwrap();
         let e = with(None, m, &["https://x"]).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("egress.metadata_token_hosts[0]"));
+    }
+
+    #[test]
+    fn broker_addresses_written_as_refused_literals_are_refused_by_field_and_class() {
+        use crate::{
+            GooglePubsubSinkConfig, KafkaSinkConfig, NatsSinkConfig, PubsubAuth,
+            RabbitmqSinkConfig, RedisSinkConfig, SecretUrl, SqsSinkConfig,
+        };
+        let check = |sink: SinkConfig, egress: EgressConfig| {
+            let mut c = with_source(SourceConfig::with_sinks(vec![sink]));
+            c.egress = egress;
+            validate(&c)
+        };
+        let kafka = |b: &[&str]| {
+            SinkConfig::Kafka(KafkaSinkConfig::new(
+                b.iter().map(|s| s.to_string()).collect(),
+                "hooks",
+            ))
+        };
+        let mut sqs = SqsSinkConfig::new("https://sqs.us-east-1.amazonaws.com/1/q");
+        sqs.endpoint = Some(SecretUrl::new("http://[fd00:ec2::254]:4566"));
+        let mut pubsub = GooglePubsubSinkConfig::new("proj", "topic");
+        pubsub.auth = PubsubAuth::None;
+        pubsub.endpoint = Some(SecretUrl::new("http://169.254.169.254"));
+        let cases = [
+            (
+                kafka(&["kafka.example:9092", "127.0.0.1:9092"]),
+                "brokers[1]",
+                "loopback",
+            ),
+            (
+                SinkConfig::Rabbitmq(RabbitmqSinkConfig::new(
+                    "amqp://guest:s3cret@10.1.2.3:5672/%2f",
+                    "ex",
+                )),
+                "url",
+                "private",
+            ),
+            (
+                SinkConfig::Nats(NatsSinkConfig::new(vec!["nats://[::1]:4222".into()], "a.b")),
+                "servers[0]",
+                "loopback",
+            ),
+            (
+                SinkConfig::Redis(RedisSinkConfig::new("redis://:s3cret@192.168.0.9/0", "c")),
+                "url",
+                "private",
+            ),
+            (SinkConfig::Sqs(sqs), "endpoint", "private"),
+            (SinkConfig::GooglePubsub(pubsub), "endpoint", "link_local"),
+            (kafka(&["0.0.0.0:9092"]), "brokers[0]", "not_unicast"),
+        ];
+        for (sink, field, class) in cases {
+            let e = check(sink.clone(), EgressConfig::default()).unwrap_err();
+            assert_eq!(
+                e.field.as_deref(),
+                Some(format!("sources.s.sinks[0].{field}").as_str()),
+                "{e}"
+            );
+            let text = e.to_string();
+            assert!(text.contains(&format!("({class})")), "{text}");
+            for value in [
+                "127.0.0.1",
+                "10.1.2.3",
+                "::1",
+                "192.168",
+                "fd00",
+                "169.254",
+                "s3cret",
+            ] {
+                assert!(!text.contains(value), "{text} shows {value}");
+            }
+            // The flag of its class (or a CIDR covering it) lets the same config load.
+            let open = EgressConfig {
+                allow_loopback: class == "loopback",
+                allow_private: class == "private",
+                allow_link_local: class == "link_local",
+                allow_cidrs: if class == "not_unicast" {
+                    vec!["0.0.0.0/32".into()]
+                } else {
+                    vec![]
+                },
+                ..Default::default()
+            };
+            check(sink.clone(), open).unwrap();
+            // Another class's flag does not.
+            let other = EgressConfig {
+                allow_loopback: class != "loopback",
+                allow_private: class != "private",
+                allow_link_local: class != "link_local",
+                ..Default::default()
+            };
+            assert!(check(sink, other).is_err(), "{field} {class}");
+        }
+        // A name is not resolved at load: the sink checks what it resolves to on each connect.
+        check(kafka(&["localhost:9092"]), EgressConfig::default()).unwrap();
+        check(
+            SinkConfig::Redis(RedisSinkConfig::new("redis://redis.internal:6379/0", "c")),
+            EgressConfig::default(),
+        )
+        .unwrap();
     }
 
     #[test]

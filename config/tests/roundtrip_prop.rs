@@ -142,6 +142,8 @@ fn document(values: &[Placed; 8], tolerance: Option<u16>) -> (String, MapLookup)
     }
     let doc = map(vec![
         ("node", map(vec![("region", field(2))])),
+        // The brokers below are on loopback.
+        ("egress", map(vec![("allow_loopback", Value::Bool(true))])),
         (
             "sources",
             map(vec![(

@@ -2,6 +2,9 @@
 //! deliveries fail and are retried by dispatch, and once the broker is back every hook
 //! answered 201 is in the stream (at least once). The NATS server is this test's own, with
 //! file storage, killed with SIGKILL and restarted on the same store.
+//!
+//! A broker the egress policy refuses is a failure of the same kind: its hooks stay queued and
+//! are retried, and are delivered once a reload allows the broker.
 
 mod common;
 
@@ -85,7 +88,7 @@ async fn hooks_survive_a_broker_restart_with_visible_retries() {
         .unwrap();
     }
     let g = Gateway::start(&format!(
-        "dispatch: {{breaker_failures: 0}}\nsources:\n  s:\n    retry: {{base_ms: 50, max_ms: 300}}\n    sinks:\n      - type: nats\n        servers: [\"127.0.0.1:{port}\"]\n        subject: hooks.s\n        publish_timeout_ms: 1000\n"
+        "egress: {{allow_loopback: true}}\ndispatch: {{breaker_failures: 0}}\nsources:\n  s:\n    retry: {{base_ms: 50, max_ms: 300}}\n    sinks:\n      - type: nats\n        servers: [\"127.0.0.1:{port}\"]\n        subject: hooks.s\n        publish_timeout_ms: 1000\n"
     ));
     let c = client();
     let mut acked = Vec::new();
@@ -160,4 +163,71 @@ async fn hooks_survive_a_broker_restart_with_visible_retries() {
         "{} hooks acked, all in the stream; {failed} failed attempts while the broker was away",
         acked.len()
     );
+}
+
+/// A Redis sink named by `localhost` loads (a name is checked on connect, not at load), but the
+/// default egress policy refuses the loopback address it resolves to: each attempt fails
+/// transient with `egress_denied: loopback`, the hook stays queued (never dead-lettered), and
+/// a reload that sets `egress.allow_loopback` delivers it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_broker_refused_by_egress_keeps_its_hooks_queued_until_allowed() {
+    let channel = format!("ankusa-egress-{}", uuid::Uuid::now_v7().simple());
+    let redis = redis::Client::open("redis://127.0.0.1:6379/").expect("redis url");
+    let mut pubsub = redis
+        .get_async_pubsub()
+        .await
+        .expect("Redis on 127.0.0.1:6379 (run tests/brokers/start.sh <statedir>)");
+    pubsub.subscribe(&channel).await.unwrap();
+    let config = |egress: &str| {
+        format!(
+            "egress: {egress}\ndispatch: {{breaker_failures: 0}}\nsources:\n  s:\n    retry: {{base_ms: 50, max_ms: 300}}\n    sinks:\n      - type: redis\n        url: redis://localhost:6379/0\n        channel: {channel}\n"
+        )
+    };
+    let g = Gateway::start(&config("{}"));
+    let c = client();
+    let r = c
+        .post(g.url("/webhooks/s"))
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    let id = r.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let row = loop {
+        let h = g.admin_json(&c, &format!("/v1/hooks/{id}")).await;
+        let row = h["deliveries"][0].clone();
+        if row["attempts"].as_u64().unwrap_or(0) >= 2 {
+            break row;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no retried attempt: {h}\n{}",
+            g.log_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_ne!(row["state"], "dead", "an egress refusal is retried: {row}");
+    let err = row["last_error"].as_str().unwrap_or_default();
+    assert!(
+        err.contains("egress_denied: loopback (url)"),
+        "the class and the field: {row}"
+    );
+    assert!(
+        !err.contains("localhost") && !err.contains("127.0.0.1"),
+        "{err}"
+    );
+
+    g.write_config(&config("{allow_loopback: true}"));
+    use futures::StreamExt;
+    let msg = tokio::time::timeout(Duration::from_secs(20), pubsub.on_message().next())
+        .await
+        .expect("delivered within 20 s of the reload")
+        .expect("a message");
+    let m: Value = serde_json::from_slice(msg.get_payload_bytes()).unwrap();
+    assert_eq!(m["id"], id.as_str());
 }

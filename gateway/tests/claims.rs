@@ -20,7 +20,7 @@ async fn a_large_body_is_claim_checked_and_redeemed_over_http() {
         .expect("Redis on 127.0.0.1:6379 (run tests/brokers/start.sh <statedir>)");
     pubsub.subscribe(&channel).await.unwrap();
     let g = Gateway::start(&format!(
-        "sources:\n  big:\n    tenant: acme\n    sinks:\n      - type: redis\n        url: redis://127.0.0.1:6379/0\n        channel: {channel}\n        inline_max_bytes: 4096\n"
+        "egress: {{allow_loopback: true}}\nsources:\n  big:\n    tenant: acme\n    sinks:\n      - type: redis\n        url: redis://127.0.0.1:6379/0\n        channel: {channel}\n        inline_max_bytes: 4096\n"
     ));
     let c = client_http();
 

@@ -76,6 +76,34 @@ fn refused_configs_name_the_field_and_exit_78() {
         "{out}"
     );
 
+    // A broker written as an address the egress policy refuses: the field and the range are
+    // named, the address (and the URL's password) never.
+    let redis = "sources:\n  s:\n    sinks: [{type: redis, url: \"redis://:s3cret-pw@127.0.0.1:6379/0\", channel: c}]\n";
+    let (code, err) = check(redis, &[]);
+    assert_eq!(code, 78, "{err}");
+    assert!(
+        err.contains("sources.s.sinks[0].url")
+            && err.contains("loopback")
+            && err.contains("egress.allow_loopback"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("127.0.0.1") && !err.contains("s3cret-pw"),
+        "{err}"
+    );
+    let (code, out) = check(&format!("egress: {{allow_loopback: true}}\n{redis}"), &[]);
+    assert_eq!(code, 0, "{out}");
+    let (code, err) = check(
+        "sources:\n  s:\n    sinks: [{type: kafka, brokers: [\"kafka.example:9092\", \"10.0.0.8:9092\"], topic: t}]\n",
+        &[],
+    );
+    assert_eq!(code, 78, "{err}");
+    assert!(
+        err.contains("sources.s.sinks[0].brokers[1]") && err.contains("private"),
+        "{err}"
+    );
+    assert!(!err.contains("10.0.0.8"), "{err}");
+
     // `run` refuses the same way, before binding anything.
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("c.yml");

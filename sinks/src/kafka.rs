@@ -8,9 +8,15 @@
 //! | no ack within `produce_timeout_ms` | transient `produce_timeout` (the record may still land: consumers dedupe) |
 //! | unknown topic or partition | transient `unknown_topic` (the sink never creates topics) |
 //! | anything else (brokers down, not enough replicas, ...) | transient |
+//! | a bootstrap or advertised broker resolves to an address `egress` refuses | transient `not_connected: egress_denied: <class> (<field>)`, no producer |
 //!
 //! librdkafka owns reconnects, leader changes and metadata; the producer is one per broker list
-//! and credentials, opened on first use and closed when idle.
+//! and credentials, opened on first use and closed when idle. Opening it checks the egress
+//! policy twice: the bootstrap brokers' addresses before librdkafka is given them, then the
+//! brokers the cluster advertises (a metadata request, before anything is produced), since
+//! librdkafka connects to those too. What librdkafka resolves or learns later (its own
+//! reconnects, a broker advertised afterwards) is checked when the producer is next opened;
+//! docs/sinks.md (Egress) states that window.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,10 +27,11 @@ use futures::future::BoxFuture;
 use rdkafka::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 
 use crate::BuildCtx;
 use crate::conn::{Conn, Registry, Slot, scrub};
+use crate::egress::{EgressTarget, Policy};
 use crate::message::{self, Limits};
 
 #[derive(Clone)]
@@ -49,6 +56,8 @@ pub struct KafkaSink {
     reported_inline: u64,
     produce_timeout: Duration,
     secrets: Vec<String>,
+    policy: Policy,
+    targets: Vec<EgressTarget>,
 }
 
 /// `host:port` from a `host:port`, `tcp://host:port` or `plaintext://host:port` entry.
@@ -103,6 +112,7 @@ impl KafkaSink {
             sasl: &'a Option<KafkaSasl>,
             produce_timeout_ms: u64,
             max_record_bytes: u64,
+            egress: &'a ankusa_config::AddressPolicy,
         }
         let key = crate::shared_key(
             "kafka",
@@ -111,6 +121,7 @@ impl KafkaSink {
                 sasl: &cfg.sasl,
                 produce_timeout_ms: cfg.produce_timeout_ms,
                 max_record_bytes: cfg.max_record_bytes,
+                egress: ctx.policy.addresses(),
             },
         );
         let limits = Limits {
@@ -126,6 +137,8 @@ impl KafkaSink {
             reported_inline: limits.reported_inline_max(ctx.forward_headers_max_bytes),
             produce_timeout: Duration::from_millis(cfg.produce_timeout_ms),
             secrets,
+            policy: ctx.policy.clone(),
+            targets: cfg.egress_targets(),
         }
     }
 
@@ -146,15 +159,7 @@ impl KafkaSink {
         let attrs = message::attributes(env, ctx);
         let overhead = key.len() as u64 + message::attributes_len(&attrs);
         let prepared = message::prepare(env, ctx, self.limits, overhead)?;
-        let lease = self
-            .slot
-            .get(|| async {
-                self.client
-                    .create::<FutureProducer>()
-                    .map(|p| KafkaConn(Arc::new(p)))
-                    .map_err(|e| self.scrub(format!("kafka client: {e}")))
-            })
-            .await?;
+        let lease = self.slot.get(|| self.open()).await?;
         let mut headers = OwnedHeaders::new_with_capacity(attrs.len());
         for (k, v) in &attrs {
             headers = headers.insert(Header {
@@ -179,6 +184,62 @@ impl KafkaSink {
             Ok(Ok(_delivery)) => Ok(()),
             Ok(Err((e, _msg))) => Err(self.classify(e)),
         }
+    }
+
+    /// A producer whose bootstrap and advertised brokers all pass the egress policy.
+    async fn open(&self) -> Result<KafkaConn, String> {
+        // Before librdkafka is given the names; it resolves them again itself.
+        self.policy
+            .check_targets(&self.targets)
+            .await
+            .map_err(|e| e.to_string())?;
+        let producer = self
+            .client
+            .create::<FutureProducer>()
+            .map(|p| KafkaConn(Arc::new(p)))
+            .map_err(|e| self.scrub(format!("kafka client: {e}")))?;
+        match self.check_advertised(&producer).await {
+            Ok(()) => Ok(producer),
+            Err(e) => {
+                producer.close().await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Asks the bootstrap brokers which brokers the cluster advertises (librdkafka connects to
+    /// those to produce) and checks each. With sparse connections (librdkafka's default) it
+    /// has connected to none of them yet: nothing is produced before this passes.
+    async fn check_advertised(&self, producer: &KafkaConn) -> Result<(), String> {
+        let p = producer.0.clone();
+        let topic = self.topic.clone();
+        let timeout = self.produce_timeout;
+        // A blocking call into librdkafka: off the async workers.
+        let advertised = tokio::task::spawn_blocking(move || {
+            p.client().fetch_metadata(Some(&topic), timeout).map(|m| {
+                m.brokers()
+                    .iter()
+                    .map(|b| (b.host().to_string(), b.port()))
+                    .collect::<Vec<_>>()
+            })
+        })
+        .await
+        .map_err(|_| "kafka metadata: the request was cancelled".to_string())?
+        .map_err(|e| self.scrub(format!("kafka metadata: {e}")))?;
+        for (host, port) in advertised {
+            let target = EgressTarget {
+                field: "a broker the cluster advertises".into(),
+                host,
+                port: u16::try_from(port).unwrap_or(0),
+            };
+            // A name that does not resolve now is refused too: librdkafka would resolve it
+            // later, unchecked, and a name can be made to fail once and answer afterwards.
+            self.policy
+                .check_target(&target)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(())
     }
 
     fn timed_out(&self) -> SinkError {

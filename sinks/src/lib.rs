@@ -4,6 +4,9 @@
 //! Pub/Sub), which all publish the same message (`message.rs`, v1) and answer `Ok` only once
 //! the broker has it (each module's header has its confirm rule and error table).
 //!
+//! Every sink obeys the `egress` policy (`egress.rs`): HTTP on each attempt, the broker and
+//! queue sinks on each connect.
+//!
 //! `SinkBuilder` is the one place a sink's config becomes an `Arc<dyn Sink>`. It owns what
 //! outlives one config: HTTP pools, broker connections (keyed by a digest of address and
 //! credentials, opened on first use, closed when idle by `reap_idle`) and the SQS / Pub/Sub
@@ -38,6 +41,7 @@ macro_rules! impl_sink {
 pub mod aws;
 pub mod batcher;
 pub mod conn;
+pub mod egress;
 pub mod http;
 pub mod kafka;
 pub mod log;
@@ -50,10 +54,12 @@ pub mod reply;
 pub mod sqs;
 pub mod util;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ankusa_config::{Config, ConfigError, EgressConfig, PoolConfig, SinkConfig, SourceConfig};
+use ankusa_config::{
+    AddressPolicy, Config, ConfigError, EgressConfig, PoolConfig, SinkConfig, SourceConfig,
+};
 use ankusa_core::Sink;
 
 use batcher::{BatchStats, Shared};
@@ -72,6 +78,8 @@ pub struct BuildCtx<'a> {
     /// The sink's path in errors (`sources.x.sinks[1]`).
     pub field: &'a str,
     pub egress: &'a EgressConfig,
+    /// `egress` with the builder's resolver: what every sink checks its connections with.
+    pub policy: egress::Policy,
     /// The source's cap on forwarded header bytes (what a queue message may carry besides
     /// the body).
     pub forward_headers_max_bytes: u64,
@@ -83,8 +91,12 @@ pub struct BuildCtx<'a> {
 /// Builds sinks; shared state lives here.
 pub struct SinkBuilder {
     pools: Arc<HttpPools>,
-    /// The client of the SQS and Pub/Sub REST calls.
+    /// A client with the system resolver and no egress policy: the Pub/Sub metadata server
+    /// (the node's own, named by `GCE_METADATA_HOST`, never by a sink) is reached through it.
     http: reqwest::Client,
+    /// The client of the SQS and Pub/Sub REST calls under the latest egress policy, and that
+    /// policy; rebuilt when a config brings another one (sinks built before keep theirs).
+    rest: Mutex<Option<(AddressPolicy, reqwest::Client)>>,
     kafka: Registry<kafka::KafkaConn>,
     rabbitmq: Registry<rabbitmq::RabbitConn>,
     nats: Registry<nats::NatsConn>,
@@ -111,17 +123,13 @@ impl SinkBuilder {
 
     pub fn with_pools(pools: Arc<HttpPools>) -> Self {
         install_crypto_provider();
-        let http = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .connect_timeout(Duration::from_secs(5))
-            .pool_idle_timeout(Duration::from_secs(60))
-            .pool_max_idle_per_host(64)
-            .user_agent(concat!("ankusa/", env!("CARGO_PKG_VERSION")))
+        let http = rest_client_builder()
             .build()
             .unwrap_or_else(|_| reqwest::Client::new());
         SinkBuilder {
             pools,
             http,
+            rest: Mutex::new(None),
             kafka: Registry::default(),
             rabbitmq: Registry::default(),
             nats: Registry::default(),
@@ -151,6 +159,7 @@ impl SinkBuilder {
         let ctx = BuildCtx {
             field,
             egress: &cfg.egress,
+            policy: egress::Policy::new(&cfg.egress, self.pools.resolver.clone()),
             forward_headers_max_bytes: source.forward_headers_max_bytes as u64,
             default_inflight: cfg.dispatch.sink_concurrency.unwrap_or(8).max(1),
         };
@@ -158,12 +167,40 @@ impl SinkBuilder {
             SinkConfig::Log(_) => Arc::new(log::LogSink),
             SinkConfig::Http(h) => Arc::new(http::HttpSink::new(h, &ctx, self.pools.clone())?),
             SinkConfig::Kafka(k) => Arc::new(kafka::KafkaSink::new(k, &ctx, &self.kafka)),
-            SinkConfig::Rabbitmq(r) => Arc::new(rabbitmq::RabbitmqSink::new(r, &self.rabbitmq)),
+            SinkConfig::Rabbitmq(r) => {
+                Arc::new(rabbitmq::RabbitmqSink::new(r, &ctx, &self.rabbitmq))
+            }
             SinkConfig::Nats(n) => Arc::new(nats::NatsSink::new(n, &ctx, &self.nats)),
-            SinkConfig::Redis(r) => Arc::new(redis::RedisSink::new(r, &self.redis)),
+            SinkConfig::Redis(r) => Arc::new(redis::RedisSink::new(r, &ctx, &self.redis)),
             SinkConfig::Sqs(s) => Arc::new(sqs::SqsSink::build(s, &ctx, self)?),
             SinkConfig::GooglePubsub(g) => Arc::new(pubsub::PubsubSink::build(g, &ctx, self)?),
         })
+    }
+
+    /// The REST client (SQS, Pub/Sub) whose resolver enforces `ctx.policy`: one per policy,
+    /// the latest kept, so batchers of one config share its connections. A client that cannot
+    /// be built refuses the sink rather than fall back to one without the policy.
+    fn rest_client(&self, ctx: &BuildCtx) -> Result<reqwest::Client, ConfigError> {
+        let mut rest = self.rest.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((p, client)) = rest.as_ref()
+            && p == ctx.policy.addresses()
+        {
+            return Ok(client.clone());
+        }
+        let client = rest_client_builder()
+            // A proxy from HTTP(S)_PROXY would resolve and connect by name on our behalf,
+            // past the resolver that checks the addresses.
+            .no_proxy()
+            .dns_resolver(Arc::new(egress::PolicyDns(ctx.policy.clone())))
+            .build()
+            .map_err(|e| {
+                ConfigError::field(
+                    ctx.field.to_string(),
+                    format!("cannot build the HTTP client: {}", e.without_url()),
+                )
+            })?;
+        *rest = Some((ctx.policy.addresses().clone(), client.clone()));
+        Ok(client)
     }
 
     /// Closes broker connections idle past their sink's `idle_timeout_ms` (nothing in flight),
@@ -203,6 +240,16 @@ impl SinkBuilder {
     }
 }
 
+/// The settings of the REST clients (SQS, Pub/Sub and the metadata server).
+fn rest_client_builder() -> reqwest::ClientBuilder {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .connect_timeout(Duration::from_secs(5))
+        .pool_idle_timeout(Duration::from_secs(60))
+        .pool_max_idle_per_host(64)
+        .user_agent(concat!("ankusa/", env!("CARGO_PKG_VERSION")))
+}
+
 /// Batching sinks start their batcher's task when built: refuse clearly outside a runtime.
 fn require_runtime(field: &str) -> Result<(), ConfigError> {
     tokio::runtime::Handle::try_current()
@@ -223,4 +270,11 @@ fn require_runtime(field: &str) -> Result<(), ConfigError> {
 fn shared_key(kind: &str, parts: &impl serde::Serialize) -> String {
     let text = serde_json::to_string(parts).unwrap_or_default();
     conn::digest(&[kind, &text])
+}
+
+/// The part of a shared connection's key that is the egress policy which admitted it: a
+/// reload that narrows the policy opens (and checks) new connections instead of reusing
+/// ones it would refuse.
+fn policy_key(policy: &egress::Policy) -> String {
+    serde_json::to_string(policy.addresses()).unwrap_or_default()
 }

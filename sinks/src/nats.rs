@@ -9,6 +9,14 @@
 //! | an error ack (it carries `seq: 0`), a permission violation | transient, with the server's description |
 //! | no ack within `publish_timeout_ms` | transient `publish_timeout` |
 //! | the connection is not up | transient `not_connected` (the client reconnects, 2 s backoff at most) |
+//! | a server's name resolves to an address `egress` refuses | transient `not_connected: egress_denied: <class> (servers[i])`; nothing dialed |
+//!
+//! The egress policy is checked before every connect: when the sink dials, and before each
+//! reconnect of the client (its `reconnect_to_server_callback` picks a server whose addresses
+//! all pass, or, when none does, a server that cannot resolve so the attempt connects
+//! nowhere). The client dials only the configured servers: the ones a server advertises
+//! (`connect_urls`) are ignored, since nothing checked them; list every server to fail over
+//! to.
 //!
 //! Every publish carries `Nats-Msg-Id` = the hook id, or `<id>:replay:<replay_id>` on a replay,
 //! so JetStream's duplicate window collapses a re-send while a deliberate replay is stored.
@@ -20,18 +28,29 @@ use ankusa_config::{NatsAuth, NatsSinkConfig};
 use ankusa_core::{DeliveryCtx, Envelope, SinkError};
 use async_nats::jetstream::context::PublishErrorKind;
 use async_nats::jetstream::message::PublishMessage;
-use async_nats::{ConnectOptions, HeaderMap, ServerAddr};
+use async_nats::{ConnectOptions, HeaderMap, ReconnectToServer, Server, ServerAddr};
 use bytes::Bytes;
 use futures::future::BoxFuture;
 
 use crate::BuildCtx;
 use crate::conn::{Conn, Registry, Slot, scrub};
+use crate::egress::{EgressError, EgressTarget, Policy};
 use crate::message::{self, Limits};
+
+/// A server no resolver answers for (RFC 6761 reserves `.invalid`). When the egress policy
+/// refuses every configured server, the reconnect callback hands the client this one, so the
+/// attempt fails at name resolution and connects nowhere; the next attempt checks again.
+const NOWHERE: &str = "nats://egress-refused.invalid:4222";
+
+/// Why the client's last reconnect attempt connected nowhere (the policy's refusal, or a
+/// name that did not resolve), for the deliveries that find it disconnected.
+type Refusal = Arc<std::sync::Mutex<Option<EgressError>>>;
 
 #[derive(Clone)]
 pub struct NatsConn {
     client: async_nats::Client,
     js: async_nats::jetstream::Context,
+    refusal: Refusal,
 }
 
 impl Conn for NatsConn {
@@ -48,6 +67,7 @@ pub struct NatsSink {
     limits: Limits,
     reported_inline: u64,
     secrets: Vec<String>,
+    policy: Policy,
 }
 
 impl NatsSink {
@@ -64,6 +84,7 @@ impl NatsSink {
             auth: &'a NatsAuth,
             tls: bool,
             publish_timeout_ms: u64,
+            egress: &'a ankusa_config::AddressPolicy,
         }
         let key = crate::shared_key(
             "nats",
@@ -72,6 +93,7 @@ impl NatsSink {
                 auth: &auth,
                 tls: cfg.tls,
                 publish_timeout_ms: cfg.publish_timeout_ms,
+                egress: ctx.policy.addresses(),
             },
         );
         let limits = Limits {
@@ -84,6 +106,7 @@ impl NatsSink {
             limits,
             reported_inline: limits.reported_inline_max(ctx.forward_headers_max_bytes),
             secrets,
+            policy: ctx.policy.clone(),
         }
     }
 
@@ -93,20 +116,55 @@ impl NatsSink {
     }
 
     async fn open(&self) -> Result<NatsConn, String> {
-        let mut addrs = Vec::new();
-        for s in &self.cfg.servers {
+        let mut servers = Vec::new();
+        for (i, s) in self.cfg.servers.iter().enumerate() {
+            // The address as the client reads it; the error names the entry, not its value
+            // (config validation has checked the form already).
             let a: ServerAddr = s
                 .parse()
-                .map_err(|e| format!("server address {s:?}: {e}"))?;
-            addrs.push(a);
+                .map_err(|_| format!("servers[{i}] is not a NATS server address"))?;
+            let target = EgressTarget {
+                field: format!("servers[{i}]"),
+                host: a.host().to_string(),
+                port: a.port(),
+            };
+            servers.push((a, target));
         }
+        let targets: Vec<EgressTarget> = servers.iter().map(|(_, t)| t.clone()).collect();
+        // Before the client is pointed at the servers; the callback below checks each
+        // reconnect.
+        self.policy
+            .check_targets(&targets)
+            .await
+            .map_err(|e| e.to_string())?;
+        let nowhere: ServerAddr = NOWHERE
+            .parse()
+            .map_err(|e| format!("internal: {NOWHERE}: {e}"))?;
+        let mut addrs: Vec<ServerAddr> = servers.iter().map(|(a, _)| a.clone()).collect();
+        // In the pool so that the callback may pick it (the client refuses a pick from outside
+        // its pool). The callback picks every server, so the client's own selection, which
+        // would take an unchecked server, never runs.
+        addrs.push(nowhere.clone());
+        let refusal: Refusal = Arc::default();
         let mut opts = ConnectOptions::new()
             .name("ankusa")
             .connection_timeout(Duration::from_secs(5))
             .require_tls(self.cfg.tls)
+            .ignore_discovered_servers()
             // Reconnect quickly at first, then every 2 s while the server is away.
             .reconnect_delay_callback(|attempts| {
                 Duration::from_millis((attempts as u64 * 250).min(2_000))
+            })
+            .reconnect_to_server_callback({
+                let (policy, servers) = (self.policy.clone(), Arc::new(servers));
+                let refusal = refusal.clone();
+                move |pool, _info| {
+                    // The check runs on a task of its own: the client wants a `Sync` future,
+                    // and the resolver's is not (a task handle is).
+                    let check = tokio::spawn(pick_server(policy.clone(), servers.clone(), pool));
+                    let (nowhere, refusal) = (nowhere.clone(), refusal.clone());
+                    async move { settle(check.await.unwrap_or(Err(None)), nowhere, &refusal) }
+                }
             });
         if let Some(a) = &self.cfg.auth {
             if let (Some(u), Some(p)) = (&a.username, &a.password) {
@@ -137,7 +195,11 @@ impl NatsSink {
         let js = async_nats::jetstream::context::ContextBuilder::new()
             .timeout(Duration::from_millis(self.cfg.publish_timeout_ms))
             .build(client.clone());
-        Ok(NatsConn { client, js })
+        Ok(NatsConn {
+            client,
+            js,
+            refusal,
+        })
     }
 
     async fn attempt(&self, env: &Envelope, ctx: &DeliveryCtx) -> Result<(), SinkError> {
@@ -159,9 +221,15 @@ impl NatsSink {
         let lease = self.slot.get(|| self.open()).await?;
         let conn = &lease.conn;
         if conn.client.connection_state() != async_nats::connection::State::Connected {
-            return Err(SinkError::Transient(
-                "not_connected: the NATS connection is down (reconnecting)".into(),
-            ));
+            let refusal = conn
+                .refusal
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            return Err(SinkError::Transient(match refusal {
+                Some(e) => format!("not_connected: {e} (reconnecting)"),
+                None => "not_connected: the NATS connection is down (reconnecting)".into(),
+            }));
         }
         let payload = Bytes::from(prepared.json);
         let max_payload = conn.client.server_info().max_payload as u64;
@@ -209,6 +277,57 @@ impl NatsSink {
             _ => SinkError::Transient(self.scrub(format!("publish refused: {e}"))),
         }
     }
+}
+
+/// The reconnect callback's choice: the configured server (fewest failed attempts first, as
+/// the client's own selection would) whose addresses all pass the egress policy, else the
+/// first refusal (`None` when the pool held no configured server).
+async fn pick_server(
+    policy: Policy,
+    servers: Arc<Vec<(ServerAddr, EgressTarget)>>,
+    pool: Vec<Server>,
+) -> Result<ServerAddr, Option<EgressError>> {
+    let failures = |a: &ServerAddr| {
+        pool.iter()
+            .find(|s| &s.addr == a)
+            .map_or(0, |s| s.failed_attempts)
+    };
+    let mut order: Vec<&(ServerAddr, EgressTarget)> = servers.iter().collect();
+    order.sort_by_key(|(a, _)| failures(a));
+    let mut first = None;
+    for (addr, target) in order {
+        match policy.check_target(target).await {
+            Ok(_) => return Ok(addr.clone()),
+            Err(e) => {
+                first.get_or_insert(e);
+            }
+        }
+    }
+    Err(first)
+}
+
+/// What the client is told: the picked server, or `nowhere` with the refusal recorded for the
+/// deliveries that find the connection down.
+fn settle(
+    picked: Result<ServerAddr, Option<EgressError>>,
+    nowhere: ServerAddr,
+    refusal: &Refusal,
+) -> Option<ReconnectToServer> {
+    let mut last = refusal.lock().unwrap_or_else(|p| p.into_inner());
+    let addr = match picked {
+        Ok(addr) => {
+            *last = None;
+            addr
+        }
+        Err(e) => {
+            if let Some(e) = &e {
+                tracing::warn!(error = %e, "NATS reconnect goes nowhere: no configured server passes the egress check");
+            }
+            *last = e;
+            nowhere
+        }
+    };
+    Some(ReconnectToServer { addr, delay: None })
 }
 
 impl_sink!(NatsSink {

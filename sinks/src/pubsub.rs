@@ -13,6 +13,13 @@
 //! | a non-200 that is not a Google error document | transient `status <n>` (429/503: retry_after) |
 //! | a 200 without one id per message, a transport failure | transient |
 //! | the token source has no token | transient `no_credentials`, no request |
+//! | the endpoint resolves to an address `egress` refuses | transient `egress_denied: <class> (endpoint)`, no request |
+//!
+//! Publishes go through a client whose resolver answers only with addresses the egress policy
+//! allows (`egress::PolicyDns`); an endpoint written as an IP literal is checked before each
+//! request. The metadata server (`auth: metadata`) is the node's own, link-local by design
+//! and named by `GCE_METADATA_HOST`, never by a sink: tokens come through a client without
+//! the policy.
 //!
 //! Bisection: a batch refused with `INVALID_ARGUMENT` is split in two, left half first (order
 //! is kept), and a refused half is split again until the refused message stands alone; at most
@@ -30,11 +37,12 @@ use serde_json::{Map, Value, json};
 use tokio::sync::Mutex;
 
 use crate::batcher::{BatchStats, Batcher, Flush, Item};
+use crate::egress::{AddressPolicy, EgressError, Policy};
 use crate::message::{self, Limits};
 use crate::util::{call_failed, snippet};
 use crate::{BuildCtx, SinkBuilder};
 
-pub const DEFAULT_ENDPOINT: &str = "https://pubsub.googleapis.com";
+pub const DEFAULT_ENDPOINT: &str = ankusa_config::DEFAULT_PUBSUB_ENDPOINT;
 
 /// Pub/Sub's limit on an attribute value and on an ordering key.
 const MAX_ATTRIBUTE_VALUE: usize = 1024;
@@ -156,6 +164,10 @@ impl TokenSource {
 
 pub struct PubsubClient {
     http: reqwest::Client,
+    /// Where tokens from the metadata server are fetched (no egress policy: see the header).
+    token_http: reqwest::Client,
+    /// The endpoint is an IP literal the egress policy refuses: every publish fails with this.
+    refused: Option<EgressError>,
     url: String,
     tokens: TokenSource,
     timeout: Duration,
@@ -211,7 +223,10 @@ pub fn split_budget(n: usize) -> usize {
 impl PubsubClient {
     async fn publish(&self, items: &[Item<PubsubMessage>]) -> Outcome {
         let attempt = items.iter().map(|i| i.attempt).max().unwrap_or(1);
-        let token = match self.tokens.token(&self.http).await {
+        if let Some(e) = &self.refused {
+            return Outcome::Failed(SinkError::Transient(e.to_string()));
+        }
+        let token = match self.tokens.token(&self.token_http).await {
             Ok(t) => t,
             Err(e) => return Outcome::Failed(SinkError::Transient(e)),
         };
@@ -321,17 +336,44 @@ impl Flush<PubsubMessage> for PubsubFlush {
     }
 }
 
+/// A client with no egress policy of its own (tools and tests; the sink builds its client with
+/// `checked_client`): `http` serves publishes and tokens.
 pub fn client(
     cfg: &GooglePubsubSinkConfig,
     http: reqwest::Client,
     stats: Arc<BatchStats>,
 ) -> Arc<PubsubClient> {
+    Arc::new(client_with(cfg, http.clone(), http, None, stats))
+}
+
+/// The sink's client: publishes through `http`, which resolves through the policy; a refused
+/// IP-literal endpoint fails every publish; tokens come through `token_http`.
+fn checked_client(
+    cfg: &GooglePubsubSinkConfig,
+    http: reqwest::Client,
+    token_http: reqwest::Client,
+    policy: &Policy,
+    stats: Arc<BatchStats>,
+) -> PubsubClient {
+    let refused = policy.refused_literal(&cfg.egress_targets());
+    client_with(cfg, http, token_http, refused, stats)
+}
+
+fn client_with(
+    cfg: &GooglePubsubSinkConfig,
+    http: reqwest::Client,
+    token_http: reqwest::Client,
+    refused: Option<EgressError>,
+    stats: Arc<BatchStats>,
+) -> PubsubClient {
     let endpoint = cfg
         .endpoint
         .as_ref()
         .map_or(DEFAULT_ENDPOINT, SecretUrl::expose);
-    Arc::new(PubsubClient {
+    PubsubClient {
         http,
+        token_http,
+        refused,
         url: format!(
             "{}/v1/projects/{}/topics/{}:publish",
             endpoint.trim_end_matches('/'),
@@ -341,7 +383,7 @@ pub fn client(
         tokens: TokenSource::from_config(cfg),
         timeout: Duration::from_millis(cfg.timeout_ms),
         stats,
-    })
+    }
 }
 
 pub struct PubsubSink {
@@ -360,9 +402,17 @@ impl PubsubSink {
         ctx: &BuildCtx,
         builder: &SinkBuilder,
     ) -> Result<PubsubSink, ConfigError> {
-        let client = client(cfg, builder.http.clone(), builder.pubsub_stats.clone());
+        let client = Arc::new(checked_client(
+            cfg,
+            builder.rest_client(ctx)?,
+            builder.http.clone(),
+            &ctx.policy,
+            builder.pubsub_stats.clone(),
+        ));
         #[derive(serde::Serialize)]
         struct Destination<'a> {
+            /// The batcher publishes through the client of the policy it was made under.
+            egress: &'a AddressPolicy,
             endpoint: &'a str,
             project: &'a str,
             topic: &'a str,
@@ -371,6 +421,7 @@ impl PubsubSink {
             timeout_ms: u64,
         }
         let destination = Destination {
+            egress: ctx.policy.addresses(),
             endpoint: cfg
                 .endpoint
                 .as_ref()

@@ -12,8 +12,11 @@
 //! | `channel_closed: <reason>` | the broker closed the channel (a deleted exchange is a 404) |
 //! | `publish_failed: <reason>` | the publish itself failed |
 //! | `not_connected: <reason>` | no connection; redialed after `retry_ms` |
+//! | `not_connected: egress_denied: <class> (url)` | the broker's name resolves to an address `egress` refuses; nothing dialed |
 //!
-//! One connection and confirm-mode channel per (url, exchange), opened on first use. The
+//! One connection and confirm-mode channel per (url, exchange), opened on first use, after the
+//! broker's addresses pass the egress policy (lapin's own recovery stays off, so every
+//! connection is one of these dials). The
 //! exchange is declared (durable, idempotent); queues are never declared: binding them is the
 //! consumer's job. After a channel or connection error the pair is dropped and the next
 //! delivery reopens both (re-declaring the exchange). A delivery cancelled by its caller (the
@@ -32,7 +35,9 @@ use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
 use tokio::sync::Semaphore;
 
+use crate::BuildCtx;
 use crate::conn::{Conn, Registry, Slot, digest, scrub, url_secrets};
+use crate::egress::{EgressTarget, Policy};
 use crate::message::{self, Limits};
 
 /// How long a dial (TCP, AMQP handshake, channel, declare) may take.
@@ -71,16 +76,23 @@ pub struct RabbitmqSink {
     max_inflight: usize,
     confirm_timeout: Duration,
     secrets: Vec<String>,
+    policy: Policy,
+    targets: Vec<EgressTarget>,
 }
 
 impl RabbitmqSink {
-    pub fn new(cfg: &RabbitmqSinkConfig, registry: &Registry<RabbitConn>) -> RabbitmqSink {
+    pub fn new(
+        cfg: &RabbitmqSinkConfig,
+        ctx: &BuildCtx,
+        registry: &Registry<RabbitConn>,
+    ) -> RabbitmqSink {
         let key = digest(&[
             "rabbitmq",
             cfg.url.expose(),
             &cfg.exchange,
             cfg.exchange_type.as_str(),
             &cfg.max_inflight.to_string(),
+            &crate::policy_key(&ctx.policy),
         ]);
         let secrets = url_secrets(cfg.url.expose());
         RabbitmqSink {
@@ -96,6 +108,8 @@ impl RabbitmqSink {
             max_inflight: cfg.max_inflight.max(1) as usize,
             confirm_timeout: Duration::from_millis(cfg.confirm_timeout_ms),
             secrets,
+            policy: ctx.policy.clone(),
+            targets: cfg.egress_targets(),
         }
     }
 
@@ -106,6 +120,11 @@ impl RabbitmqSink {
 
     async fn open(&self) -> Result<RabbitConn, String> {
         let dial = async {
+            // Before lapin is pointed at the broker; it resolves the name again itself.
+            self.policy
+                .check_targets(&self.targets)
+                .await
+                .map_err(|e| e.to_string())?;
             let props = ConnectionProperties::default().with_connection_name("ankusa".into());
             let connection = Connection::connect(&self.url, props)
                 .await

@@ -8,9 +8,14 @@
 //! | `PUBLISH` answered n > 0 | `Ok` |
 //! | `PUBLISH` answered 0 | transient `no_subscribers` |
 //! | connection refused, timed out, closed, `WRONGPASS` | transient (`not_connected: ...` / `redis: ...`) |
+//! | the server's name resolves to an address `egress` refuses | transient `not_connected: egress_denied: <class> (url)`, no connection |
 //! | no reply within `publish_timeout_ms` | transient `publish_timeout` |
 //!
 //! Pub/sub has no headers: the metadata travels only inside the message.
+//!
+//! Each dial checks the server's addresses against the egress policy first; the multiplexed
+//! connection never reconnects by itself (a broken one is dropped and the next delivery
+//! dials), so every connection is checked.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,7 +25,9 @@ use ankusa_core::{DeliveryCtx, Envelope, SinkError};
 use redis::AsyncConnectionConfig;
 use redis::aio::MultiplexedConnection;
 
+use crate::BuildCtx;
 use crate::conn::{Conn, Registry, Slot, digest, scrub, url_secrets};
+use crate::egress::{EgressTarget, Policy};
 use crate::message::{self, Limits};
 
 #[derive(Clone)]
@@ -35,14 +42,17 @@ pub struct RedisSink {
     limits: Limits,
     timeout: Duration,
     secrets: Vec<String>,
+    policy: Policy,
+    targets: Vec<EgressTarget>,
 }
 
 impl RedisSink {
-    pub fn new(cfg: &RedisSinkConfig, registry: &Registry<RedisConn>) -> RedisSink {
+    pub fn new(cfg: &RedisSinkConfig, ctx: &BuildCtx, registry: &Registry<RedisConn>) -> RedisSink {
         let key = digest(&[
             "redis",
             cfg.url.expose(),
             &cfg.publish_timeout_ms.to_string(),
+            &crate::policy_key(&ctx.policy),
         ]);
         RedisSink {
             slot: registry.slot("redis", &key, cfg.idle_timeout_ms, 1_000),
@@ -54,6 +64,8 @@ impl RedisSink {
             },
             timeout: Duration::from_millis(cfg.publish_timeout_ms),
             secrets: url_secrets(cfg.url.expose()),
+            policy: ctx.policy.clone(),
+            targets: cfg.egress_targets(),
         }
     }
 
@@ -63,6 +75,11 @@ impl RedisSink {
     }
 
     async fn open(&self) -> Result<RedisConn, String> {
+        // Before the client is pointed at the server; it resolves the name again itself.
+        self.policy
+            .check_targets(&self.targets)
+            .await
+            .map_err(|e| e.to_string())?;
         let client =
             redis::Client::open(self.url.as_str()).map_err(|e| self.scrub(format!("url: {e}")))?;
         let config = AsyncConnectionConfig::new()

@@ -12,6 +12,11 @@
 //! | any other SQS error (5xx, expired token) | transient |
 //! | a non-2xx that is not an SQS error document | transient `status <n>` (429/503: retry_after) |
 //! | a 200 with another MD5, an entry missing from the reply, no credentials, transport | transient |
+//! | the endpoint resolves to an address `egress` refuses | transient `egress_denied: <class> (endpoint)`, no request |
+//!
+//! Requests go through a client whose resolver answers only with addresses the egress policy
+//! allows (`egress::PolicyDns`); an endpoint written as an IP literal is checked before each
+//! request, since no resolver is asked for it.
 //!
 //! FIFO (URL ends `.fifo`): MessageGroupId = `message_group_id` or `<tenant>/<source_id>`;
 //! MessageDeduplicationId = the hook id, or `<id>:replay:<replay_id>`. A standard queue gets
@@ -29,6 +34,7 @@ use serde_json::{Map, Value, json};
 
 use crate::aws::{CredentialSource, region_from_host, sign_headers};
 use crate::batcher::{Batcher, Flush, Item};
+use crate::egress::{AddressPolicy, EgressError, Policy};
 use crate::message::{self, Limits};
 use crate::util::{call_failed, snippet};
 use crate::{BuildCtx, SinkBuilder};
@@ -72,6 +78,8 @@ pub struct SqsClient {
     region: String,
     creds: CredentialSource,
     timeout: Duration,
+    /// The endpoint is an IP literal the egress policy refuses: every request fails with this.
+    refused: Option<EgressError>,
 }
 
 /// Why a request as a whole failed, classified as the spec's table says.
@@ -154,6 +162,9 @@ enum Reply {
 
 impl SqsClient {
     async fn call(&self, target: &str, payload: &Value, attempt: u32) -> Reply {
+        if let Some(e) = &self.refused {
+            return Reply::Failed(SinkError::Transient(e.to_string()));
+        }
         let creds = match self.creds.get().await {
             Ok(c) => c,
             Err(e) => return Reply::Failed(SinkError::Transient(e)),
@@ -334,8 +345,23 @@ pub struct SqsSink {
     reported_inline: u64,
 }
 
-/// Builds the client a sink (and its batcher) uses.
+/// Builds the client a sink (and its batcher) uses, with no egress policy of its own (tools
+/// and tests; the sink builds its client with `checked_client`).
 pub fn client(cfg: &SqsSinkConfig, http: reqwest::Client) -> Arc<SqsClient> {
+    Arc::new(client_with(cfg, http, None))
+}
+
+/// The sink's client: `http` resolves through the policy, and a refused IP-literal endpoint
+/// fails every request.
+fn checked_client(cfg: &SqsSinkConfig, http: reqwest::Client, policy: &Policy) -> SqsClient {
+    client_with(cfg, http, policy.refused_literal(&cfg.egress_targets()))
+}
+
+fn client_with(
+    cfg: &SqsSinkConfig,
+    http: reqwest::Client,
+    refused: Option<EgressError>,
+) -> SqsClient {
     let queue = url::Url::parse(cfg.queue_url.expose()).ok();
     let endpoint = cfg
         .endpoint
@@ -358,7 +384,7 @@ pub fn client(cfg: &SqsSinkConfig, http: reqwest::Client) -> Arc<SqsClient> {
         .or_else(|| std::env::var("AWS_REGION").ok())
         .or_else(|| std::env::var("AWS_DEFAULT_REGION").ok())
         .unwrap_or_else(|| "us-east-1".into());
-    Arc::new(SqsClient {
+    SqsClient {
         http,
         queue_url: cfg.queue_url.expose().to_string(),
         endpoint,
@@ -369,7 +395,8 @@ pub fn client(cfg: &SqsSinkConfig, http: reqwest::Client) -> Arc<SqsClient> {
             cfg.session_token.as_ref().map(Secret::expose),
         ),
         timeout: Duration::from_millis(cfg.timeout_ms),
-    })
+        refused,
+    }
 }
 
 impl SqsSink {
@@ -380,9 +407,11 @@ impl SqsSink {
         ctx: &BuildCtx,
         builder: &SinkBuilder,
     ) -> Result<SqsSink, ConfigError> {
-        let client = client(cfg, builder.http.clone());
+        let client = Arc::new(checked_client(cfg, builder.rest_client(ctx)?, &ctx.policy));
         #[derive(serde::Serialize)]
         struct Destination<'a> {
+            /// The batcher sends through the client of the policy it was made under.
+            egress: &'a AddressPolicy,
             queue_url: &'a SecretUrl,
             endpoint: &'a Option<SecretUrl>,
             region: &'a Option<String>,
@@ -392,6 +421,7 @@ impl SqsSink {
             timeout_ms: u64,
         }
         let destination = Destination {
+            egress: ctx.policy.addresses(),
             queue_url: &cfg.queue_url,
             endpoint: &cfg.endpoint,
             region: &cfg.region,

@@ -4,10 +4,13 @@ use std::time::Duration;
 
 use ankusa_core::SinkError;
 
-/// A REST call that got no answer: a timeout, or a transport failure (its text without the
-/// URL). Both are transient.
+/// A REST call that got no answer: a timeout, the egress policy's refusal of the endpoint's
+/// addresses (its resolver's error), or a transport failure (its text without the URL). All
+/// are transient.
 pub fn call_failed(e: reqwest::Error, timeout: Duration) -> SinkError {
-    if e.is_timeout() {
+    if let Some(refused) = crate::egress::egress_refusal(&e) {
+        SinkError::Transient(refused.to_string())
+    } else if e.is_timeout() {
         SinkError::Transient(format!(
             "timeout: no answer within {} ms",
             timeout.as_millis()

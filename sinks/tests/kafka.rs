@@ -10,9 +10,12 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ankusa_config::{KafkaSinkConfig, SinkConfig};
+use ankusa_config::{EgressConfig, KafkaSinkConfig, PoolConfig, SinkConfig};
 use ankusa_sinks::SinkBuilder;
+use ankusa_sinks::egress::Resolve;
+use ankusa_sinks::http::HttpPools;
 use common::*;
+use futures::future::BoxFuture;
 use rdkafka::ClientConfig;
 use rdkafka::Message;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -66,6 +69,61 @@ async fn consume(broker: &str, topic: &str, n: usize, wait: Duration) -> Vec<Own
 
 fn sink_cfg(broker: &str, topic: &str) -> KafkaSinkConfig {
     KafkaSinkConfig::new(vec![broker.to_string()], topic)
+}
+
+/// `localhost` resolves to loopback, refused on connect by the default egress policy: a
+/// transient refusal naming the class and the entry, no producer made.
+#[tokio::test]
+async fn kafka_egress_refuses_a_loopback_bootstrap_name() {
+    init();
+    let builder = SinkBuilder::new();
+    let cfg = sink_cfg("localhost:9092", "hooks");
+    let sink = build_with(&builder, SinkConfig::Kafka(cfg), EgressConfig::default());
+    refused_by_name(sink, "(brokers[0])", &builder).await;
+}
+
+/// Answers every name with a public address: a bootstrap broker that passes the policy.
+struct Public;
+impl Resolve for Public {
+    fn resolve<'a>(
+        &'a self,
+        _: &'a str,
+        port: u16,
+    ) -> BoxFuture<'a, std::io::Result<Vec<std::net::SocketAddr>>> {
+        Box::pin(async move { Ok(vec![([93, 184, 216, 34], port).into()]) })
+    }
+}
+
+/// A cluster whose bootstrap broker passes the policy but which advertises a refused address
+/// (Tansu advertises 127.0.0.1): the producer is refused before anything is produced, naming
+/// the class. The policy is told `localhost` is public; librdkafka's own lookup still reaches
+/// Tansu, as a bootstrap name of an attacker's choosing would.
+#[tokio::test]
+async fn kafka_egress_checks_the_brokers_the_cluster_advertises() {
+    init();
+    require("Kafka (Tansu)", 9092);
+    let topic = format!("ankusa-egress-{}", suffix());
+    create_topic(BROKER, &topic).await;
+    let builder = SinkBuilder::with_pools(HttpPools::with_resolver(
+        &PoolConfig::default(),
+        Arc::new(Public),
+    ));
+    let sink = build_with(
+        &builder,
+        SinkConfig::Kafka(sink_cfg("localhost:9092", &topic)),
+        EgressConfig::default(),
+    );
+    let r = sink.deliver(&hook(b"x"), &ctx()).await;
+    assert_transient(
+        r,
+        "egress_denied: loopback (a broker the cluster advertises)",
+    );
+    // Nothing was produced.
+    assert!(
+        consume(BROKER, &topic, 1, Duration::from_secs(3))
+            .await
+            .is_empty()
+    );
 }
 
 #[tokio::test]

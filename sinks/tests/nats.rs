@@ -5,13 +5,18 @@ mod common;
 
 use std::collections::HashSet;
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use ankusa_config::{NatsSinkConfig, SinkConfig};
+use ankusa_config::{EgressConfig, NatsSinkConfig, PoolConfig, SinkConfig};
+use ankusa_core::SinkError;
 use ankusa_sinks::SinkBuilder;
+use ankusa_sinks::egress::Resolve;
+use ankusa_sinks::http::HttpPools;
 use async_nats::jetstream::{self, stream};
 use common::*;
+use futures::future::BoxFuture;
 
 const SERVER: &str = "nats://127.0.0.1:4222";
 
@@ -234,4 +239,134 @@ async fn nats_restart_loses_no_hook() {
         "nats restart: {} hooks, {n} stored, {failures} failed attempts retried, e.g. {reasons:?}",
         hooks.len()
     );
+}
+
+/// `localhost` resolves to loopback, refused on connect by the default egress policy: a
+/// transient refusal naming the class and the entry, nothing dialed.
+#[tokio::test]
+async fn nats_egress_refuses_a_loopback_name() {
+    init();
+    let builder = SinkBuilder::new();
+    let cfg = sink_cfg("nats://localhost:4222", "ankusa.egress");
+    let sink = build_with(&builder, SinkConfig::Nats(cfg), EgressConfig::default());
+    refused_by_name(sink, "(servers[0])", &builder).await;
+}
+
+/// Answers every name with 127.0.0.1 (which the test's policy allows by CIDR) until flipped,
+/// then with ::1 (loopback, refused): a name that rebinds while the client is connected.
+struct Flip(Arc<AtomicBool>);
+impl Resolve for Flip {
+    fn resolve<'a>(
+        &'a self,
+        _: &'a str,
+        port: u16,
+    ) -> BoxFuture<'a, std::io::Result<Vec<std::net::SocketAddr>>> {
+        let ip: std::net::IpAddr = if self.0.load(Ordering::SeqCst) {
+            "::1".parse().unwrap()
+        } else {
+            "127.0.0.1".parse().unwrap()
+        };
+        Box::pin(async move { Ok(vec![(ip, port).into()]) })
+    }
+}
+
+/// The client's own reconnects are checked too: a server name that turns into a refused
+/// address while connected makes the reconnect connect nowhere, and deliveries fail transient
+/// naming the class (the hook is retried, never dead-lettered); once the name is allowed
+/// again the client reconnects by itself and the hook is delivered.
+#[tokio::test]
+async fn nats_reconnects_are_checked_against_the_egress_policy() {
+    init();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let start = {
+        let dir = dir.path().to_path_buf();
+        move || {
+            Owned::spawn(
+                "nats",
+                &dir,
+                Command::new("nats-server")
+                    .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
+                    .arg(dir.join("js")),
+            )
+        }
+    };
+    let mut server = start();
+    wait_port(port, Duration::from_secs(10)).await;
+    let st = stream_for(
+        &format!("nats://127.0.0.1:{port}"),
+        "EGRESS",
+        "egress.>",
+        -1,
+    )
+    .await;
+    // The policy's resolver is the flipping one; the client's own lookup of `localhost` keeps
+    // finding the server on 127.0.0.1.
+    let flipped = Arc::new(AtomicBool::new(false));
+    let builder = SinkBuilder::with_pools(HttpPools::with_resolver(
+        &PoolConfig::default(),
+        Arc::new(Flip(flipped.clone())),
+    ));
+    let egress = EgressConfig {
+        allow_cidrs: vec!["127.0.0.1/32".into()],
+        ..EgressConfig::default()
+    };
+    let mut cfg = sink_cfg(&format!("nats://localhost:{port}"), "egress.events");
+    cfg.publish_timeout_ms = 1_000;
+    let sink = build_with(&builder, SinkConfig::Nats(cfg), egress);
+    let first = hook(b"1");
+    sink.deliver(&first, &ctx())
+        .await
+        .expect("delivered while allowed");
+
+    flipped.store(true, Ordering::SeqCst);
+    server.kill();
+    server = start();
+    wait_port(port, Duration::from_secs(10)).await;
+    let second = hook(b"2");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut c = ctx();
+    loop {
+        match sink.deliver(&second, &c).await {
+            Err(SinkError::Transient(m)) if m.contains("egress_denied: loopback (servers[0])") => {
+                assert!(!m.contains("::1") && !m.contains("localhost"), "{m}");
+                break;
+            }
+            Err(e) if !e.is_permanent() => {}
+            other => panic!("expected transient failures while refused, got {other:?}"),
+        }
+        assert!(Instant::now() < deadline, "the reconnect was never refused");
+        c.attempt += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    flipped.store(false, Ordering::SeqCst);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        c.attempt += 1;
+        match sink.deliver(&second, &c).await {
+            Ok(()) => break,
+            Err(e) => assert!(!e.is_permanent(), "{e}"),
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the client never reconnected once allowed"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(st);
+    let client = async_nats::connect(format!("nats://127.0.0.1:{port}"))
+        .await
+        .unwrap();
+    let st = jetstream::new(client).get_stream("EGRESS").await.unwrap();
+    let n = st.get_info().await.unwrap().state.messages;
+    let mut ids = HashSet::new();
+    for seq in 1..=n {
+        if let Ok(m) = st.get_raw_message(seq).await {
+            let v: serde_json::Value = serde_json::from_slice(&m.payload).unwrap();
+            ids.insert(v["id"].as_str().unwrap().to_string());
+        }
+    }
+    assert!(ids.contains(&first.id.to_string()) && ids.contains(&second.id.to_string()));
+    drop(server);
 }

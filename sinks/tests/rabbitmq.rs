@@ -10,7 +10,7 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ankusa_config::{RabbitmqSinkConfig, SinkConfig};
+use ankusa_config::{EgressConfig, RabbitmqSinkConfig, SinkConfig};
 use ankusa_core::SinkError;
 use ankusa_sinks::SinkBuilder;
 use common::*;
@@ -77,6 +77,21 @@ fn header(t: &FieldTable, k: &str) -> Option<String> {
         Some(other) => panic!("{k} is {other:?}"),
         None => None,
     }
+}
+
+/// `localhost` resolves to loopback, refused on connect by the default egress policy: a
+/// transient refusal naming the class and the field (the URL's password never shown), nothing
+/// dialed. (Every other test here delivers with `egress.allow_loopback`.)
+#[tokio::test]
+async fn rabbitmq_egress_refuses_a_loopback_name() {
+    init();
+    let builder = SinkBuilder::new();
+    let cfg = RabbitmqSinkConfig::new(
+        "amqp://guest:egress-pw@localhost:5672/%2f",
+        format!("ankusa.egress.{}", suffix()),
+    );
+    let sink = build_with(&builder, SinkConfig::Rabbitmq(cfg), EgressConfig::default());
+    refused_by_name(sink, "(url)", &builder).await;
 }
 
 #[tokio::test]

@@ -8,7 +8,7 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ankusa_config::{RedisSinkConfig, SinkConfig};
+use ankusa_config::{EgressConfig, RedisSinkConfig, SinkConfig};
 use ankusa_sinks::SinkBuilder;
 use common::*;
 use futures::StreamExt;
@@ -90,6 +90,39 @@ async fn redis_end_to_end_every_field() {
     assert_eq!(msgs.len(), 2);
     check_message(&msgs[0], &env, &ctx());
     check_message(&msgs[1], &env, &c);
+    task.abort();
+}
+
+/// `localhost` is a name, so config validation lets it through; it resolves to loopback,
+/// which the default egress policy refuses on connect: a transient refusal naming the class and
+/// the field, nothing dialed. With `egress.allow_loopback` the same sink delivers.
+#[tokio::test]
+async fn redis_egress_refuses_a_loopback_name_unless_allowed() {
+    init();
+    require("Redis", 6379);
+    let channel = format!("ankusa.egress.{}", suffix());
+    let cfg = SinkConfig::Redis(RedisSinkConfig::new("redis://localhost:6379/0", &channel));
+    let builder = SinkBuilder::new();
+    let sink = build_with(&builder, cfg.clone(), EgressConfig::default());
+    refused_by_name(sink, "(url)", &builder).await;
+
+    let (got, task) = subscriber(URL.into(), channel.clone());
+    wait_subscribed(URL, &channel).await;
+    let allowed = SinkBuilder::new();
+    let sink = build(&allowed, cfg);
+    let env = hook(br#"{"id":"evt_by_name"}"#);
+    sink.deliver(&env, &ctx())
+        .await
+        .expect("delivered by name with allow_loopback");
+    for _ in 0..100 {
+        if !got.lock().unwrap().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let msgs = got.lock().unwrap().clone();
+    assert_eq!(msgs.len(), 1);
+    check_message(&msgs[0], &env, &ctx());
     task.abort();
 }
 

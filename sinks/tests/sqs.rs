@@ -9,7 +9,7 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ankusa_config::{SinkConfig, SqsSinkConfig};
+use ankusa_config::{EgressConfig, SinkConfig, SqsSinkConfig};
 use ankusa_sinks::SinkBuilder;
 use ankusa_sinks::aws::sign_headers;
 use aws_credential_types::Credentials;
@@ -126,6 +126,46 @@ async fn sqs_standard_end_to_end_every_field() {
         m["Attributes"].get("MessageGroupId").is_none(),
         "standard queue: no group"
     );
+}
+
+/// Requests obey the egress policy on connect. By name (the queue URL's origin), the client's
+/// resolver refuses a loopback answer (transient, naming the class and the field, nothing
+/// sent); as an IP literal the URL is refused before the request; with
+/// `egress.allow_loopback` the name is resolved by the same resolver and the hook is stored.
+#[tokio::test]
+async fn sqs_egress_checks_the_endpoint_on_connect() {
+    init();
+    require("moto_server (SQS)", 5000);
+    let q = create_queue(MOTO, &format!("egress-{}", suffix())).await;
+    let path = url::Url::parse(&q).unwrap().path().to_string();
+    let by_name = format!("http://localhost:5000{path}");
+    let literal = format!("http://127.0.0.1:5000{path}");
+    let builder = SinkBuilder::new();
+    let sink = build_with(
+        &builder,
+        SinkConfig::Sqs(sink_cfg(&by_name)),
+        EgressConfig::default(),
+    );
+    refused_by_name(sink, "(endpoint)", &builder).await;
+    let sink = build_with(
+        &builder,
+        SinkConfig::Sqs(sink_cfg(&literal)),
+        EgressConfig::default(),
+    );
+    assert_transient(
+        sink.deliver(&hook(b"x"), &ctx()).await,
+        "egress_denied: loopback (queue_url)",
+    );
+    assert!(
+        drain(MOTO, &q, 1, Duration::from_secs(1)).await.is_empty(),
+        "nothing was sent while refused"
+    );
+    let sink = build(&builder, SinkConfig::Sqs(sink_cfg(&by_name)));
+    let env = hook(br#"{"id":"evt_by_name"}"#);
+    sink.deliver(&env, &ctx()).await.expect("stored by name");
+    let msgs = drain(MOTO, &q, 1, Duration::from_secs(10)).await;
+    assert_eq!(msgs.len(), 1);
+    check_message(msgs[0]["Body"].as_str().unwrap().as_bytes(), &env, &ctx());
 }
 
 #[tokio::test]

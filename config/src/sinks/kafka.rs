@@ -5,7 +5,8 @@ use serde::{Deserialize, Serialize};
 #[cfg(feature = "schema")]
 use schemars::JsonSchema;
 
-use super::{d_5000, d_idle, d_inline, err, inline, min, non_empty, server_entry};
+use super::{d_5000, d_idle, d_inline, entries, err, inline, min, non_empty, server_entry};
+use crate::egress::EgressTarget;
 use crate::error::ConfigError;
 use crate::secrets::Secret;
 
@@ -70,6 +71,11 @@ impl KafkaSinkConfig {
             ordered: false,
             ordering_key: None,
         }
+    }
+
+    /// The bootstrap brokers, `brokers[i]`.
+    pub fn egress_targets(&self) -> Vec<EgressTarget> {
+        entries("brokers", &self.brokers, 9092)
     }
 
     pub(super) fn validate(&self, p: &str) -> Result<(), ConfigError> {

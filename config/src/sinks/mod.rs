@@ -122,6 +122,7 @@ mod sqs;
 
 use serde::{Deserialize, Serialize};
 
+use crate::egress::EgressTarget;
 use crate::error::ConfigError;
 
 #[cfg(feature = "schema")]
@@ -131,7 +132,7 @@ pub use http::{HttpMethod, HttpSinkConfig};
 pub use kafka::{KafkaSasl, KafkaSaslMechanism, KafkaSinkConfig};
 pub use log::LogSinkConfig;
 pub use nats::{NatsAuth, NatsSinkConfig};
-pub use pubsub::{GooglePubsubSinkConfig, PUBSUB_BATCH, PubsubAuth};
+pub use pubsub::{DEFAULT_PUBSUB_ENDPOINT, GooglePubsubSinkConfig, PUBSUB_BATCH, PubsubAuth};
 pub use rabbitmq::{ExchangeType, RabbitmqSinkConfig};
 pub use redis::RedisSinkConfig;
 pub use sqs::{SQS_BATCH, SqsSinkConfig};
@@ -200,6 +201,22 @@ impl SinkConfig {
             SinkConfig::Redis(s) => s.ordering(),
             SinkConfig::Sqs(s) => s.ordering(),
             SinkConfig::GooglePubsub(s) => s.ordering(),
+        }
+    }
+
+    /// Where the sink connects, each with its field (`brokers[0]`, `url`, `endpoint`), for the
+    /// egress policy: checked at load when written as an IP literal, and resolved and checked
+    /// on every connect by the sink. Empty for the log sink, and for the HTTP sink, which
+    /// checks (and pins) the address of every attempt itself.
+    pub fn egress_targets(&self) -> Vec<EgressTarget> {
+        match self {
+            SinkConfig::Log(_) | SinkConfig::Http(_) => Vec::new(),
+            SinkConfig::Kafka(k) => k.egress_targets(),
+            SinkConfig::Rabbitmq(r) => r.egress_targets(),
+            SinkConfig::Nats(n) => n.egress_targets(),
+            SinkConfig::Redis(r) => r.egress_targets(),
+            SinkConfig::Sqs(s) => s.egress_targets(),
+            SinkConfig::GooglePubsub(g) => g.egress_targets(),
         }
     }
 
@@ -396,6 +413,14 @@ fn server_entry(
         return Err(err(f, "must be host:port"));
     }
     Ok(())
+}
+
+/// The targets of a list of `host:port` entries, `<name>[i]`.
+fn entries(name: &str, list: &[String], default_port: u16) -> Vec<EgressTarget> {
+    list.iter()
+        .enumerate()
+        .filter_map(|(i, e)| EgressTarget::from_entry(format!("{name}[{i}]"), e, default_port))
+        .collect()
 }
 
 fn url_with_scheme(

@@ -5,7 +5,8 @@ use serde::{Deserialize, Serialize};
 #[cfg(feature = "schema")]
 use schemars::JsonSchema;
 
-use super::{d_5000, d_idle, d_inline, err, inline, min, non_empty, server_entry};
+use super::{d_5000, d_idle, d_inline, entries, err, inline, min, non_empty, server_entry};
+use crate::egress::EgressTarget;
 use crate::error::ConfigError;
 use crate::secrets::Secret;
 
@@ -69,6 +70,11 @@ impl NatsSinkConfig {
             ordered: false,
             ordering_key: None,
         }
+    }
+
+    /// The servers, `servers[i]` (port 4222 when an entry has none).
+    pub fn egress_targets(&self) -> Vec<EgressTarget> {
+        entries("servers", &self.servers, 4222)
     }
 
     pub(super) fn validate(&self, p: &str) -> Result<(), ConfigError> {

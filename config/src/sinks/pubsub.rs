@@ -6,8 +6,12 @@ use serde::{Deserialize, Serialize};
 use schemars::JsonSchema;
 
 use super::{BatchLimits, d_5000, d_inline, err, inline, max, min, non_empty, url_with_scheme};
+use crate::egress::EgressTarget;
 use crate::error::ConfigError;
 use crate::secrets::{Secret, SecretUrl};
+
+/// Where the sink publishes when `endpoint` is not set.
+pub const DEFAULT_PUBSUB_ENDPOINT: &str = "https://pubsub.googleapis.com";
 
 /// Where the Pub/Sub sink gets its bearer token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -102,6 +106,15 @@ impl GooglePubsubSinkConfig {
             ordered: false,
             ordering_key: None,
         }
+    }
+
+    /// Where requests go: `endpoint` when set, else Google's (`pubsub.googleapis.com:443`).
+    pub fn egress_targets(&self) -> Vec<EgressTarget> {
+        let target = match &self.endpoint {
+            Some(e) => EgressTarget::from_url("endpoint".into(), e.expose(), 443),
+            None => EgressTarget::from_url("endpoint".into(), DEFAULT_PUBSUB_ENDPOINT, 443),
+        };
+        target.into_iter().collect()
     }
 
     pub(super) fn validate(&self, p: &str) -> Result<(), ConfigError> {

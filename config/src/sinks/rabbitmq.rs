@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use schemars::JsonSchema;
 
 use super::{d_5000, d_idle, d_inline, err, inline, min, non_empty, url_with_scheme};
+use crate::egress::EgressTarget;
 use crate::error::ConfigError;
 use crate::secrets::SecretUrl;
 
@@ -77,6 +78,19 @@ impl RabbitmqSinkConfig {
             ordered: false,
             ordering_key: None,
         }
+    }
+
+    /// The broker, `url` (port 5672, or 5671 for `amqps://`, when the URL has none).
+    pub fn egress_targets(&self) -> Vec<EgressTarget> {
+        let raw = self.url.expose();
+        let port = if raw.starts_with("amqps:") {
+            5671
+        } else {
+            5672
+        };
+        EgressTarget::from_url("url".into(), raw, port)
+            .into_iter()
+            .collect()
     }
 
     pub(super) fn validate(&self, p: &str) -> Result<(), ConfigError> {

@@ -1,6 +1,7 @@
 //! The Redis sink: PUBLISHes each hook to a pub/sub channel.
 
 use super::{d_5000, d_idle, d_inline, inline, min, non_empty, url_with_scheme};
+use crate::egress::EgressTarget;
 use crate::error::ConfigError;
 use crate::secrets::SecretUrl;
 
@@ -31,6 +32,13 @@ impl RedisSinkConfig {
             ordered: false,
             ordering_key: None,
         }
+    }
+
+    /// The server, `url` (port 6379 when the URL has none).
+    pub fn egress_targets(&self) -> Vec<EgressTarget> {
+        EgressTarget::from_url("url".into(), self.url.expose(), 6379)
+            .into_iter()
+            .collect()
     }
 
     pub(super) fn validate(&self, p: &str) -> Result<(), ConfigError> {

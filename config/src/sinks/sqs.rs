@@ -1,6 +1,7 @@
 //! The SQS sink: sends each hook to a queue (standard or FIFO), SigV4-signed, batched.
 
 use super::{BatchLimits, d_5000, d_inline, err, inline, max, min, non_empty, url_with_scheme};
+use crate::egress::EgressTarget;
 use crate::error::ConfigError;
 use crate::secrets::{Secret, SecretUrl};
 
@@ -91,6 +92,15 @@ impl SqsSinkConfig {
             .expose()
             .trim_end_matches('/')
             .ends_with(".fifo")
+    }
+
+    /// Where requests go: `endpoint` when set, else the origin of `queue_url`.
+    pub fn egress_targets(&self) -> Vec<EgressTarget> {
+        let target = match &self.endpoint {
+            Some(e) => EgressTarget::from_url("endpoint".into(), e.expose(), 443),
+            None => EgressTarget::from_url("queue_url".into(), self.queue_url.expose(), 443),
+        };
+        target.into_iter().collect()
     }
 
     pub(super) fn validate(&self, p: &str) -> Result<(), ConfigError> {

@@ -115,6 +115,8 @@ async fn through_sink_at(sink: Arc<dyn Sink>, n: u64, concurrency: usize) -> (f6
 fn build(builder: &SinkBuilder, sink: SinkConfig) -> Arc<dyn Sink> {
     let mut cfg = Config::default();
     cfg.dispatch.sink_concurrency = Some(8);
+    // The brokers and emulators of the bench listen on loopback.
+    cfg.egress.allow_loopback = true;
     let source = SourceConfig::with_sinks(vec![sink.clone()]);
     builder
         .build(&cfg, &source, "bench", &sink)

@@ -6,7 +6,6 @@
 //! 409 and everything else transient. At most `max_response_bytes` of a response is read;
 //! redirects are never followed.
 
-pub mod egress;
 mod fair;
 mod pool;
 
@@ -21,7 +20,6 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use sha2::{Digest, Sha256};
 
 use crate::BuildCtx;
-use egress::Policy;
 pub use pool::{HttpPools, PoolStats};
 use pool::{POOL_TIMEOUT, Pool, PoolKey};
 
@@ -36,7 +34,7 @@ pub struct HttpSink {
     cacert: Option<(PathBuf, Vec<u8>)>,
     insecure: bool,
     pool_size: u32,
-    policy: Policy,
+    policy: crate::egress::Policy,
     pools: Arc<HttpPools>,
 }
 
@@ -111,7 +109,7 @@ impl HttpSink {
             cacert,
             insecure: cfg.allow_insecure_tls,
             pool_size: cfg.pool_size.unwrap_or(egress.pools.pool_size),
-            policy: Policy::new(egress, pools.resolver.clone()),
+            policy: ctx.policy.clone(),
             pools,
         })
     }

@@ -11,8 +11,8 @@ use std::time::Duration;
 use ankusa_config::PoolConfig;
 use ankusa_core::{SinkError, now_ms};
 
-use super::egress::{Resolve, SystemResolver};
 use super::fair::FairPermits;
+use crate::egress::{Resolve, SystemResolver};
 
 /// Counters for the `ankusa_http_pool_*_total` series, read by the gateway's `/metrics` (the
 /// `ankusa_http_pools` gauge is `HttpPools::len`).
@@ -53,7 +53,7 @@ pub struct HttpPools {
     pools: Mutex<HashMap<PoolKey, Arc<Pool>>>,
     cfg: Mutex<PoolConfig>,
     stats: PoolStats,
-    pub(super) resolver: Arc<dyn Resolve>,
+    pub(crate) resolver: Arc<dyn Resolve>,
 }
 
 impl HttpPools {

@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ankusa_config::{Config, SinkConfig, SourceConfig};
+use ankusa_config::{Config, EgressConfig, SinkConfig, SourceConfig};
 use ankusa_core::{ClaimCheckRef, DeliveryCtx, Envelope, Sink, SinkError, Verification};
 use ankusa_sinks::SinkBuilder;
 use base64::Engine;
@@ -236,13 +236,57 @@ pub fn check_attributes(get: impl Fn(&str) -> Option<String>, env: &Envelope, ct
     assert_eq!(get("tracestate"), env.tracestate.clone());
 }
 
-/// Builds one sink through the factory, as the gateway does.
+/// Builds one sink through the factory, as the gateway does. The brokers and emulators of
+/// these tests listen on loopback, so the egress policy allows loopback (`build_with` takes
+/// another policy).
 pub fn build(builder: &SinkBuilder, sink: SinkConfig) -> Arc<dyn Sink> {
-    let cfg = Config::default();
+    build_with(builder, sink, loopback_egress())
+}
+
+/// `egress: {allow_loopback: true}`.
+pub fn loopback_egress() -> EgressConfig {
+    EgressConfig {
+        allow_loopback: true,
+        ..EgressConfig::default()
+    }
+}
+
+/// Builds one sink through the factory under `egress`.
+pub fn build_with(builder: &SinkBuilder, sink: SinkConfig, egress: EgressConfig) -> Arc<dyn Sink> {
+    let cfg = Config {
+        egress,
+        ..Config::default()
+    };
     let source = SourceConfig::with_sinks(vec![sink.clone()]);
     builder
         .build(&cfg, &source, "sources.t.sinks[0]", &sink)
         .expect("sink builds")
+}
+
+/// A sink built without any egress allowance, pointed at a broker on loopback by the name
+/// `localhost`, must refuse at connect: transient (the hook stays queued and is retried),
+/// naming the class `loopback` and the field, never the address; no connection is opened.
+pub async fn refused_by_name(sink: Arc<dyn Sink>, field: &str, builder: &SinkBuilder) {
+    let env = hook(br#"{"id":"evt_egress"}"#);
+    for attempt in 1..=2 {
+        let mut c = ctx();
+        c.attempt = attempt;
+        match sink.deliver(&env, &c).await {
+            Err(e @ SinkError::Transient(_)) => {
+                let m = e.to_string();
+                assert!(
+                    m.contains("egress_denied: loopback") && m.contains(field),
+                    "{m:?} lacks the class or the field {field}"
+                );
+                assert!(
+                    !m.contains("localhost") && !m.contains("127.0.0.1"),
+                    "{m:?} shows the address"
+                );
+            }
+            other => panic!("expected a transient egress refusal, got {other:?}"),
+        }
+    }
+    assert_eq!(builder.open_connections(), 0, "nothing was dialed");
 }
 
 pub fn assert_transient(r: Result<(), SinkError>, needle: &str) {

@@ -1,16 +1,24 @@
-//! The egress policy of the HTTP sink. Every attempt resolves the destination and checks the
-//! resolved address; the connection is then pinned to that address (the TLS name is still the
-//! URL's host), so a name that rebinds to a denied address between attempts is refused.
+//! The egress address policy: which IP addresses a sink may connect to, and where each sink
+//! connects. One classifier (the IANA special-purpose registries) serves every sink: the HTTP
+//! sink checks the address it resolved on each attempt, the broker and queue sinks check every
+//! address their brokers' names resolve to on each connect (`ankusa-sinks`' `egress.rs`), and
+//! config validation refuses a broker written as a literal address in a refused range, naming
+//! the field and the range, never the address.
+//!
+//! This module is pure (no resolver, no I/O), so the operator, which links no sink, validates
+//! with the same rules the gateway enforces.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::sync::Arc;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use ankusa_config::{EgressConfig, cidr_contains as contains, parse_cidr};
-use futures::future::BoxFuture;
+use serde::Serialize;
+
+use crate::model::EgressConfig;
+use crate::validate::{cidr_contains, parse_cidr};
 
 /// Why a destination was refused.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Denied {
+    /// An `http://` URL without `egress.allow_http` (HTTP sinks only).
     Scheme,
     Loopback,
     Private,
@@ -20,6 +28,7 @@ pub enum Denied {
 }
 
 impl Denied {
+    /// The reason class as it appears in delivery errors (`egress_denied: <class>`).
     pub fn as_str(&self) -> &'static str {
         match self {
             Denied::Scheme => "http_not_allowed",
@@ -29,44 +38,66 @@ impl Denied {
             Denied::NotUnicast => "not_unicast",
         }
     }
-}
 
-/// Resolves host names; injectable so tests can make a name rebind.
-pub trait Resolve: Send + Sync {
-    fn resolve<'a>(
-        &'a self,
-        host: &'a str,
-        port: u16,
-    ) -> BoxFuture<'a, std::io::Result<Vec<SocketAddr>>>;
-}
+    /// The `egress` key that allows this class, if one does (`not_unicast` only passes
+    /// through `egress.allow_cidrs`).
+    pub fn allowance(&self) -> Option<&'static str> {
+        match self {
+            Denied::Scheme => Some("egress.allow_http"),
+            Denied::Loopback => Some("egress.allow_loopback"),
+            Denied::Private => Some("egress.allow_private"),
+            Denied::LinkLocal => Some("egress.allow_link_local"),
+            Denied::NotUnicast => None,
+        }
+    }
 
-/// The system resolver (getaddrinfo on a blocking thread).
-pub struct SystemResolver;
-
-impl Resolve for SystemResolver {
-    fn resolve<'a>(
-        &'a self,
-        host: &'a str,
-        port: u16,
-    ) -> BoxFuture<'a, std::io::Result<Vec<SocketAddr>>> {
-        Box::pin(async move { Ok(tokio::net::lookup_host((host, port)).await?.collect()) })
+    /// A config error's message for an address of this class (the field names the address).
+    pub fn refusal(&self) -> String {
+        let what = match self {
+            Denied::Scheme => "is an http:// URL",
+            Denied::Loopback => "is a loopback address",
+            Denied::Private => "is a private address",
+            Denied::LinkLocal => "is a link-local address (the cloud metadata address is one)",
+            Denied::NotUnicast => {
+                "is not a unicast host address (unspecified, multicast, reserved or documentation)"
+            }
+        };
+        match self.allowance() {
+            Some(key) => format!(
+                "{what} ({}), which the egress policy refuses: set {key}: true, or cover it with \
+                 egress.allow_cidrs",
+                self.as_str()
+            ),
+            None => format!(
+                "{what} ({}), which the egress policy refuses unless egress.allow_cidrs covers it",
+                self.as_str()
+            ),
+        }
     }
 }
 
-#[derive(Clone)]
-pub struct Policy {
-    allow_http: bool,
+impl std::fmt::Display for Denied {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The address half of `egress`: which ranges may be reached. Serialises to its allowances,
+/// so the sinks can key shared connections by the policy that admitted them (a reload that
+/// narrows the policy opens, and checks, new ones).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AddressPolicy {
     allow_loopback: bool,
     allow_private: bool,
     allow_link_local: bool,
     allow: Vec<(IpAddr, u8)>,
-    resolver: Arc<dyn Resolve>,
 }
 
-impl Policy {
-    pub fn new(cfg: &EgressConfig, resolver: Arc<dyn Resolve>) -> Policy {
-        Policy {
-            allow_http: cfg.allow_http,
+impl AddressPolicy {
+    /// The policy of `cfg`. A CIDR that does not parse is skipped here; validation refuses it
+    /// (`egress.allow_cidrs[i]`) before any sink is built.
+    pub fn new(cfg: &EgressConfig) -> AddressPolicy {
+        AddressPolicy {
             allow_loopback: cfg.allow_loopback,
             allow_private: cfg.allow_private,
             allow_link_local: cfg.allow_link_local,
@@ -75,22 +106,17 @@ impl Policy {
                 .iter()
                 .filter_map(|c| parse_cidr(c))
                 .collect(),
-            resolver,
-        }
-    }
-
-    pub fn check_scheme(&self, scheme: &str) -> Result<(), Denied> {
-        match scheme {
-            "https" => Ok(()),
-            "http" if self.allow_http => Ok(()),
-            _ => Err(Denied::Scheme),
         }
     }
 
     /// Whether one address may be reached.
     pub fn check_ip(&self, ip: IpAddr) -> Result<(), Denied> {
         let ip = canonical(ip);
-        if self.allow.iter().any(|(net, len)| contains(*net, *len, ip)) {
+        if self
+            .allow
+            .iter()
+            .any(|(net, len)| cidr_contains(*net, *len, ip))
+        {
             return Ok(());
         }
         match classify(ip) {
@@ -101,36 +127,78 @@ impl Policy {
             Some(d) => Err(d),
         }
     }
+}
 
-    /// Resolves `host` and returns the first allowed address. `Ok(Err(denied))` means every
-    /// address was refused (permanent); `Err` means the name did not resolve (transient).
-    pub async fn pick(&self, host: &str, port: u16) -> std::io::Result<Result<SocketAddr, Denied>> {
-        let trimmed = host.trim_start_matches('[').trim_end_matches(']');
-        let addrs = match trimmed.parse::<IpAddr>() {
-            Ok(ip) => vec![SocketAddr::new(ip, port)],
-            Err(_) => self.resolver.resolve(host, port).await?,
+impl EgressConfig {
+    pub fn address_policy(&self) -> AddressPolicy {
+        AddressPolicy::new(self)
+    }
+}
+
+/// Where a sink connects: one broker entry or endpoint. `field` is relative to the sink
+/// (`brokers[0]`, `url`, `endpoint`); `host` is a name or an IP literal (without brackets).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EgressTarget {
+    pub field: String,
+    pub host: String,
+    pub port: u16,
+}
+
+impl EgressTarget {
+    /// The address when `host` is written as an IP literal (checked without resolving).
+    pub fn literal_ip(&self) -> Option<IpAddr> {
+        self.host.parse().ok()
+    }
+
+    /// A `host:port` entry, optionally `scheme://`-prefixed (Kafka brokers, NATS servers);
+    /// `None` when it has no host. Any userinfo is dropped, never kept.
+    pub(crate) fn from_entry(field: String, entry: &str, default_port: u16) -> Option<Self> {
+        let rest = entry.split_once("://").map_or(entry, |(_, r)| r);
+        let rest = rest.rsplit_once('@').map_or(rest, |(_, r)| r);
+        let rest = rest.trim_end_matches('/');
+        let (host, port) = split_host_port(rest, default_port)?;
+        (!host.is_empty()).then(|| EgressTarget {
+            field,
+            host: host.to_ascii_lowercase(),
+            port,
+        })
+    }
+
+    /// A URL's host and port (`default_port` when the URL has none and its scheme has no
+    /// known default); `None` when it does not parse or has no host.
+    pub(crate) fn from_url(field: String, raw: &str, default_port: u16) -> Option<Self> {
+        let u = url::Url::parse(raw).ok()?;
+        let host = u.host_str()?.trim_start_matches('[').trim_end_matches(']');
+        if host.is_empty() {
+            return None;
+        }
+        Some(EgressTarget {
+            field,
+            host: host.to_ascii_lowercase(),
+            port: u.port_or_known_default().unwrap_or(default_port),
+        })
+    }
+}
+
+/// `host:port`, `[v6]:port`, `host`, `[v6]` or a bare IPv6 literal.
+fn split_host_port(s: &str, default_port: u16) -> Option<(&str, u16)> {
+    if let Some(r) = s.strip_prefix('[') {
+        let (host, after) = r.split_once(']')?;
+        let port = match after.strip_prefix(':') {
+            Some(p) => p.parse().ok()?,
+            None if after.is_empty() => default_port,
+            None => return None,
         };
-        if addrs.is_empty() {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                "name resolved to no address",
-            ));
-        }
-        let mut first_denial = None;
-        for a in addrs {
-            match self.check_ip(a.ip()) {
-                Ok(()) => return Ok(Ok(SocketAddr::new(canonical(a.ip()), a.port()))),
-                Err(d) => {
-                    first_denial.get_or_insert(d);
-                }
-            }
-        }
-        Ok(Err(first_denial.unwrap_or(Denied::NotUnicast)))
+        return Some((host, port));
+    }
+    match s.rsplit_once(':') {
+        Some((host, port)) if !host.contains(':') => Some((host, port.parse().ok()?)),
+        _ => Some((s, default_port)),
     }
 }
 
 /// An IPv4-mapped IPv6 address is judged as the IPv4 address it carries.
-fn canonical(ip: IpAddr) -> IpAddr {
+pub fn canonical(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
             Some(v4) => IpAddr::V4(v4),
@@ -140,7 +208,8 @@ fn canonical(ip: IpAddr) -> IpAddr {
     }
 }
 
-fn classify(ip: IpAddr) -> Option<Denied> {
+/// The range an address belongs to, when it is not a globally reachable unicast address.
+pub fn classify(ip: IpAddr) -> Option<Denied> {
     match ip {
         IpAddr::V4(a) => classify_v4(a),
         IpAddr::V6(a) => classify_v6(a),
@@ -230,14 +299,13 @@ fn classify_v6(a: Ipv6Addr) -> Option<Denied> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
 
-    fn policy(cfg: EgressConfig) -> Policy {
-        Policy::new(&cfg, Arc::new(SystemResolver))
+    fn policy(cfg: EgressConfig) -> AddressPolicy {
+        AddressPolicy::new(&cfg)
     }
 
     #[test]
-    fn denies_private_ranges_by_default() {
+    fn denies_special_ranges_by_default() {
         let p = policy(EgressConfig::default());
         for (ip, why) in [
             ("127.0.0.1", Denied::Loopback),
@@ -276,65 +344,86 @@ mod tests {
             Ok(())
         );
         assert_eq!(p.check_ip("2606:2800:220:1::1".parse().unwrap()), Ok(()));
-        assert_eq!(p.check_scheme("http"), Err(Denied::Scheme));
-        assert_eq!(p.check_scheme("https"), Ok(()));
     }
 
     #[test]
     fn allowances_open_their_range_only() {
         let p = policy(EgressConfig {
             allow_loopback: true,
-            allow_http: true,
             ..Default::default()
         });
         assert_eq!(p.check_ip("127.0.0.1".parse().unwrap()), Ok(()));
+        assert_eq!(p.check_ip("::1".parse().unwrap()), Ok(()));
         assert_eq!(
             p.check_ip("10.0.0.1".parse().unwrap()),
             Err(Denied::Private)
         );
-        assert_eq!(p.check_scheme("http"), Ok(()));
         let p = policy(EgressConfig {
-            allow_cidrs: vec!["10.9.0.0/16".into()],
+            allow_private: true,
+            allow_link_local: true,
+            ..Default::default()
+        });
+        assert_eq!(p.check_ip("10.0.0.1".parse().unwrap()), Ok(()));
+        assert_eq!(p.check_ip("169.254.169.254".parse().unwrap()), Ok(()));
+        assert_eq!(
+            p.check_ip("127.0.0.1".parse().unwrap()),
+            Err(Denied::Loopback)
+        );
+        let p = policy(EgressConfig {
+            allow_cidrs: vec!["10.9.0.0/16".into(), "224.0.0.1".into()],
             ..Default::default()
         });
         assert_eq!(p.check_ip("10.9.3.4".parse().unwrap()), Ok(()));
+        assert_eq!(p.check_ip("224.0.0.1".parse().unwrap()), Ok(()));
         assert_eq!(
             p.check_ip("10.8.3.4".parse().unwrap()),
             Err(Denied::Private)
         );
     }
 
-    /// Answers a public address first and a private one afterwards: a rebinding name.
-    struct Rebinding(AtomicUsize);
-    impl Resolve for Rebinding {
-        fn resolve<'a>(
-            &'a self,
-            _: &'a str,
-            port: u16,
-        ) -> BoxFuture<'a, std::io::Result<Vec<SocketAddr>>> {
-            let n = self.0.fetch_add(1, Ordering::SeqCst);
-            Box::pin(async move {
-                let ip: IpAddr = if n == 0 {
-                    "93.184.216.34".parse().unwrap()
-                } else {
-                    "10.0.0.7".parse().unwrap()
-                };
-                Ok(vec![SocketAddr::new(ip, port)])
-            })
-        }
+    #[test]
+    fn refusals_name_the_class_and_the_key_that_allows_it() {
+        let m = Denied::Loopback.refusal();
+        assert!(
+            m.contains("(loopback)") && m.contains("egress.allow_loopback"),
+            "{m}"
+        );
+        let m = Denied::NotUnicast.refusal();
+        assert!(
+            m.contains("not_unicast") && m.contains("egress.allow_cidrs"),
+            "{m}"
+        );
     }
 
-    #[tokio::test]
-    async fn a_name_that_rebinds_is_caught_on_the_next_attempt() {
-        let p = Policy::new(
-            &EgressConfig::default(),
-            Arc::new(Rebinding(AtomicUsize::new(0))),
-        );
-        assert!(p.pick("hooks.example.com", 443).await.unwrap().is_ok());
+    #[test]
+    fn targets_from_entries_and_urls() {
+        let t = |e: &str| EgressTarget::from_entry("brokers[0]".into(), e, 9092);
+        let hp = |e: &str| t(e).map(|t| (t.host, t.port));
+        assert_eq!(hp("k:9093"), Some(("k".into(), 9093)));
         assert_eq!(
-            p.pick("hooks.example.com", 443).await.unwrap(),
-            Err(Denied::Private)
+            hp("tcp://K.example:9093/"),
+            Some(("k.example".into(), 9093))
         );
+        assert_eq!(hp("[::1]:9093"), Some(("::1".into(), 9093)));
+        assert_eq!(hp("[fe80::1]"), Some(("fe80::1".into(), 9092)));
+        assert_eq!(hp("nats://10.0.0.1"), Some(("10.0.0.1".into(), 9092)));
+        assert_eq!(hp("user:pw@127.0.0.1:1"), Some(("127.0.0.1".into(), 1)));
+        assert_eq!(hp("::1"), Some(("::1".into(), 9092)));
+        assert_eq!(hp(":9092"), None);
+        assert_eq!(
+            t("127.0.0.1:9092").and_then(|t| t.literal_ip()),
+            Some("127.0.0.1".parse().unwrap())
+        );
+        assert_eq!(t("kafka:9092").and_then(|t| t.literal_ip()), None);
+        let u =
+            |raw: &str| EgressTarget::from_url("url".into(), raw, 6379).map(|t| (t.host, t.port));
+        assert_eq!(
+            u("redis://:pw@127.0.0.1/0"),
+            Some(("127.0.0.1".into(), 6379))
+        );
+        assert_eq!(u("amqp://u:p@[::1]:5673/%2f"), Some(("::1".into(), 5673)));
+        assert_eq!(u("https://sqs.example"), Some(("sqs.example".into(), 443)));
+        assert_eq!(u("not a url"), None);
     }
 }
 
@@ -395,8 +484,8 @@ mod registry {
         let mut best: Option<(u8, Option<Denied>)> = None;
         for (cidr, verdict) in table {
             let (net, len) = parse_cidr(cidr).expect("reference block parses");
-            if contains(net, len, ip) && best.as_ref().is_none_or(|(l, _)| len >= *l) {
-                best = Some((len, verdict.clone()));
+            if cidr_contains(net, len, ip) && best.as_ref().is_none_or(|(l, _)| len >= *l) {
+                best = Some((len, *verdict));
             }
         }
         best.and_then(|(_, v)| v)
