@@ -199,6 +199,32 @@ pub fn apply_env_overrides(c: &mut Config, env: &dyn Lookup) -> Result<(), Confi
     if let Some(v) = parsed(env, "ANKUSA_ADMIN_PORT")? {
         c.admin.port = v;
     }
+    // The operator mounts the admin certificate from a Secret and names its files here, so
+    // the rendered config it pushes stays free of pod paths.
+    match (
+        parsed::<String>(env, "ANKUSA_ADMIN_TLS_CERT_FILE")?,
+        parsed::<String>(env, "ANKUSA_ADMIN_TLS_KEY_FILE")?,
+    ) {
+        (Some(cert), Some(key)) => {
+            c.admin.tls = Some(crate::model::AdminTls {
+                cert_file: cert.into(),
+                key_file: key.into(),
+            });
+        }
+        (None, None) => {}
+        (Some(_), None) => {
+            return Err(ConfigError::field(
+                "ANKUSA_ADMIN_TLS_KEY_FILE",
+                "must be set together with ANKUSA_ADMIN_TLS_CERT_FILE",
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(ConfigError::field(
+                "ANKUSA_ADMIN_TLS_CERT_FILE",
+                "must be set together with ANKUSA_ADMIN_TLS_KEY_FILE",
+            ));
+        }
+    }
     if let Some(v) = parsed(env, "ANKUSA_CLAIM_CHECK_IP")? {
         c.claim_check.ip = v;
     }
@@ -322,6 +348,28 @@ sources:
         )
         .unwrap_err();
         assert_eq!(e.field.as_deref(), Some("ANKUSA_ADMIN_PORT"));
+    }
+
+    #[test]
+    fn admin_tls_files_come_from_the_environment_in_pairs() {
+        let both = load_text(
+            GOOD,
+            &env(&[
+                ("GH_SECRET", "x"),
+                ("ANKUSA_ADMIN_TLS_CERT_FILE", "/tls/tls.crt"),
+                ("ANKUSA_ADMIN_TLS_KEY_FILE", "/tls/tls.key"),
+            ]),
+        )
+        .unwrap();
+        let tls = both.config.admin.tls.expect("admin.tls set");
+        assert_eq!(tls.cert_file, std::path::PathBuf::from("/tls/tls.crt"));
+        assert_eq!(tls.key_file, std::path::PathBuf::from("/tls/tls.key"));
+        let e = load_text(
+            GOOD,
+            &env(&[("GH_SECRET", "x"), ("ANKUSA_ADMIN_TLS_CERT_FILE", "/c")]),
+        )
+        .unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("ANKUSA_ADMIN_TLS_KEY_FILE"));
     }
 
     #[test]

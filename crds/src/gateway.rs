@@ -88,6 +88,9 @@ pub struct GatewaySpec {
     /// The ingest Service.
     #[serde(default)]
     pub service: ServiceSpec,
+    /// The NetworkPolicy the operator puts around the pods (on by default).
+    #[serde(default)]
+    pub network_policy: NetworkPolicySpec,
 }
 
 fn default_replicas() -> i32 {
@@ -170,6 +173,44 @@ pub struct ServiceSpec {
     pub annotations: StringMap,
 }
 
+/// The NetworkPolicy `<gateway>` the operator renders around the pods: the ingest port open
+/// to all, the admin port only from the operator's pods (and the namespaces listed for
+/// scraping `/metrics`, which the admin port serves), the claim-check port only from the
+/// namespaces listed. Namespaces are matched by their `kubernetes.io/metadata.name` label.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkPolicySpec {
+    /// Render the NetworkPolicy (default true). Switched off, the operator deletes the one it
+    /// created and leaves the pods open to whatever the cluster's other policies allow.
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// Namespaces whose pods may redeem claims on the claim-check port. Absent: the
+    /// Gateway's own namespace; empty: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(inner(length(max = 63), regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")))]
+    pub claim_check_namespaces: Option<Vec<String>>,
+    /// Namespaces whose pods may reach the admin port besides the operator, for a Prometheus
+    /// scraping `/metrics` there. The whole port is opened to them (a NetworkPolicy knows
+    /// ports, not paths); every `/v1` route still needs the admin token.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(inner(length(max = 63), regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")))]
+    pub metrics_namespaces: Vec<String>,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+impl Default for NetworkPolicySpec {
+    fn default() -> Self {
+        NetworkPolicySpec {
+            enabled: true,
+            claim_check_namespaces: None,
+            metrics_namespaces: Vec::new(),
+        }
+    }
+}
+
 /// The `http:` keys a Gateway may set; addresses and ports belong to the operator.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct HttpSettings {
@@ -199,7 +240,8 @@ pub struct GatewaySettings {
     pub rate_limits: Option<RateLimitsConfig>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dispatch: Option<DispatchConfig>,
-    /// Where HTTP sinks may connect (https and public addresses only by default).
+    /// Where sinks may connect: HTTP receivers, brokers and queue endpoints (https and public
+    /// addresses only by default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub egress: Option<EgressConfig>,
     /// The claim check: where bodies over a queue sink's inline limit are kept and served.
@@ -240,6 +282,8 @@ pub struct PodTemplateOverrides {
     pub node_selector: StringMap,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority_class_name: Option<String>,
+    /// Only a name the operator's policy allows (`--allowed-service-accounts`, chart value
+    /// `gatewayPolicy.allowedServiceAccounts`); any other refuses the Gateway.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_account_name: Option<String>,
 }

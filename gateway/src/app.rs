@@ -194,16 +194,21 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
                 name: "ingest",
                 limits: config.http.connections.clone(),
                 metrics: app.metrics.clone(),
+                tls: None,
             },
             stop_rx.clone(),
         )));
     }
     if config.admin.enabled {
+        let tls = match &config.admin.tls {
+            Some(t) => Some(crate::tls::ReloadingCert::load(t)?.acceptor()?),
+            None => None,
+        };
         let addr = SocketAddr::new(config.admin.ip, config.admin.port);
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|e| anyhow::anyhow!("cannot bind admin {addr}: {e}"))?;
-        tracing::info!(addr = %listener.local_addr()?, "admin listening");
+        tracing::info!(addr = %listener.local_addr()?, tls = tls.is_some(), "admin listening");
         servers.push(tokio::spawn(serve(
             listener,
             crate::admin::router(app.clone()),
@@ -211,6 +216,7 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
                 name: "admin",
                 limits: config.admin.connections.clone(),
                 metrics: app.metrics.clone(),
+                tls,
             },
             stop_rx.clone(),
         )));
@@ -228,6 +234,7 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
                 name: "claim_check",
                 limits: config.claim_check.connections.clone(),
                 metrics: app.metrics.clone(),
+                tls: None,
             },
             stop_rx.clone(),
         )));

@@ -19,3 +19,4 @@ pub mod probes;
 pub mod replay;
 pub mod serve;
 pub mod store;
+pub mod tls;

@@ -260,6 +260,7 @@ impl ConfigHandle {
         pin!(admin.ip, "admin.ip");
         pin!(admin.port, "admin.port");
         pin!(admin.connections, "admin.connections");
+        pin!(admin.tls, "admin.tls");
         pin!(http.connections, "http.connections");
         pin!(http.max_inflight_body_bytes, "http.max_inflight_body_bytes");
         pin!(claim_check, "claim_check");

@@ -47,6 +47,8 @@ pub struct Listener {
     pub name: &'static str,
     pub limits: ConnectionLimits,
     pub metrics: Arc<Metrics>,
+    /// Serve HTTPS only (the admin listener with `admin.tls`).
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
 /// Serves `router` on `listener` until `stop` turns true, then gives open connections
@@ -98,7 +100,22 @@ pub async fn serve(
                     conns.enter(),
                 );
                 tokio::spawn(async move {
-                    connection(stream, peer, router, &opts, stop).await;
+                    match opts.tls.clone() {
+                        None => connection(stream, peer, router, &opts, stop).await,
+                        Some(acceptor) => {
+                            let deadline =
+                                Duration::from_millis(opts.limits.header_read_timeout_ms);
+                            match crate::tls::accept(&acceptor, stream, deadline).await {
+                                Ok(tls) => connection(tls, peer, router, &opts, stop).await,
+                                Err(crate::tls::Refused::Timeout) => opts
+                                    .metrics
+                                    .http_timeouts
+                                    .with_label_values(&[opts.name, "tls_handshake"])
+                                    .inc(),
+                                Err(crate::tls::Refused::Other) => {}
+                            }
+                        }
+                    }
                     open.dec();
                     drop(slot);
                     drop(guard);
@@ -161,13 +178,15 @@ impl Clock {
     }
 }
 
-async fn connection(
-    stream: TcpStream,
+async fn connection<S>(
+    stream: S,
     peer: SocketAddr,
     router: axum::Router,
     opts: &Listener,
     mut stop: watch::Receiver<bool>,
-) {
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let clock = Arc::new(Clock(Instant::now()));
     let activity = Arc::new(Activity::default());
     // The first request's head is timed from the accept.
@@ -260,13 +279,13 @@ async fn watchdog(activity: &Activity, clock: &Clock, limits: &ConnectionLimits)
 }
 
 /// The socket, noting when bytes arrive: a first byte after an idle spell starts a head.
-struct Tracked {
-    inner: TcpStream,
+struct Tracked<S> {
+    inner: S,
     activity: Arc<Activity>,
     clock: Arc<Clock>,
 }
 
-impl AsyncRead for Tracked {
+impl<S: AsyncRead + Unpin> AsyncRead for Tracked<S> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -292,7 +311,7 @@ impl AsyncRead for Tracked {
     }
 }
 
-impl AsyncWrite for Tracked {
+impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,

@@ -1,10 +1,23 @@
-//! Client of each gateway pod's admin API (`http://<podIP>:<admin port>`, bearer token). The
+//! Client of each gateway pod's admin API (`https://<podIP>:<admin port>`, bearer token). The
 //! bodies are the gateway's own wire types (`ankusa-api`).
+//!
+//! The pods serve a certificate of their Gateway's own CA (`crate::pki`); the operator trusts
+//! only that CA's bundle for that Gateway's pods, and checks the certificate names the
+//! Gateway's pod domain (`<headless Service>.<namespace>.svc`) whatever IP it dialled, so a
+//! pod of another Gateway, or anything else on the pod network, cannot take a config push.
 //!
 //! Every call has a short timeout; a pod that does not answer is reported per pod, never
 //! fails a whole reconcile (the CloudNativePG pattern).
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use rustls::client::WebPkiServerVerifier;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
 
 use ankusa_api::{
     CreateReplay, DeadLettered, FieldError, JobState, JobView, PatchReplay, ReloadReply,
@@ -19,14 +32,26 @@ pub struct PodTarget {
     pub ip: String,
     pub port: u16,
     pub token: String,
+    /// HTTPS with this trust; plain HTTP when `None` (a gateway run outside the operator).
+    pub tls: Option<Arc<AdminTrust>>,
+}
+
+/// What a Gateway's admin certificate must chain to and name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct AdminTrust {
+    /// The Gateway's CA bundle (PEM; during a CA rotation, the new and the old CA).
+    pub ca_pem: String,
+    /// The DNS name the serving certificate must carry.
+    pub server_name: String,
 }
 
 impl PodTarget {
     fn url(&self, path: &str) -> String {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
         if self.ip.contains(':') {
-            format!("http://[{}]:{}{path}", self.ip, self.port)
+            format!("{scheme}://[{}]:{}{path}", self.ip, self.port)
         } else {
-            format!("http://{}:{}{path}", self.ip, self.port)
+            format!("{scheme}://{}:{}{path}", self.ip, self.port)
         }
     }
 }
@@ -43,9 +68,15 @@ pub enum AdminError {
     Decode(String),
 }
 
+/// HTTPS clients kept per trust; past this many (CA rotations, deleted Gateways) they are
+/// dropped and rebuilt on use.
+const MAX_TLS_CLIENTS: usize = 256;
+
 #[derive(Clone)]
 pub struct AdminClient {
     http: reqwest::Client,
+    timeout: Duration,
+    tls: Arc<Mutex<HashMap<AdminTrust, reqwest::Client>>>,
 }
 
 impl Default for AdminClient {
@@ -63,7 +94,32 @@ impl AdminClient {
                 .no_proxy()
                 .build()
                 .expect("HTTP client builds"),
+            timeout,
+            tls: Arc::default(),
         }
+    }
+
+    /// The client for a target: the plain one, or the HTTPS one of its Gateway's trust.
+    fn client(&self, t: &PodTarget) -> Result<reqwest::Client, AdminError> {
+        let Some(trust) = &t.tls else {
+            return Ok(self.http.clone());
+        };
+        let mut clients = self.tls.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = clients.get(trust.as_ref()) {
+            return Ok(c.clone());
+        }
+        let c = reqwest::Client::builder()
+            .timeout(self.timeout)
+            .connect_timeout(Duration::from_secs(2))
+            .no_proxy()
+            .tls_backend_preconfigured(tls_config(trust)?)
+            .build()
+            .map_err(|e| AdminError::Unreachable(format!("HTTPS client: {e}")))?;
+        if clients.len() >= MAX_TLS_CLIENTS {
+            clients.clear();
+        }
+        clients.insert(trust.as_ref().clone(), c.clone());
+        Ok(c)
     }
 
     async fn send(
@@ -73,7 +129,10 @@ impl AdminClient {
         path: &str,
         body: Option<(&'static str, Vec<u8>)>,
     ) -> Result<(u16, Vec<u8>), AdminError> {
-        let mut req = self.http.request(method, t.url(path)).bearer_auth(&t.token);
+        let mut req = self
+            .client(t)?
+            .request(method, t.url(path))
+            .bearer_auth(&t.token);
         if let Some((ct, b)) = body {
             req = req.header(reqwest::header::CONTENT_TYPE, ct).body(b);
         }
@@ -237,4 +296,79 @@ fn without_url(e: &reqwest::Error) -> String {
         }
     }
     msg
+}
+
+/// rustls settings trusting only the Gateway's CA bundle, for its pod domain.
+fn tls_config(trust: &AdminTrust) -> Result<rustls::ClientConfig, AdminError> {
+    let unusable = |what: &str| AdminError::Unreachable(format!("the Gateway's admin CA {what}"));
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(trust.ca_pem.as_bytes()) {
+        let cert = cert.map_err(|_| unusable("bundle is not valid PEM"))?;
+        roots
+            .add(cert)
+            .map_err(|_| unusable("bundle holds an unusable certificate"))?;
+    }
+    if roots.is_empty() {
+        return Err(unusable("bundle is empty"));
+    }
+    let provider = rustls::crypto::CryptoProvider::get_default()
+        .cloned()
+        .unwrap_or_else(|| Arc::new(rustls::crypto::aws_lc_rs::default_provider()));
+    let inner = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+        .build()
+        .map_err(|_| unusable("bundle cannot verify certificates"))?;
+    let name = ServerName::try_from(trust.server_name.clone())
+        .map_err(|_| unusable("server name is not a DNS name"))?;
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|_| unusable("settings have no TLS version"))?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(GatewayName { inner, name }))
+        .with_no_client_auth();
+    Ok(config)
+}
+
+/// The standard WebPKI checks (chain to the Gateway's CA, validity, key usage), against the
+/// Gateway's pod domain instead of the dialled IP: pods are reached by IP, their shared
+/// certificate names the domain.
+#[derive(Debug)]
+struct GatewayName {
+    inner: Arc<WebPkiServerVerifier>,
+    name: ServerName<'static>,
+}
+
+impl ServerCertVerifier for GatewayName {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        _dialled: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        self.inner
+            .verify_server_cert(end_entity, intermediates, &self.name, ocsp_response, now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
 }

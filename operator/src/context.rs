@@ -60,6 +60,8 @@ pub struct Settings {
     pub gateway_image: String,
     /// Fastest re-poll of a running ReplayJob.
     pub replay_poll: Duration,
+    /// Who may reach the pods' admin port, and which ServiceAccounts a Gateway may name.
+    pub policy: resources::Policy,
 }
 
 impl Default for Settings {
@@ -67,6 +69,7 @@ impl Default for Settings {
         Settings {
             gateway_image: format!("ghcr.io/ankusa/ankusa:{}", env!("CARGO_PKG_VERSION")),
             replay_poll: Duration::from_secs(1),
+            policy: resources::Policy::default(),
         }
     }
 }
@@ -232,8 +235,23 @@ pub fn pod_ready(p: &Pod) -> bool {
         .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
+/// What the operator needs to call a Gateway's pods: its admin token and TLS trust.
+#[derive(Clone)]
+pub struct AdminAccess {
+    pub token: String,
+    pub tls: Arc<crate::admin::AdminTrust>,
+}
+
+/// The admin token and the TLS trust the Gateway controller keeps, for the other controllers.
+pub async fn admin_access(ctx: &Ctx, gw: &Gateway) -> Result<AdminAccess> {
+    Ok(AdminAccess {
+        token: admin_token(ctx, gw).await?,
+        tls: crate::admin_tls::trust(ctx, gw).await?,
+    })
+}
+
 /// Where to reach a pod's admin API, when it runs and has an IP.
-pub fn pod_target(p: &Pod, port: u16, token: &str) -> Option<PodTarget> {
+pub fn pod_target(p: &Pod, port: u16, access: &AdminAccess) -> Option<PodTarget> {
     if p.metadata.deletion_timestamp.is_some() {
         return None;
     }
@@ -246,7 +264,8 @@ pub fn pod_target(p: &Pod, port: u16, token: &str) -> Option<PodTarget> {
         uid: p.uid().unwrap_or_default(),
         ip: st.pod_ip.clone().filter(|ip| !ip.is_empty())?,
         port,
-        token: token.to_string(),
+        token: access.token.clone(),
+        tls: Some(access.tls.clone()),
     })
 }
 

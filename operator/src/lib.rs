@@ -4,15 +4,18 @@
 //! - [`render`]: Gateway + Sources + Sinks + Secret values → the gateway's own `Config` per pod;
 //! - [`resources`]: the StatefulSet, Services and Secrets a Gateway owns;
 //! - [`status`]: conditions, `programmed` counts, the ReplayJob phase;
-//! - [`admin`]: the client of each pod's admin API;
+//! - [`admin`]: the client of each pod's admin API, over HTTPS;
+//! - [`pki`] and [`admin_tls`]: each Gateway's admin CA and serving certificate;
 //! - [`controllers`]: one reconciler per kind;
 //! - [`server`]: `/metrics` and `/health`; [`leader`]: Lease-based leader election.
 
 pub mod admin;
+pub mod admin_tls;
 pub mod context;
 pub mod controllers;
 pub mod leader;
 pub mod metrics;
+pub mod pki;
 pub mod render;
 pub mod resources;
 pub mod server;

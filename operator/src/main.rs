@@ -1,6 +1,7 @@
 //! `ankusa-operator`: runs the Gateway, Source, Sink and ReplayJob controllers (while holding
 //! the leader lease) and serves `/metrics` and `/health`.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,6 +45,41 @@ struct Args {
     lease_duration_seconds: u64,
     #[arg(long, default_value_t = 5)]
     lease_grace_seconds: u64,
+    /// Namespace of the operator's own pods: the Gateways' NetworkPolicies admit the admin
+    /// port from there (default: POD_NAMESPACE, else the Lease's namespace, else the client's).
+    #[arg(long, env = "POD_NAMESPACE")]
+    operator_namespace: Option<String>,
+    /// Labels of the operator's own pods, `key=value,...`: with --operator-namespace, who may
+    /// reach the admin port (the chart passes its pods' selector labels).
+    #[arg(
+        long,
+        env = "ANKUSA_OPERATOR_POD_LABELS",
+        default_value = "app.kubernetes.io/name=ankusa-operator",
+        value_parser = parse_labels
+    )]
+    operator_pod_labels: BTreeMap<String, String>,
+    /// ServiceAccounts a Gateway may name in spec.podTemplate.serviceAccountName (comma
+    /// separated); any other name refuses the Gateway. Default: none (leave it unset).
+    #[arg(long, env = "ANKUSA_ALLOWED_SERVICE_ACCOUNTS", value_delimiter = ',')]
+    allowed_service_accounts: Vec<String>,
+}
+
+/// `key=value,...` into a map; at least one pair, as an empty pod selector matches every pod.
+fn parse_labels(s: &str) -> Result<BTreeMap<String, String>, String> {
+    let mut out = BTreeMap::new();
+    for pair in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let Some((k, v)) = pair.split_once('=') else {
+            return Err(format!("{pair:?} is not key=value"));
+        };
+        if k.trim().is_empty() {
+            return Err(format!("{pair:?} has an empty key"));
+        }
+        out.insert(k.trim().to_string(), v.trim().to_string());
+    }
+    if out.is_empty() {
+        return Err("at least one key=value label is needed".into());
+    }
+    Ok(out)
 }
 
 async fn shutdown_signal() {
@@ -80,6 +116,20 @@ async fn main() -> anyhow::Result<()> {
     if let Some(img) = args.gateway_image.clone() {
         settings.gateway_image = img;
     }
+    settings.policy = ankusa_operator::resources::Policy {
+        operator_namespace: args
+            .operator_namespace
+            .clone()
+            .or_else(|| args.lease_namespace.clone())
+            .unwrap_or_else(|| client.default_namespace().to_string()),
+        operator_pod_labels: args.operator_pod_labels.clone(),
+        allowed_service_accounts: args
+            .allowed_service_accounts
+            .iter()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect(),
+    };
     let ctx = Arc::new(Ctx::new(
         client.clone(),
         metrics.clone(),

@@ -1,5 +1,6 @@
 //! The objects a Gateway owns, computed from its spec: StatefulSet, headless and ingest
-//! Services, the per-pod config Secret and the generated admin-token Secret. Pure functions;
+//! Services, the per-pod config Secret, the generated admin-token Secret and the
+//! NetworkPolicy; and the operator's policy on what a Gateway may ask for. Pure functions;
 //! equal inputs give byte-identical objects (maps are sorted), so applying them again is a
 //! no-op and never rolls the pods.
 
@@ -11,13 +12,19 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec, StatefulSetUpdateStrategy};
 use k8s_openapi::api::core::v1::{
     Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
-    HTTPGetAction, ObjectFieldSelector, PersistentVolumeClaim, PersistentVolumeClaimSpec,
-    PodSecurityContext, PodSpec, PodTemplateSpec, Probe, SeccompProfile, Secret,
-    SecretVolumeSource, SecurityContext, Service, ServicePort, ServiceSpec, Volume, VolumeMount,
-    VolumeResourceRequirements,
+    HTTPGetAction, KeyToPath, ObjectFieldSelector, PersistentVolumeClaim,
+    PersistentVolumeClaimSpec, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, SeccompProfile,
+    Secret, SecretVolumeSource, SecurityContext, Service, ServicePort, ServiceSpec, Volume,
+    VolumeMount, VolumeResourceRequirements,
+};
+use k8s_openapi::api::networking::v1::{
+    NetworkPolicy, NetworkPolicyIngressRule, NetworkPolicyPeer, NetworkPolicyPort,
+    NetworkPolicySpec,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    LabelSelector, LabelSelectorRequirement, ObjectMeta,
+};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::{Resource, ResourceExt};
 
@@ -40,6 +47,38 @@ pub fn config_secret_name(gw: &Gateway) -> String {
 
 pub fn admin_token_secret_name(gw: &Gateway) -> String {
     format!("{}-admin-token", gw.name_any())
+}
+
+/// The Gateway's admin CA (certificate bundle and key); read by the operator only.
+pub fn admin_ca_secret_name(gw: &Gateway) -> String {
+    format!("{}-admin-ca", gw.name_any())
+}
+
+/// The pods' admin serving certificate, mounted at `ADMIN_TLS_MOUNT`.
+pub fn admin_tls_secret_name(gw: &Gateway) -> String {
+    format!("{}-admin-tls", gw.name_any())
+}
+
+/// Where the pods find their admin certificate.
+pub const ADMIN_TLS_MOUNT: &str = "/etc/ankusa-admin-tls";
+
+/// The DNS names of the pods' admin certificate; the first is the name the operator checks.
+pub fn admin_tls_names(gw: &Gateway) -> Vec<String> {
+    let domain = format!(
+        "{}.{}.svc",
+        headless_service_name(gw),
+        gw.namespace().unwrap_or_default()
+    );
+    vec![
+        domain.clone(),
+        format!("*.{domain}"),
+        format!("{domain}.cluster.local"),
+        format!("*.{domain}.cluster.local"),
+    ]
+}
+
+pub fn network_policy_name(gw: &Gateway) -> String {
+    gw.name_any()
 }
 
 /// Key of a pod's config file in the config Secret.
@@ -126,6 +165,45 @@ pub fn config_secret(gw: &Gateway, files: &BTreeMap<String, String>) -> Secret {
         ),
         ..Default::default()
     }
+}
+
+fn secret_of(gw: &Gateway, name: String, type_: &str, files: &[(&str, &str)]) -> Secret {
+    Secret {
+        metadata: meta(gw, name),
+        type_: Some(type_.into()),
+        data: Some(
+            files
+                .iter()
+                .map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec())))
+                .collect(),
+        ),
+        ..Default::default()
+    }
+}
+
+/// The admin CA Secret (`ca.crt`: the trust bundle, `ca.key`).
+pub fn admin_ca_secret(gw: &Gateway, ca: &crate::pki::CaFiles) -> Secret {
+    secret_of(
+        gw,
+        admin_ca_secret_name(gw),
+        "Opaque",
+        &[("ca.crt", &ca.bundle_pem), ("ca.key", &ca.key_pem)],
+    )
+}
+
+/// The pods' admin serving certificate, with the CA bundle that verifies it (`ca.crt`), for
+/// clients other than the operator.
+pub fn admin_tls_secret(gw: &Gateway, issued: &crate::pki::Issued) -> Secret {
+    secret_of(
+        gw,
+        admin_tls_secret_name(gw),
+        "kubernetes.io/tls",
+        &[
+            ("tls.crt", &issued.leaf.cert_pem),
+            ("tls.key", &issued.leaf.key_pem),
+            ("ca.crt", &issued.ca.bundle_pem),
+        ],
+    )
 }
 
 /// The generated admin token Secret (created once, never rotated by the operator).
@@ -216,11 +294,21 @@ fn field_env(name: &str, path: &str) -> EnvVar {
     }
 }
 
+fn value_env(name: &str, value: &str) -> EnvVar {
+    EnvVar {
+        name: name.into(),
+        value: Some(value.into()),
+        ..Default::default()
+    }
+}
+
 fn http_probe(path: &str, period: i32, failures: i32, initial: i32) -> Probe {
     Probe {
         http_get: Some(HTTPGetAction {
             path: Some(path.into()),
             port: IntOrString::String("admin".into()),
+            // The admin listener is HTTPS only; the kubelet does not verify probe certificates.
+            scheme: Some("HTTPS".into()),
             ..Default::default()
         }),
         initial_delay_seconds: (initial > 0).then_some(initial),
@@ -291,6 +379,14 @@ pub fn statefulset(gw: &Gateway, default_image: &str) -> StatefulSet {
         env: Some(vec![
             field_env("POD_NAME", "metadata.name"),
             field_env("POD_NAMESPACE", "metadata.namespace"),
+            value_env(
+                "ANKUSA_ADMIN_TLS_CERT_FILE",
+                &format!("{ADMIN_TLS_MOUNT}/tls.crt"),
+            ),
+            value_env(
+                "ANKUSA_ADMIN_TLS_KEY_FILE",
+                &format!("{ADMIN_TLS_MOUNT}/tls.key"),
+            ),
         ]),
         ports: Some(vec![
             ContainerPort {
@@ -320,6 +416,12 @@ pub fn statefulset(gw: &Gateway, default_image: &str) -> StatefulSet {
             VolumeMount {
                 name: "config".into(),
                 mount_path: CONFIG_MOUNT.into(),
+                read_only: Some(true),
+                ..Default::default()
+            },
+            VolumeMount {
+                name: "admin-tls".into(),
+                mount_path: ADMIN_TLS_MOUNT.into(),
                 read_only: Some(true),
                 ..Default::default()
             },
@@ -354,6 +456,27 @@ pub fn statefulset(gw: &Gateway, default_image: &str) -> StatefulSet {
                 secret: Some(SecretVolumeSource {
                     secret_name: Some(config_secret_name(gw)),
                     default_mode: Some(0o440),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            Volume {
+                name: "admin-tls".into(),
+                secret: Some(SecretVolumeSource {
+                    secret_name: Some(admin_tls_secret_name(gw)),
+                    default_mode: Some(0o440),
+                    items: Some(vec![
+                        KeyToPath {
+                            key: "tls.crt".into(),
+                            path: "tls.crt".into(),
+                            ..Default::default()
+                        },
+                        KeyToPath {
+                            key: "tls.key".into(),
+                            path: "tls.key".into(),
+                            ..Default::default()
+                        },
+                    ]),
                     ..Default::default()
                 }),
                 ..Default::default()
@@ -416,6 +539,153 @@ pub fn statefulset(gw: &Gateway, default_image: &str) -> StatefulSet {
             ..Default::default()
         }),
         ..Default::default()
+    }
+}
+
+/// The label every namespace carries with its own name (set by the API server since
+/// Kubernetes 1.21); NetworkPolicies select namespaces by it.
+pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// What the operator's deployment decides, not the Gateway's author: who may reach the admin
+/// port as the operator, and which ServiceAccounts a Gateway's pods may run as.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Policy {
+    /// The namespace the operator's pods run in (`POD_NAMESPACE`).
+    pub operator_namespace: String,
+    /// Labels of the operator's pods (the chart's selector labels); never empty, as an empty
+    /// selector would admit every pod of the operator's namespace to the admin port.
+    pub operator_pod_labels: BTreeMap<String, String>,
+    /// ServiceAccounts a Gateway may name in `spec.podTemplate.serviceAccountName`.
+    pub allowed_service_accounts: Vec<String>,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            operator_namespace: "default".into(),
+            operator_pod_labels: BTreeMap::from([(
+                NAME_LABEL.to_string(),
+                "ankusa-operator".to_string(),
+            )]),
+            allowed_service_accounts: Vec::new(),
+        }
+    }
+}
+
+/// Why a Gateway may not run its pods as the ServiceAccount it names, if it may not. A pod's
+/// ServiceAccount carries more than an API token (which the pods do not mount): image pull
+/// Secrets, and on managed clusters a cloud identity (workload identity, IRSA) that the
+/// metadata server hands to any pod running as it. So the choice is the operator's
+/// installer's, not the Gateway author's. `default` is what an unset name means, so it is
+/// always allowed.
+pub fn service_account_refusal(gw: &Gateway, policy: &Policy) -> Option<String> {
+    let name = gw
+        .spec
+        .pod_template
+        .service_account_name
+        .as_deref()
+        .filter(|n| !n.is_empty() && *n != "default")?;
+    if policy.allowed_service_accounts.iter().any(|a| a == name) {
+        return None;
+    }
+    let allowed = if policy.allowed_service_accounts.is_empty() {
+        "it allows none: leave the field unset".to_string()
+    } else {
+        format!("it allows {}", policy.allowed_service_accounts.join(", "))
+    };
+    Some(format!(
+        "spec.podTemplate.serviceAccountName: ServiceAccount {name} is not allowed by the operator's policy ({allowed}; chart value gatewayPolicy.allowedServiceAccounts)"
+    ))
+}
+
+/// The namespaces whose pods may redeem claims: `claimCheckNamespaces`, or the Gateway's own.
+pub fn claim_check_namespaces(gw: &Gateway) -> Vec<String> {
+    match &gw.spec.network_policy.claim_check_namespaces {
+        Some(list) => list.clone(),
+        None => gw.namespace().into_iter().collect(),
+    }
+}
+
+fn tcp(port: u16) -> NetworkPolicyPort {
+    NetworkPolicyPort {
+        port: Some(IntOrString::Int(port.into())),
+        protocol: Some("TCP".into()),
+        ..Default::default()
+    }
+}
+
+/// A peer of every pod in the listed namespaces (sorted, deduplicated), or none for an empty
+/// list: a rule with an empty `from` would admit everyone.
+fn namespaces_peer(names: &[String]) -> Option<NetworkPolicyPeer> {
+    let mut values: Vec<String> = names.to_vec();
+    values.sort();
+    values.dedup();
+    (!values.is_empty()).then(|| NetworkPolicyPeer {
+        namespace_selector: Some(LabelSelector {
+            match_expressions: Some(vec![LabelSelectorRequirement {
+                key: NAMESPACE_NAME_LABEL.into(),
+                operator: "In".into(),
+                values: Some(values),
+            }]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+}
+
+/// The NetworkPolicy around a Gateway's pods (ingress only; egress is the gateway's own
+/// `settings.egress`): the ingest port from anywhere, the admin port from the operator's pods
+/// (it pushes configs carrying secrets there) and the `metricsNamespaces`, the claim-check
+/// port from the claim-check namespaces. Any other port of the pods is closed. Ports are
+/// numbers, as some network plugins ignore named ports.
+pub fn network_policy(gw: &Gateway, policy: &Policy) -> NetworkPolicy {
+    let ports = &gw.spec.ports;
+    let np = &gw.spec.network_policy;
+    let operator = NetworkPolicyPeer {
+        namespace_selector: Some(LabelSelector {
+            match_labels: Some(BTreeMap::from([(
+                NAMESPACE_NAME_LABEL.to_string(),
+                policy.operator_namespace.clone(),
+            )])),
+            ..Default::default()
+        }),
+        pod_selector: Some(LabelSelector {
+            match_labels: Some(policy.operator_pod_labels.clone()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let mut rules = vec![
+        NetworkPolicyIngressRule {
+            from: None,
+            ports: Some(vec![tcp(ports.http)]),
+        },
+        NetworkPolicyIngressRule {
+            from: Some(
+                std::iter::once(operator)
+                    .chain(namespaces_peer(&np.metrics_namespaces))
+                    .collect(),
+            ),
+            ports: Some(vec![tcp(ports.admin)]),
+        },
+    ];
+    if let Some(peer) = namespaces_peer(&claim_check_namespaces(gw)) {
+        rules.push(NetworkPolicyIngressRule {
+            from: Some(vec![peer]),
+            ports: Some(vec![tcp(ports.claims)]),
+        });
+    }
+    NetworkPolicy {
+        metadata: meta(gw, network_policy_name(gw)),
+        spec: Some(NetworkPolicySpec {
+            pod_selector: Some(LabelSelector {
+                match_labels: Some(selector_labels(gw)),
+                ..Default::default()
+            }),
+            policy_types: Some(vec!["Ingress".into()]),
+            ingress: Some(rules),
+            ..Default::default()
+        }),
     }
 }
 

@@ -28,6 +28,17 @@ fn chart() -> String {
         .to_string()
 }
 
+/// The operator container's arguments in a rendered chart.
+fn operator_args(docs: &[Value]) -> Vec<String> {
+    let dep = docs.iter().find(|d| d["kind"] == "Deployment").unwrap();
+    dep["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect()
+}
+
 fn template(helm: &std::path::Path, sets: &[&str]) -> Vec<Value> {
     template_with(helm, &[], sets)
 }
@@ -122,12 +133,8 @@ fn default_install_has_the_crds_rbac_and_deployment() {
     }
     let dep = docs.iter().find(|d| d["kind"] == "Deployment").unwrap();
     let c = &dep["spec"]["template"]["spec"]["containers"][0];
-    let args: Vec<&str> = c["args"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a.as_str().unwrap())
-        .collect();
+    let args = operator_args(&docs);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     assert!(
         args.contains(&"--gateway-image=ghcr.io/ankusa/ankusa:0.1.0"),
         "{args:?}"
@@ -162,6 +169,65 @@ fn default_install_has_the_crds_rbac_and_deployment() {
         dep["spec"]["template"]["spec"]["serviceAccountName"],
         "ankusa-ankusa-operator"
     );
+    // The Gateways' NetworkPolicies admit the admin port from the operator's pods: it is told
+    // their labels (exactly the Deployment's selector, which every pod carries) and its
+    // namespace (downward API).
+    let selector = &dep["spec"]["selector"]["matchLabels"];
+    let mut want: Vec<String> = selector
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap()))
+        .collect();
+    want.sort();
+    assert!(
+        args.contains(&format!("--operator-pod-labels={}", want.join(",")).as_str()),
+        "{args:?}"
+    );
+    for (k, v) in selector.as_object().unwrap() {
+        assert_eq!(&dep["spec"]["template"]["metadata"]["labels"][k], v);
+    }
+    let env = c["env"].as_array().unwrap();
+    let ns = env
+        .iter()
+        .find(|e| e["name"] == "POD_NAMESPACE")
+        .expect("POD_NAMESPACE");
+    assert_eq!(
+        ns["valueFrom"]["fieldRef"]["fieldPath"],
+        "metadata.namespace"
+    );
+    // No ServiceAccount is allowed to Gateways unless the values say so.
+    assert!(
+        !args
+            .iter()
+            .any(|a| a.starts_with("--allowed-service-accounts")),
+        "{args:?}"
+    );
+}
+
+#[test]
+fn gateway_policy_values_reach_the_operator() {
+    let Some(helm) = helm() else { return };
+    let docs = template(
+        &helm,
+        &[
+            "gatewayPolicy.allowedServiceAccounts={gateway-pods,pull-only}",
+            "podLabels.team=platform",
+        ],
+    );
+    let args = operator_args(&docs);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    assert!(
+        args.contains(&"--allowed-service-accounts=gateway-pods,pull-only"),
+        "{args:?}"
+    );
+    // Extra pod labels do not widen (or narrow) who the NetworkPolicies admit.
+    assert!(
+        args.contains(
+            &"--operator-pod-labels=app.kubernetes.io/instance=ankusa,app.kubernetes.io/name=ankusa-operator"
+        ),
+        "{args:?}"
+    );
 }
 
 #[test]
@@ -188,16 +254,19 @@ fn rbac_is_least_privilege() {
                 .iter()
                 .map(|v| v.as_str().unwrap())
                 .collect();
-            assert!(
-                !verbs.contains(&"delete") && !verbs.contains(&"deletecollection"),
-                "the operator deletes nothing: {rule}"
-            );
             let resources: Vec<&str> = rule["resources"]
                 .as_array()
                 .unwrap()
                 .iter()
                 .map(|v| v.as_str().unwrap())
                 .collect();
+            // Owner references delete what a Gateway owns; the one exception is the
+            // NetworkPolicy a Gateway switches off while it lives on.
+            assert!(!verbs.contains(&"deletecollection"), "{rule}");
+            assert!(
+                !verbs.contains(&"delete") || resources == ["networkpolicies"],
+                "the operator deletes nothing else: {rule}"
+            );
             if resources.contains(&"pods") {
                 assert_eq!(verbs, ["get", "list", "watch"], "pods are read only");
             }

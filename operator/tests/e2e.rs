@@ -418,10 +418,33 @@ async fn admin_token(h: &Harness) -> String {
     .unwrap()
 }
 
-/// `GET <path>` on a pod's admin API.
+/// `GET <path>` on a pod's admin API, over HTTPS verified with the Gateway's CA bundle (read
+/// from the Secret the operator keeps, as a user would).
 async fn admin_get(h: &Harness, pod: u8, token: &str, path: &str) -> Value {
-    let url = format!("http://{}:{}{path}", h.pod_ip("gw", pod), h.admin_port);
-    let r = http().get(&url).bearer_auth(token).send().await.unwrap();
+    let ca = h
+        .kubectl(&[
+            "get",
+            "secret",
+            "gw-admin-tls",
+            "-o",
+            "jsonpath={.data.ca\\.crt}",
+        ])
+        .await
+        .unwrap();
+    use base64::Engine;
+    let ca = String::from_utf8(
+        base64::engine::general_purpose::STANDARD
+            .decode(ca.trim())
+            .unwrap(),
+    )
+    .unwrap();
+    let host = format!("gw-{pod}.gw-pods.{}.svc", h.ns);
+    let ip: std::net::IpAddr = h.pod_ip("gw", pod).parse().unwrap();
+    let client =
+        ankusa_testkit::admin_client(&ca, &host, std::net::SocketAddr::new(ip, h.admin_port))
+            .unwrap();
+    let url = format!("https://{host}:{}{path}", h.admin_port);
+    let r = client.get(&url).bearer_auth(token).send().await.unwrap();
     assert!(r.status().is_success(), "GET {url}: {}", r.status());
     r.json().await.unwrap()
 }
@@ -1144,27 +1167,503 @@ fn g_the_operator_takes_over_nothing_and_reads_only_opted_in_secrets() {
         h.apply(&source_yaml("orders", &["old"], "receiver"))
             .await
             .unwrap();
-        let refused = eventually(
-            "the Sink refused for its unlabelled Secret",
-            Duration::from_secs(60),
-            || async {
-                let k = get_json(h, "sink/receiver").await;
-                let conds = k["status"]["conditions"].as_array().cloned()?;
-                conds.into_iter().find(|c| {
-                    c["type"] == "Ready"
-                        && c["status"] == "False"
-                        && c["message"]
-                            .as_str()
-                            .is_some_and(|m| m.contains("not labelled ankusa.dev/usable=true"))
-                })
-            },
-        )
-        .await;
+        let refused = sink_refused(h, "not labelled ankusa.dev/usable=true").await;
         assert!(!refused.to_string().contains("whsec_dGhl"), "{refused:#}");
         h.kubectl(&["label", "secret", "signing", "ankusa.dev/usable=true"])
             .await
             .unwrap();
         wait_ready(h, "sink/receiver", "60s").await;
         wait_ready(h, "source/orders", "60s").await;
+    });
+}
+
+/// The `Ready=False` condition of Sink `receiver` once its message contains `needle`.
+async fn sink_refused(h: &Harness, needle: &str) -> Value {
+    eventually(
+        &format!("the Sink refused with {needle}"),
+        Duration::from_secs(60),
+        || async {
+            let k = get_json(h, "sink/receiver").await;
+            let conds = k["status"]["conditions"].as_array().cloned()?;
+            conds.into_iter().find(|c| {
+                c["type"] == "Ready"
+                    && c["status"] == "False"
+                    && c["message"].as_str().is_some_and(|m| m.contains(needle))
+            })
+        },
+    )
+    .await
+}
+
+/// Issue 12 on a real API server: a Secret mapped into a non-credential option is refused
+/// without its value showing anywhere the operator writes (Sink, Source and Gateway status,
+/// Events, its log); the admin API is HTTPS with the Gateway's own CA, plain HTTP is refused,
+/// and a serving certificate swapped for one of another CA is repaired by the operator while
+/// the pods stay programmed.
+#[test]
+fn h_secrets_stay_where_they_belong_and_the_admin_api_is_https() {
+    scenario("h", async |h| {
+        const VALUE: &str = "4711-secret-looking-like-a-number";
+        h.apply(&gateway_yaml(h, 2, None)).await.unwrap();
+        wait_ready(h, "gateway/gw", "120s").await;
+        h.apply(&github_secret_yaml(&[("old", GH_OLD)]))
+            .await
+            .unwrap();
+        h.apply(&format!(
+            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: timing\n  labels:\n    ankusa.dev/usable: \"true\"\nstringData:\n  t: \"{VALUE}\"\n"
+        ))
+        .await
+        .unwrap();
+        h.apply(
+            "apiVersion: ankusa.dev/v1alpha1\nkind: Sink\nmetadata:\n  name: receiver\nspec:\n  type: http\n  options:\n    url: http://127.0.0.1:9/never\n  secretRefs:\n    timeout_ms:\n    - name: timing\n      key: t\n",
+        )
+        .await
+        .unwrap();
+        h.apply(&source_yaml("orders", &["old"], "receiver"))
+            .await
+            .unwrap();
+        let refused = sink_refused(h, "secretRefs[\"timeout_ms\"]").await;
+        assert!(
+            refused["message"]
+                .as_str()
+                .unwrap()
+                .contains("not a credential option"),
+            "{refused:#}"
+        );
+        // Let the other controllers write what they will, then look everywhere.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        for what in [
+            vec!["get", "sinks,sources,gateways", "-o", "yaml"],
+            vec!["get", "events", "-o", "yaml"],
+        ] {
+            let out = h.kubectl(&what).await.unwrap();
+            assert!(!out.contains(VALUE), "{} shows the value:\n{out}", what[1]);
+        }
+        for entry in std::fs::read_dir(&h.dir).unwrap() {
+            let p = entry.unwrap().path();
+            if p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("operator-"))
+            {
+                let log = std::fs::read_to_string(&p).unwrap_or_default();
+                assert!(!log.contains(VALUE), "{} shows the value", p.display());
+            }
+        }
+
+        // The admin API: the Gateway's CA and serving certificate, owned by the Gateway.
+        let tls = get_json(h, "secret/gw-admin-tls").await;
+        let ca = get_json(h, "secret/gw-admin-ca").await;
+        for s in [&tls, &ca] {
+            assert_eq!(s["metadata"]["ownerReferences"][0]["kind"], "Gateway");
+        }
+        assert_eq!(tls["type"], "kubernetes.io/tls");
+        // Plain HTTP to a pod's admin port is refused, and says why.
+        let plain = http()
+            .get(format!(
+                "http://{}:{}/v1/status",
+                h.pod_ip("gw", 0),
+                h.admin_port
+            ))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(plain.status().as_u16(), 400);
+        assert_eq!(plain.text().await.unwrap(), r#"{"error":"tls_required"}"#);
+        // HTTPS verified with the bundle from the Secret, under the pod's name.
+        let token = admin_token(h).await;
+        let status = admin_get(h, 1, &token, "/v1/status").await;
+        assert_eq!(status["instance"], "gw-1");
+
+        // Someone swaps the serving certificate for one of their own CA: the operator puts
+        // its own back, and the pods stay programmed by it.
+        let planted = ankusa_operator::pki::ensure(
+            None,
+            None,
+            "planted",
+            &["gw-pods.x.svc".to_string()],
+            time::OffsetDateTime::now_utc(),
+        )
+        .unwrap();
+        use base64::Engine;
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+        let patch = serde_json::json!({"data": {
+            "tls.crt": b64(&planted.leaf.cert_pem),
+            "tls.key": b64(&planted.leaf.key_pem),
+        }})
+        .to_string();
+        h.kubectl(&[
+            "patch",
+            "secret",
+            "gw-admin-tls",
+            "--type=merge",
+            "-p",
+            &patch,
+        ])
+        .await
+        .unwrap();
+        eventually(
+            "the operator re-issues the serving certificate",
+            Duration::from_secs(60),
+            || async {
+                let s = get_json(h, "secret/gw-admin-tls").await;
+                let crt = s["data"]["tls.crt"].as_str()?;
+                (crt != b64(&planted.leaf.cert_pem)).then_some(())
+            },
+        )
+        .await;
+        let events = h.kubectl(&["get", "events", "-o", "yaml"]).await.unwrap();
+        assert!(!events.contains("PRIVATE KEY"));
+        // The pods follow their volume (the kubelet rewrites it) and keep answering the
+        // operator: a config change still reaches both.
+        h.apply(&github_secret_yaml(&[("old", GH_OLD), ("new", GH_NEW)]))
+            .await
+            .unwrap();
+        h.apply(SIGNING_SECRET).await.unwrap();
+        h.apply(&sink_yaml("receiver", "http://127.0.0.1:9/never"))
+            .await
+            .unwrap();
+        wait_ready(h, "sink/receiver", "60s").await;
+        wait_ready(h, "source/orders", "60s").await;
+        wait_ready(h, "gateway/gw", "60s").await;
+        let status = admin_get(h, 0, &token, "/v1/status").await;
+        assert!(
+            status["sources"].as_array().is_some_and(|s| !s.is_empty()),
+            "{status:#}"
+        );
+    });
+}
+
+/// `kubectl auth can-i ARGS --as=<who>`: true for "yes", false for "no" (kubectl exits 1).
+async fn can_i(h: &Harness, who: &str, args: &[&str]) -> bool {
+    let as_who = format!("--as={who}");
+    let mut cmd = vec!["auth", "can-i"];
+    cmd.extend_from_slice(args);
+    cmd.push(&as_who);
+    match h.kubectl_global(&cmd).await {
+        Ok(out) => {
+            assert_eq!(out.trim(), "yes", "kubectl {}", cmd.join(" "));
+            true
+        }
+        Err(e) => {
+            let msg = e.to_string();
+            // kubectl prints its answer last, after any warning.
+            let answer = msg.lines().last().unwrap_or_default().trim();
+            let answer = answer.rsplit("failed: ").next().unwrap_or_default();
+            assert!(answer.starts_with("no"), "kubectl {}: {msg}", cmd.join(" "));
+            false
+        }
+    }
+}
+
+/// `args -n ns`.
+fn in_namespace<'a>(args: &[&'a str], ns: &'a str) -> Vec<&'a str> {
+    args.iter().copied().chain(["-n", ns]).collect()
+}
+
+/// Checks `(args, allowed)` pairs for one ServiceAccount; fails naming every mismatch.
+async fn check_rbac(h: &Harness, who: &str, cases: &[(&[&str], bool)]) {
+    let mut wrong = Vec::new();
+    for (args, want) in cases {
+        if can_i(h, who, args).await != *want {
+            wrong.push(format!(
+                "{}: want {}",
+                args.join(" "),
+                if *want { "yes" } else { "no" }
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{who}:\n{}", wrong.join("\n"));
+}
+
+/// The NetworkPolicy the operator renders for Gateway `gw`, once it exists.
+async fn network_policy(h: &Harness, name: &str) -> Value {
+    eventually(
+        &format!("NetworkPolicy {name}"),
+        Duration::from_secs(60),
+        || async {
+            let out = h
+                .kubectl(&[
+                    "get",
+                    "networkpolicy",
+                    name,
+                    "-o",
+                    "json",
+                    "--ignore-not-found",
+                ])
+                .await
+                .unwrap();
+            (!out.trim().is_empty()).then(|| serde_json::from_str(&out).unwrap())
+        },
+    )
+    .await
+}
+
+/// Issue 12, items 4, 7 and 8 on a real API server. A Gateway gets a NetworkPolicy it owns
+/// (ingest open, admin from the operator's pods, claims from its namespace) that goes when the
+/// Gateway switches it off and comes back with the namespaces it lists; a Gateway naming a
+/// ServiceAccount the operator does not allow is refused with nothing created; and the chart's
+/// RBAC, applied as rendered, lets the operator's ServiceAccount do what docs/operator.md lists
+/// and nothing else (`kubectl auth can-i --as`), cluster-wide and with `watchNamespace`.
+#[test]
+fn i_network_policy_service_account_policy_and_rbac() {
+    scenario("i", async |h| {
+        h.apply(&gateway_yaml(h, 1, None)).await.unwrap();
+        let np = network_policy(h, "gw").await;
+        assert_eq!(np["metadata"]["ownerReferences"][0]["kind"], "Gateway");
+        assert_eq!(np["metadata"]["ownerReferences"][0]["controller"], true);
+        assert_eq!(
+            np["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+            "ankusa-operator"
+        );
+        assert_eq!(
+            np["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/instance"],
+            "gw"
+        );
+        assert_eq!(np["spec"]["policyTypes"], serde_json::json!(["Ingress"]));
+        let rules = np["spec"]["ingress"].as_array().unwrap().clone();
+        let port = |r: &Value| r["ports"][0]["port"].as_i64().unwrap();
+        assert_eq!(rules.len(), 3, "{np:#}");
+        assert_eq!(port(&rules[0]), i64::from(h.http_port));
+        assert!(rules[0]["from"].is_null(), "ingest is open: {np:#}");
+        assert_eq!(port(&rules[1]), i64::from(h.admin_port));
+        // The harness runs the operator with --lease-namespace <ns> and no POD_NAMESPACE: its
+        // namespace, and the default labels of its pods.
+        assert_eq!(
+            rules[1]["from"],
+            serde_json::json!([{
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": h.ns}},
+                "podSelector": {"matchLabels": {"app.kubernetes.io/name": "ankusa-operator"}},
+            }])
+        );
+        assert_eq!(port(&rules[2]), 4001);
+        assert_eq!(
+            rules[2]["from"][0]["namespaceSelector"]["matchExpressions"][0]["values"],
+            serde_json::json!([h.ns])
+        );
+
+        // Switched off: the operator deletes its policy and says so.
+        h.kubectl(&[
+            "patch",
+            "gateway",
+            "gw",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"networkPolicy":{"enabled":false}}}"#,
+        ])
+        .await
+        .unwrap();
+        eventually(
+            "the NetworkPolicy deleted",
+            Duration::from_secs(60),
+            || async {
+                let out = h
+                    .kubectl(&["get", "networkpolicies", "-o", "name"])
+                    .await
+                    .unwrap();
+                out.trim().is_empty().then_some(())
+            },
+        )
+        .await;
+        let events = h
+            .kubectl(&[
+                "get",
+                "events",
+                "--field-selector",
+                "reason=NetworkPolicyRemoved",
+            ])
+            .await
+            .unwrap();
+        assert!(events.contains("NetworkPolicy gw deleted"), "{events}");
+        // On again, with the claim port closed and a scraper namespace on the admin port.
+        h.kubectl(&[
+            "patch",
+            "gateway",
+            "gw",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"networkPolicy":{"enabled":true,"claimCheckNamespaces":[],"metricsNamespaces":["monitoring"]}}}"#,
+        ])
+        .await
+        .unwrap();
+        let np = network_policy(h, "gw").await;
+        let rules = np["spec"]["ingress"].as_array().unwrap().clone();
+        assert_eq!(rules.len(), 2, "no rule for the closed claim port: {np:#}");
+        assert_eq!(
+            rules[1]["from"][1]["namespaceSelector"]["matchExpressions"][0]["values"],
+            serde_json::json!(["monitoring"])
+        );
+        // The schema refuses a namespace that is no namespace name.
+        let bad = h
+            .kubectl(&[
+                "patch",
+                "gateway",
+                "gw",
+                "--type=merge",
+                "-p",
+                r#"{"spec":{"networkPolicy":{"metricsNamespaces":["Not A Namespace"]}}}"#,
+            ])
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(bad.contains("metricsNamespaces"), "{bad}");
+
+        // A ServiceAccount the operator does not allow: refused, nothing created.
+        h.apply(
+            "apiVersion: ankusa.dev/v1alpha1\nkind: Gateway\nmetadata:\n  name: other\nspec:\n  replicas: 1\n  podTemplate:\n    serviceAccountName: deployer\n",
+        )
+        .await
+        .unwrap();
+        let degraded = eventually(
+            "the Gateway refused for its ServiceAccount",
+            Duration::from_secs(60),
+            || async {
+                let gw = get_json(h, "gateway/other").await;
+                let conds = gw["status"]["conditions"].as_array().cloned()?;
+                conds
+                    .into_iter()
+                    .find(|c| c["type"] == "Degraded" && c["reason"] == "ServiceAccountNotAllowed")
+            },
+        )
+        .await;
+        let msg = degraded["message"].as_str().unwrap();
+        assert!(
+            msg.contains("spec.podTemplate.serviceAccountName")
+                && msg.contains("ServiceAccount deployer is not allowed"),
+            "{msg}"
+        );
+        let events = h
+            .kubectl(&[
+                "get",
+                "events",
+                "--field-selector",
+                "reason=ServiceAccountNotAllowed",
+            ])
+            .await
+            .unwrap();
+        assert!(events.contains("deployer"), "{events}");
+        let made = h
+            .kubectl(&[
+                "get",
+                "statefulsets,services,secrets,networkpolicies",
+                "-o",
+                "name",
+            ])
+            .await
+            .unwrap();
+        assert!(
+            !made
+                .lines()
+                .any(|l| l.ends_with("/other") || l.contains("/other-")),
+            "nothing of Gateway other may exist:\n{made}"
+        );
+
+        // The chart's RBAC, cluster-wide: the harness applied it for the operator it runs.
+        let sa = format!("system:serviceaccount:{}:ankusa-ankusa-operator", h.ns);
+        let ns = h.ns.clone();
+        let with = |args: &[&'static str]| in_namespace(args, &ns);
+        let allowed: Vec<Vec<&str>> = vec![
+            with(&["get", "secrets"]),
+            with(&["watch", "secrets"]),
+            with(&["create", "secrets"]),
+            with(&["patch", "statefulsets.apps"]),
+            with(&["create", "networkpolicies.networking.k8s.io"]),
+            with(&["delete", "networkpolicies.networking.k8s.io"]),
+            with(&["list", "pods"]),
+            with(&["patch", "gateways.ankusa.dev", "--subresource=status"]),
+            with(&["create", "events.events.k8s.io"]),
+            with(&["update", "leases.coordination.k8s.io"]),
+            vec!["list", "secrets", "--all-namespaces"],
+        ];
+        let refused: Vec<Vec<&str>> = vec![
+            with(&["update", "secrets"]),
+            with(&["delete", "secrets"]),
+            with(&["delete", "statefulsets.apps"]),
+            with(&["delete", "services"]),
+            with(&["create", "pods"]),
+            with(&["create", "pods", "--subresource=exec"]),
+            with(&["create", "deployments.apps"]),
+            with(&["get", "configmaps"]),
+            with(&["create", "gateways.ankusa.dev"]),
+            with(&["delete", "gateways.ankusa.dev"]),
+            with(&["create", "rolebindings.rbac.authorization.k8s.io"]),
+            with(&["impersonate", "serviceaccounts"]),
+            with(&["create", "serviceaccounts", "--subresource=token"]),
+            vec!["get", "leases.coordination.k8s.io", "-n", "kube-system"],
+            vec!["create", "clusterrolebindings.rbac.authorization.k8s.io"],
+        ];
+        let cases: Vec<(&[&str], bool)> = allowed
+            .iter()
+            .map(|a| (a.as_slice(), true))
+            .chain(refused.iter().map(|a| (a.as_slice(), false)))
+            .collect();
+        check_rbac(h, &sa, &cases).await;
+
+        // With watchNamespace: a second release whose operator may act in `<ns>-apps` only,
+        // holding its Lease in the release namespace.
+        let apps = format!("{}-apps", h.ns);
+        h.kubectl_global(&["create", "namespace", &apps])
+            .await
+            .unwrap();
+        let out = tokio::process::Command::new(ankusa_testkit::helm_bin())
+            .args(["template", "scoped"])
+            .arg(ankusa_testkit::repo_root().join("charts/ankusa"))
+            .args(["--namespace", &h.ns])
+            .args(["--set", &format!("watchNamespace={apps}")])
+            .args([
+                "--set",
+                "crds.enabled=false",
+                "--set",
+                "metrics.service=false",
+            ])
+            .output()
+            .await
+            .expect("helm template");
+        assert!(
+            out.status.success(),
+            "helm template: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        let docs: Vec<&str> = text
+            .split("\n---")
+            .filter(|d| d.contains("kind:") && !d.contains("\nkind: Deployment"))
+            .collect();
+        // The objects name their own namespaces (the Role lives in `apps`), so no `-n`.
+        let file = h.dir.join("scoped-rbac.yaml");
+        std::fs::write(&file, docs.join("\n---\n")).unwrap();
+        h.kubectl_global(&["apply", "-f", &file.display().to_string()])
+            .await
+            .unwrap();
+        let sa = format!("system:serviceaccount:{}:scoped-ankusa-operator", h.ns);
+        let in_apps = |args: &[&'static str]| in_namespace(args, &apps);
+        let allowed: Vec<Vec<&str>> = vec![
+            in_apps(&["get", "secrets"]),
+            in_apps(&["list", "secrets"]),
+            in_apps(&["watch", "secrets"]),
+            in_apps(&["patch", "statefulsets.apps"]),
+            in_apps(&["create", "networkpolicies.networking.k8s.io"]),
+            in_apps(&["list", "gateways.ankusa.dev"]),
+            vec!["get", "leases.coordination.k8s.io", "-n", ns.as_str()],
+        ];
+        let refused: Vec<Vec<&str>> = vec![
+            with(&["get", "secrets"]),
+            with(&["list", "secrets"]),
+            with(&["watch", "secrets"]),
+            vec!["get", "secrets", "-n", "kube-system"],
+            vec!["get", "secrets", "-n", "default"],
+            vec!["list", "secrets", "--all-namespaces"],
+            vec!["list", "gateways.ankusa.dev", "--all-namespaces"],
+            with(&["create", "networkpolicies.networking.k8s.io"]),
+            with(&["patch", "statefulsets.apps"]),
+            in_apps(&["delete", "secrets"]),
+            in_apps(&["create", "pods"]),
+            in_apps(&["get", "configmaps"]),
+            in_apps(&["get", "leases.coordination.k8s.io"]),
+        ];
+        let cases: Vec<(&[&str], bool)> = allowed
+            .iter()
+            .map(|a| (a.as_slice(), true))
+            .chain(refused.iter().map(|a| (a.as_slice(), false)))
+            .collect();
+        check_rbac(h, &sa, &cases).await;
     });
 }

@@ -39,6 +39,7 @@ fn gateway_world(s: &Seen, admin_port: u16) -> Option<(u16, Value)> {
             Some((200, gateway_obj(admin_port)))
         }
         ("GET", "/api/v1/namespaces/ns/secrets/tok") => Some((200, token_secret())),
+        ("GET", "/api/v1/namespaces/ns/secrets/gw-admin-ca") => Some((200, ca_secret())),
         ("GET", "/api/v1/namespaces/ns/pods") => Some((200, pod_list("127.0.0.1"))),
         ("POST", p) if p.contains("/events") => Some((201, s.body.clone())),
         _ => None,
@@ -130,6 +131,26 @@ fn token_secret() -> Value {
            "data": {"token": base64::engine::general_purpose::STANDARD.encode("admin-token-0123456789")}})
 }
 
+/// The Gateway's admin CA and the serving certificate its pods present, issued once per test
+/// binary the way the operator does.
+fn pki() -> &'static ankusa_operator::pki::Issued {
+    static PKI: std::sync::OnceLock<ankusa_operator::pki::Issued> = std::sync::OnceLock::new();
+    PKI.get_or_init(|| {
+        let names = ["gw-pods.ns.svc".to_string(), "*.gw-pods.ns.svc".to_string()];
+        ankusa_operator::pki::ensure(None, None, "ca", &names, time::OffsetDateTime::now_utc())
+            .unwrap()
+    })
+}
+
+fn ca_secret() -> Value {
+    use base64::Engine;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    json!({"apiVersion": "v1", "kind": "Secret",
+           "metadata": {"name": "gw-admin-ca", "namespace": "ns", "ownerReferences": [
+               {"apiVersion": "ankusa.dev/v1alpha1", "kind": "Gateway", "name": "gw", "uid": "g-uid", "controller": true}]},
+           "data": {"ca.crt": b64(&pki().ca.bundle_pem), "ca.key": b64(&pki().ca.key_pem)}})
+}
+
 fn pod_list(ip: &str) -> Value {
     let pod = |n: u8| {
         json!({"apiVersion": "v1", "kind": "Pod",
@@ -178,12 +199,44 @@ async fn admin_server(deliveries_pending: i64) -> (u16, Arc<Mutex<Vec<(String, S
                 axum::Json(json!({"dead_lettered": deliveries_pending, "more": false, "pending": 0, "dead": deliveries_pending}))
             }),
         );
+    (serve_tls(app).await, calls)
+}
+
+/// Serves `app` over HTTPS with the Gateway's serving certificate, as a pod does.
+async fn serve_tls(app: axum::Router) -> u16 {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let chain: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_slice_iter(pki().leaf.cert_pem.as_bytes())
+            .collect::<Result<_, _>>()
+            .unwrap();
+    let key = PrivateKeyDer::from_pem_slice(pki().leaf.key_pem.as_bytes()).unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::aws_lc_rs::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(chain, key)
+    .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = l.local_addr().unwrap().port();
     tokio::spawn(async move {
-        let _ = axum::serve(l, app).await;
+        while let Ok((tcp, _)) = l.accept().await {
+            let (acceptor, app) = (acceptor.clone(), app.clone());
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let svc = hyper_util::service::TowerToHyperService::new(app);
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(tls), svc)
+                    .await;
+            });
+        }
     });
-    (port, calls)
+    port
 }
 
 #[tokio::test]

@@ -558,28 +558,45 @@ spec:
     )
 }
 
-async fn admin_token(node: &RealNode) -> String {
+/// A key of a Secret in `NS`, as a user reads it with kubectl.
+async fn secret_key(node: &RealNode, secret: &str, key: &str) -> String {
     let b64 = node
         .kubectl(&[
             "get",
             "secret",
             "-n",
             NS,
-            "webhooks-admin-token",
+            secret,
             "-o",
-            "jsonpath={.data.token}",
+            &format!("jsonpath={{.data.{}}}", key.replace('.', "\\.")),
         ])
         .await
-        .expect("admin token");
+        .unwrap_or_else(|e| panic!("Secret {secret}: {e}"));
     String::from_utf8(STANDARD.decode(b64.trim()).expect("base64")).expect("utf8")
 }
 
-async fn dlq_total(ip: &str, token: &str, source: &str) -> Option<i64> {
-    let v: Value = http()
+/// The pods' admin token and the CA bundle their admin certificate chains to.
+struct Admin {
+    token: String,
+    ca: String,
+}
+
+async fn admin(node: &RealNode) -> Admin {
+    Admin {
+        token: secret_key(node, "webhooks-admin-token", "token").await,
+        ca: secret_key(node, "webhooks-admin-tls", "ca.crt").await,
+    }
+}
+
+async fn dlq_total(ip: &str, admin: &Admin, source: &str) -> Option<i64> {
+    let host = format!("webhooks-pods.{NS}.svc");
+    let addr = std::net::SocketAddr::new(ip.parse().ok()?, 4002);
+    let client = ankusa_testkit::admin_client(&admin.ca, &host, addr).ok()?;
+    let v: Value = client
         .get(format!(
-            "http://{ip}:4002/v1/dlq?source_id={source}&limit=1000"
+            "https://{host}:4002/v1/dlq?source_id={source}&limit=1000"
         ))
-        .bearer_auth(token)
+        .bearer_auth(&admin.token)
         .send()
         .await
         .ok()?
@@ -1075,7 +1092,7 @@ async fn suite() {
         .await
         .expect("outage source");
     wait_ready(&node, "source/outage", Duration::from_secs(120)).await;
-    let token = admin_token(&node).await;
+    let admin = admin(&node).await;
     receiver_answer(&receiver_ip, 503).await;
     let pods = gateway_pods(&node).await;
     let mut outage_ids = BTreeSet::new();
@@ -1093,7 +1110,7 @@ async fn suite() {
         eventually(
             &format!("10 dead letters on {pod}"),
             Duration::from_secs(60),
-            || async { (dlq_total(ip, &token, "outage").await == Some(10)).then_some(()) },
+            || async { (dlq_total(ip, &admin, "outage").await == Some(10)).then_some(()) },
         )
         .await
         .unwrap_or_else(|e| panic!("{e}"));

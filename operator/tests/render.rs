@@ -518,3 +518,189 @@ fn the_claim_port_reaches_the_pod_network_only_with_reader_tokens() {
         "{err}"
     );
 }
+
+/// The operator's own pods as the chart runs them.
+fn policy() -> resources::Policy {
+    resources::Policy {
+        operator_namespace: "ankusa-system".into(),
+        operator_pod_labels: [
+            ("app.kubernetes.io/name", "ankusa-operator"),
+            ("app.kubernetes.io/instance", "ankusa"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect(),
+        allowed_service_accounts: vec![],
+    }
+}
+
+/// The NetworkPolicy's ingress rules as `(port, from)` in JSON, for readable assertions.
+fn ingress_rules(
+    np: &k8s_openapi::api::networking::v1::NetworkPolicy,
+) -> Vec<(i64, serde_json::Value)> {
+    let spec = serde_json::to_value(np.spec.as_ref().expect("a spec")).unwrap();
+    spec["ingress"]
+        .as_array()
+        .expect("ingress rules")
+        .iter()
+        .map(|r| {
+            let ports = r["ports"].as_array().expect("ports");
+            assert_eq!(ports.len(), 1, "one port per rule: {r}");
+            assert_eq!(ports[0]["protocol"], "TCP");
+            (
+                ports[0]["port"].as_i64().expect("a port number"),
+                r["from"].clone(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_network_policy_opens_ingest_to_all_admin_to_the_operator_and_claims_to_the_namespace() {
+    let gw = gateway(json!({"ports": {"http": 4100, "admin": 4102, "claims": 4101}}));
+    let np = resources::network_policy(&gw, &policy());
+    // Owned and labelled like everything else the Gateway owns.
+    assert_eq!(np.metadata.name.as_deref(), Some("gw"));
+    assert_eq!(np.metadata.namespace.as_deref(), Some("ns"));
+    assert!(resources::owned_by(&np.metadata, &gw));
+    assert_eq!(
+        np.metadata.labels.as_ref(),
+        Some(&resources::object_labels(&gw))
+    );
+    let spec = np.spec.as_ref().unwrap();
+    assert_eq!(
+        spec.pod_selector.as_ref().unwrap().match_labels.as_ref(),
+        Some(&resources::selector_labels(&gw)),
+        "the Gateway's pods, by the StatefulSet's own selector"
+    );
+    assert_eq!(
+        spec.policy_types.as_deref(),
+        Some(&["Ingress".to_string()][..])
+    );
+    assert!(spec.egress.is_none());
+    let rules = ingress_rules(&np);
+    assert_eq!(rules.len(), 3, "{rules:?}");
+    // Ingest: no `from`, so every source.
+    assert_eq!(rules[0], (4100, serde_json::Value::Null));
+    // Admin: the operator's pods in the operator's namespace, both selectors in one peer (an
+    // AND), so neither every pod of that namespace nor such labels elsewhere.
+    assert_eq!(
+        rules[1],
+        (
+            4102,
+            json!([{
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ankusa-system"}},
+                "podSelector": {"matchLabels": {
+                    "app.kubernetes.io/instance": "ankusa",
+                    "app.kubernetes.io/name": "ankusa-operator"}},
+            }])
+        )
+    );
+    // Claims: by default the Gateway's own namespace only.
+    assert_eq!(
+        rules[2],
+        (
+            4101,
+            json!([{"namespaceSelector": {"matchExpressions": [
+                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["ns"]}]}}])
+        )
+    );
+    // Deterministic, so re-applying it is a no-op.
+    assert_eq!(
+        serde_json::to_string(&np).unwrap(),
+        serde_json::to_string(&resources::network_policy(&gw, &policy())).unwrap()
+    );
+}
+
+#[test]
+fn listed_namespaces_reach_the_claim_and_metrics_ports_and_an_empty_list_closes_claims() {
+    let gw = gateway(json!({"networkPolicy": {
+        "claimCheckNamespaces": ["orders", "billing", "orders"],
+        "metricsNamespaces": ["monitoring"]}}));
+    let rules = ingress_rules(&resources::network_policy(&gw, &policy()));
+    assert_eq!(rules.len(), 3, "{rules:?}");
+    let admin = &rules[1];
+    assert_eq!(admin.0, 4002);
+    let peers = admin.1.as_array().unwrap();
+    assert_eq!(peers.len(), 2, "the operator, then the scrapers: {peers:?}");
+    assert_eq!(
+        peers[1],
+        json!({"namespaceSelector": {"matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["monitoring"]}]}})
+    );
+    assert_eq!(
+        rules[2],
+        (
+            4001,
+            json!([{"namespaceSelector": {"matchExpressions": [
+                {"key": "kubernetes.io/metadata.name", "operator": "In",
+                 "values": ["billing", "orders"]}]}}])
+        ),
+        "sorted, once each; the Gateway's own namespace only if listed"
+    );
+
+    // `[]` closes the claim port: no rule at all, as a rule with an empty `from` would admit
+    // every source.
+    let closed = gateway(json!({"networkPolicy": {"claimCheckNamespaces": []}}));
+    let rules = ingress_rules(&resources::network_policy(&closed, &policy()));
+    assert_eq!(
+        rules.iter().map(|r| r.0).collect::<Vec<_>>(),
+        [4000, 4002],
+        "{rules:?}"
+    );
+    assert!(rules.iter().all(|r| r.0 == 4000 || r.1.is_array()));
+
+    // On by default; the switch is read from the spec.
+    assert!(gateway(json!({})).spec.network_policy.enabled);
+    assert!(
+        !gateway(json!({"networkPolicy": {"enabled": false}}))
+            .spec
+            .network_policy
+            .enabled
+    );
+}
+
+#[test]
+fn a_service_account_the_policy_does_not_allow_refuses_the_gateway() {
+    let with_sa = |name: &str| gateway(json!({"podTemplate": {"serviceAccountName": name}}));
+    let mut p = policy();
+    // Unset, empty or `default` (what unset means) are always fine.
+    assert_eq!(
+        resources::service_account_refusal(&gateway(json!({})), &p),
+        None
+    );
+    assert_eq!(resources::service_account_refusal(&with_sa(""), &p), None);
+    assert_eq!(
+        resources::service_account_refusal(&with_sa("default"), &p),
+        None
+    );
+    // By default no other name is allowed; the message names the field and the name (a name
+    // is no secret) and says how to allow it.
+    let msg = resources::service_account_refusal(&with_sa("deployer"), &p).unwrap();
+    assert!(
+        msg.starts_with(
+            "spec.podTemplate.serviceAccountName: ServiceAccount deployer is not allowed"
+        ) && msg.contains("allows none")
+            && msg.contains("gatewayPolicy.allowedServiceAccounts"),
+        "{msg}"
+    );
+    p.allowed_service_accounts = vec!["gateway-pods".into(), "pull-only".into()];
+    assert_eq!(
+        resources::service_account_refusal(&with_sa("pull-only"), &p),
+        None
+    );
+    let msg = resources::service_account_refusal(&with_sa("deployer"), &p).unwrap();
+    assert!(msg.contains("it allows gateway-pods, pull-only"), "{msg}");
+    // An allowed name reaches the pod template as given.
+    let sts = resources::statefulset(&with_sa("pull-only"), "img");
+    assert_eq!(
+        sts.spec
+            .unwrap()
+            .template
+            .spec
+            .unwrap()
+            .service_account_name
+            .as_deref(),
+        Some("pull-only")
+    );
+}

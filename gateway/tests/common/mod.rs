@@ -117,7 +117,16 @@ impl Gateway {
 
     pub fn wait_ready(&mut self, timeout: Duration) {
         let deadline = Instant::now() + timeout;
-        let url = format!("http://{}/ready", self.admin);
+        // An HTTPS-only admin listener answers plain HTTP `400`; the ingest port has `/ready` too.
+        let url = if self
+            .env
+            .iter()
+            .any(|(k, _)| k == "ANKUSA_ADMIN_TLS_CERT_FILE")
+        {
+            format!("http://{}/ready", self.ingest)
+        } else {
+            format!("http://{}/ready", self.admin)
+        };
         loop {
             if let Some(status) = self
                 .child

@@ -1,6 +1,7 @@
-//! Gateway → config Secret (one key per pod), Services, StatefulSet; pushes each pod's config
-//! to its admin API and reads back the loaded hash; writes the status of the Gateway and of
-//! its Sources.
+//! Gateway → config Secret (one key per pod), Services, NetworkPolicy, StatefulSet; pushes
+//! each pod's config to its admin API and reads back the loaded hash; writes the status of the
+//! Gateway and of its Sources. A Gateway naming a ServiceAccount the policy does not allow, or
+//! colliding with an object it does not own, is refused before anything is applied.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -12,15 +13,16 @@ use ankusa_crds::{
 };
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Pod, Secret, Service};
-use kube::api::{Api, ListParams, Patch};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use kube::api::{Api, DeleteParams, ListParams, Patch, Preconditions};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use crate::context::{
-    Ctx, Error, Result, admin_token, apply_params, gateway_pods, pod_ready, pod_target,
-    status_params,
+    AdminAccess, Ctx, Error, Result, admin_token, apply_params, gateway_pods, pod_ready,
+    pod_target, status_params,
 };
 use crate::render::{self, Inputs, Outcome, Rendered, SecretValues, SourceRender};
 use crate::resources;
@@ -44,6 +46,12 @@ pub async fn reconcile(gw: Arc<Gateway>, ctx: Arc<Ctx>) -> Result<Action> {
     let ns = gw
         .namespace()
         .ok_or_else(|| Error::Invalid("Gateway without namespace".into()))?;
+    if let Some(msg) = resources::service_account_refusal(&gw, &ctx.settings.policy) {
+        refuse(&ctx, &gw, "ServiceAccountNotAllowed", msg).await?;
+        // Only an edit of the Gateway (or the operator's own flags, read at start) can
+        // change the verdict.
+        return Ok(Action::await_change());
+    }
     let client = ctx.client.clone();
     let secrets_api: Api<Secret> = Api::namespaced(client.clone(), &ns);
     let existing = secrets_api
@@ -58,18 +66,7 @@ pub async fn reconcile(gw: Arc<Gateway>, ctx: Arc<Ctx>) -> Result<Action> {
             "{foreign} already exists and is not owned by this Gateway; refusing to take it over \
              (delete or rename it, or give the Gateway another name)"
         );
-        let old = gw.status.clone().unwrap_or_default();
-        let reported = cond(&old.conditions, "Degraded").and_then(|c| c.message.clone());
-        if reported.as_deref() != Some(msg.as_str()) {
-            ctx.event(
-                gw.as_ref(),
-                EventType::Warning,
-                "ForeignObject",
-                msg.clone(),
-            )
-            .await;
-        }
-        write_gateway_status(&ctx, &gw, blocked_status(&gw, "ForeignObject", &msg)).await?;
+        refuse(&ctx, &gw, "ForeignObject", msg).await?;
         return Ok(Action::requeue(Duration::from_secs(10)));
     }
     let token = match admin_token(&ctx, &gw).await {
@@ -79,6 +76,11 @@ pub async fn reconcile(gw: Arc<Gateway>, ctx: Arc<Ctx>) -> Result<Action> {
             return Ok(Action::requeue(Duration::from_secs(30)));
         }
         Err(e) => return Err(e),
+    };
+    // Before the StatefulSet: the pods mount the serving certificate.
+    let access = AdminAccess {
+        tls: crate::admin_tls::ensure(&ctx, &gw).await?,
+        token: token.clone(),
     };
     let sources = Api::<Source>::namespaced(client.clone(), &ns)
         .list(&ListParams::default())
@@ -139,6 +141,8 @@ pub async fn reconcile(gw: Arc<Gateway>, ctx: Arc<Ctx>) -> Result<Action> {
             .patch(&svc.name_any(), &apply_params(), &Patch::Apply(&svc))
             .await?;
     }
+    // Before the StatefulSet, so a new pod's admin port is never open to the cluster.
+    sync_network_policy(&ctx, &ns, &gw).await?;
     let mut sts = resources::statefulset(&gw, &ctx.settings.gateway_image);
     let storage_note = keep_claim_templates(&mut sts, existing_sts.as_ref());
     sts_api
@@ -148,7 +152,7 @@ pub async fn reconcile(gw: Arc<Gateway>, ctx: Arc<Ctx>) -> Result<Action> {
     // Push and observe every pod.
     let observed = futures::future::join_all(
         pods.iter()
-            .map(|p| observe_pod(&ctx, &gw, p, desired.get(&p.name_any()), &token)),
+            .map(|p| observe_pod(&ctx, &gw, p, desired.get(&p.name_any()), &access)),
     )
     .await;
 
@@ -212,6 +216,65 @@ pub fn error_policy(_gw: Arc<Gateway>, err: &Error, ctx: Arc<Ctx>) -> Action {
     Action::requeue(Duration::from_secs(if err.is_waiting() { 3 } else { 10 }))
 }
 
+/// Stops a Gateway before anything is applied: `Degraded` with `reason`, and a Warning Event
+/// when the message is new (a requeue must not repeat it every few seconds).
+async fn refuse(ctx: &Ctx, gw: &Gateway, reason: &'static str, msg: String) -> Result<()> {
+    let old = gw.status.clone().unwrap_or_default();
+    let reported = cond(&old.conditions, "Degraded").and_then(|c| c.message.clone());
+    if reported.as_deref() != Some(msg.as_str()) {
+        ctx.event(gw, EventType::Warning, reason, msg.clone()).await;
+    }
+    write_gateway_status(ctx, gw, blocked_status(gw, reason, &msg)).await
+}
+
+/// Applies the Gateway's NetworkPolicy, or, when `spec.networkPolicy.enabled` is false,
+/// deletes the one this Gateway owns. Only that one: a same-named policy someone else made is
+/// left alone, and the uid precondition keeps a policy created between the read and the delete
+/// safe.
+async fn sync_network_policy(ctx: &Ctx, ns: &str, gw: &Gateway) -> Result<()> {
+    let api: Api<NetworkPolicy> = Api::namespaced(ctx.client.clone(), ns);
+    let name = resources::network_policy_name(gw);
+    if gw.spec.network_policy.enabled {
+        let np = resources::network_policy(gw, &ctx.settings.policy);
+        api.patch(&name, &apply_params(), &Patch::Apply(&np))
+            .await?;
+        return Ok(());
+    }
+    let Some(existing) = api.get_metadata_opt(&name).await? else {
+        return Ok(());
+    };
+    if !resources::owned_by(&existing.metadata, gw) {
+        return Ok(());
+    }
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: existing.metadata.uid.clone(),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    match api.delete(&name, &params).await {
+        Ok(_) => {
+            tracing::info!(
+                gateway = %gw.name_any(),
+                namespace = %ns,
+                "NetworkPolicy removed (spec.networkPolicy.enabled: false)"
+            );
+            ctx.event(
+                gw,
+                EventType::Normal,
+                "NetworkPolicyRemoved",
+                format!("NetworkPolicy {name} deleted: spec.networkPolicy.enabled is false"),
+            )
+            .await;
+            Ok(())
+        }
+        // Gone already, or replaced by another object since the read.
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// The first object the Gateway would create or apply by name that exists without being its
 /// own (`Kind name`): server-side apply would take it over, and garbage collection would later
 /// delete it with the Gateway. The generated admin-token Secret is checked too: a planted one
@@ -245,6 +308,17 @@ async fn foreign_object(
             return Ok(Some(format!("Secret {name}")));
         }
     }
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    for name in [
+        resources::admin_ca_secret_name(gw),
+        resources::admin_tls_secret_name(gw),
+    ] {
+        if let Some(o) = secrets.get_metadata_opt(&name).await?
+            && !resources::owned_by(&o.metadata, gw)
+        {
+            return Ok(Some(format!("Secret {name}")));
+        }
+    }
     let services: Api<Service> = Api::namespaced(client.clone(), ns);
     for name in [
         resources::headless_service_name(gw),
@@ -254,6 +328,15 @@ async fn foreign_object(
             && !resources::owned_by(&o.metadata, gw)
         {
             return Ok(Some(format!("Service {name}")));
+        }
+    }
+    if gw.spec.network_policy.enabled {
+        let policies: Api<NetworkPolicy> = Api::namespaced(client.clone(), ns);
+        let name = resources::network_policy_name(gw);
+        if let Some(o) = policies.get_metadata_opt(&name).await?
+            && !resources::owned_by(&o.metadata, gw)
+        {
+            return Ok(Some(format!("NetworkPolicy {name}")));
         }
     }
     Ok(None)
@@ -377,7 +460,7 @@ async fn observe_pod(
     gw: &Gateway,
     pod: &Pod,
     desired: Option<&PodConfig>,
-    token: &str,
+    access: &AdminAccess,
 ) -> GatewayPodStatus {
     let mut st = GatewayPodStatus {
         name: pod.name_any(),
@@ -388,7 +471,7 @@ async fn observe_pod(
         desired_hash: desired.map(|d| d.hash.clone()),
         ..Default::default()
     };
-    let Some(target) = pod_target(pod, gw.spec.ports.admin, token) else {
+    let Some(target) = pod_target(pod, gw.spec.ports.admin, access) else {
         st.last_error = Some("not running".into());
         return st;
     };

@@ -1,7 +1,7 @@
 //! The four controllers and the watches that wake them.
 //!
-//! Gateway reconciles are triggered by the Gateway, what it owns (StatefulSet, Services, the
-//! config Secret), its pods (by label), its Sources, the Sinks those use, and every Secret
+//! Gateway reconciles are triggered by the Gateway, what it owns (StatefulSet, Services,
+//! NetworkPolicy, the config Secret), its pods (by label), its Sources, the Sinks those use, and every Secret
 //! they (or the Gateway) reference; the mappers read reflector stores of Sources, Sinks and
 //! Gateways kept by this module.
 
@@ -17,6 +17,7 @@ use ankusa_crds::{Gateway, ReplayJob, Sink, Source};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Pod, Secret, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::Api;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
@@ -138,6 +139,7 @@ pub async fn run(
         Controller::new(api::<Gateway>(&ctx, ns), wc())
             .owns(api::<StatefulSet>(&ctx, ns), managed())
             .owns(api::<Service>(&ctx, ns), managed())
+            .owns(api::<NetworkPolicy>(&ctx, ns), managed())
             .watches(api::<Pod>(&ctx, ns), managed(), |p: Pod| {
                 let ns = p.namespace()?;
                 let gw = p.labels().get(GATEWAY_LABEL)?.clone();

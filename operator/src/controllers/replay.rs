@@ -20,7 +20,7 @@ use kube::runtime::finalizer::{Event, finalizer};
 use serde_json::json;
 
 use crate::admin::PodTarget;
-use crate::context::{Ctx, Error, Result, admin_token, gateway_pods, pod_target, status_params};
+use crate::context::{Ctx, Error, Result, admin_access, gateway_pods, pod_target, status_params};
 use crate::render;
 use crate::resources;
 use crate::status::{Conds, conditions, fraction, now_rfc3339, replay_aggregate};
@@ -324,7 +324,7 @@ async fn apply(rj: &ReplayJob, ctx: &Ctx, key: &str) -> Result<Action> {
     };
     let body: CreateReplay = serde_json::from_value(request.clone())
         .map_err(|e| Error::Invalid(format!("status.request is not a replay request: {e}")))?;
-    let token = admin_token(ctx, &gw).await?;
+    let access = admin_access(ctx, &gw).await?;
     let pods = gateway_pods(&ctx.client, &gw).await?;
     let mut names: BTreeSet<String> = resources::pod_names(&gw, gw.spec.replicas)
         .into_iter()
@@ -345,7 +345,7 @@ async fn apply(rj: &ReplayJob, ctx: &Ctx, key: &str) -> Result<Action> {
         let target = pods
             .iter()
             .find(|p| &p.name_any() == name)
-            .and_then(|p| pod_target(p, gw.spec.ports.admin, &token));
+            .and_then(|p| pod_target(p, gw.spec.ports.admin, &access));
         sync_pod(ctx, target, rec, &body, &now)
     });
     let results = futures::future::join_all(work).await;
@@ -369,7 +369,7 @@ async fn apply(rj: &ReplayJob, ctx: &Ctx, key: &str) -> Result<Action> {
         let targets = |name: &str| {
             pods.iter()
                 .find(|p| p.name_any() == name)
-                .and_then(|p| pod_target(p, gw.spec.ports.admin, &token))
+                .and_then(|p| pod_target(p, gw.spec.ports.admin, &access))
         };
         resume_paused(ctx, rj, &mut records, targets, &now).await?;
     }
@@ -493,7 +493,7 @@ async fn cleanup(rj: &ReplayJob, ctx: &Ctx) -> Result<Action> {
     let Some(gw) = gws.get_opt(&rj.spec.gateway_ref.name).await? else {
         return Ok(Action::await_change());
     };
-    let token = admin_token(ctx, &gw).await?;
+    let access = admin_access(ctx, &gw).await?;
     let pods = gateway_pods(&ctx.client, &gw).await?;
     let job_id = rj.uid().unwrap_or_default();
     let mut failures = Vec::new();
@@ -501,7 +501,7 @@ async fn cleanup(rj: &ReplayJob, ctx: &Ctx) -> Result<Action> {
     for rec in old.pods.iter().filter(|r| !r.done) {
         let pod = pods.iter().find(|p| p.name_any() == rec.pod);
         let expected = resources::ordinal(&gw, &rec.pod).is_some_and(|o| o < gw.spec.replicas);
-        match pod.and_then(|p| pod_target(p, gw.spec.ports.admin, &token)) {
+        match pod.and_then(|p| pod_target(p, gw.spec.ports.admin, &access)) {
             Some(t) => {
                 let r = ctx
                     .admin

@@ -18,7 +18,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use crate::admin::PodTarget;
-use crate::context::{Ctx, Error, Result, admin_token, gateway_pods, pod_target, status_params};
+use crate::context::{Ctx, Error, Result, admin_access, gateway_pods, pod_target, status_params};
 use crate::render;
 use crate::status::{Conds, conditions, now_rfc3339, same_conditions};
 
@@ -190,11 +190,11 @@ async fn cleanup(src: &Source, ctx: &Ctx) -> Result<Action> {
     }
     let id = render::source_id(src);
     let dead_letter = wants_dead_letter(src);
-    let token = admin_token(ctx, &gw).await?;
+    let access = admin_access(ctx, &gw).await?;
     let pods = gateway_pods(&ctx.client, &gw).await?;
     let mut answers = Vec::new();
     for p in &pods {
-        match pod_target(p, gw.spec.ports.admin, &token) {
+        match pod_target(p, gw.spec.ports.admin, &access) {
             Some(t) => answers.push(query_pod(ctx, &t, &id, dead_letter).await),
             None => answers.push(QueuedOnPod {
                 pod: p.name_any(),

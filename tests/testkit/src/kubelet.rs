@@ -8,7 +8,7 @@
 //! dir per PVC claim name (so a recreated pod keeps its store). Secret volumes are written
 //! the way the kubelet's AtomicWriter does (a timestamped dir, `..data` symlink swapped by
 //! rename, one symlink per key) and rewritten when the Secret changes. The readiness probe
-//! (`httpGet`) is polled and the pod's status patched (Running, podIP, Ready); a process
+//! (`httpGet`, HTTP or HTTPS without verification, as the kubelet does) is polled and the pod's status patched (Running, podIP, Ready); a process
 //! that exits is restarted (restartPolicy Always, `restartCount` counted). A pod being
 //! deleted gets SIGTERM, SIGKILL after its grace period, then is removed from the API.
 
@@ -443,8 +443,9 @@ impl Inner {
                             .unwrap_or(0)
                     }
                 };
+                let scheme = h.scheme.as_deref().unwrap_or("HTTP").to_ascii_lowercase();
                 format!(
-                    "http://{ip}:{port}{}",
+                    "{scheme}://{ip}:{port}{}",
                     h.path.clone().unwrap_or_else(|| "/".into())
                 )
             });
@@ -566,9 +567,11 @@ impl Inner {
     }
 
     async fn run_container(self: Arc<Self>, mut r: RunSpec) {
+        // Like the kubelet, an HTTPS probe does not verify the pod's certificate.
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(1))
             .no_proxy()
+            .danger_accept_invalid_certs(true)
             .build()
             .expect("http client");
         let mut restarts = 0;

@@ -119,3 +119,19 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
+
+/// A client of one gateway pod's admin API as a user reaches it: HTTPS trusting only the
+/// Gateway's CA bundle (`ca.crt` of `<gateway>-admin-tls`), the pod dialled at `addr` under
+/// `host`, a name its certificate carries (`<pod>.<gateway>-pods.<namespace>.svc`).
+pub fn admin_client(
+    ca_pem: &str,
+    host: &str,
+    addr: std::net::SocketAddr,
+) -> anyhow::Result<reqwest::Client> {
+    Ok(reqwest::Client::builder()
+        .no_proxy()
+        .timeout(std::time::Duration::from_secs(10))
+        .tls_certs_only(reqwest::Certificate::from_pem_bundle(ca_pem.as_bytes())?)
+        .resolve(host, addr)
+        .build()?)
+}

@@ -1,0 +1,218 @@
+//! TLS for the admin listener (`admin.tls`). The certificate and key are PEM files, re-read
+//! when they change: on Kubernetes they come from a Secret volume the operator rotates, and
+//! the kubelet swaps the files in place, so a rotation needs no restart. A file that turns
+//! unreadable or invalid keeps the previous certificate in service (and is logged), so a
+//! half-written rotation never takes the admin API down.
+//!
+//! A client that speaks plain HTTP to a TLS listener is answered `400 tls_required` in plain
+//! HTTP and the connection closed, so a misconfigured client gets a clear answer instead of
+//! a reset.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use ankusa_config::AdminTls;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+/// How often the files' metadata is looked at, at most (a handshake triggers the look).
+const RECHECK: Duration = Duration::from_secs(1);
+
+/// The first byte of every TLS connection: a handshake record.
+const TLS_HANDSHAKE: u8 = 0x16;
+
+const TLS_REQUIRED: &[u8] = b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: 24\r\n\r\n{\"error\":\"tls_required\"}";
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum TlsError {
+    #[error("admin.tls.{field}: cannot read the file ({kind})")]
+    Read {
+        field: &'static str,
+        kind: io::ErrorKind,
+    },
+    #[error("admin.tls.{field}: {reason}")]
+    Invalid {
+        field: &'static str,
+        reason: &'static str,
+    },
+}
+
+/// The listener's certificate, loaded from its files and reloaded when they change.
+#[derive(Debug)]
+pub struct ReloadingCert {
+    cert_file: PathBuf,
+    key_file: PathBuf,
+    state: Mutex<State>,
+}
+
+#[derive(Debug)]
+struct State {
+    stamp: Stamp,
+    key: Arc<CertifiedKey>,
+    checked: Instant,
+}
+
+/// What tells a file changed: modification time and length of both files (through
+/// symlinks, which is how a Secret volume swaps them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Stamp([Option<(SystemTime, u64)>; 2]);
+
+impl Stamp {
+    fn of(cert: &Path, key: &Path) -> Stamp {
+        let one = |p: &Path| {
+            std::fs::metadata(p)
+                .ok()
+                .and_then(|m| Some((m.modified().ok()?, m.len())))
+        };
+        Stamp([one(cert), one(key)])
+    }
+}
+
+impl ReloadingCert {
+    /// Loads the files; an error names the field and the failure, never a path's content.
+    pub fn load(tls: &AdminTls) -> Result<ReloadingCert, TlsError> {
+        let stamp = Stamp::of(&tls.cert_file, &tls.key_file);
+        let key = load_pair(&tls.cert_file, &tls.key_file)?;
+        Ok(ReloadingCert {
+            cert_file: tls.cert_file.clone(),
+            key_file: tls.key_file.clone(),
+            state: Mutex::new(State {
+                stamp,
+                key: Arc::new(key),
+                checked: Instant::now(),
+            }),
+        })
+    }
+
+    /// The certificate to serve, re-read first when the files changed since the last look.
+    pub fn current(&self) -> Arc<CertifiedKey> {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if s.checked.elapsed() >= RECHECK {
+            s.checked = Instant::now();
+            let stamp = Stamp::of(&self.cert_file, &self.key_file);
+            if stamp != s.stamp {
+                match load_pair(&self.cert_file, &self.key_file) {
+                    Ok(k) => {
+                        tracing::info!("admin TLS certificate reloaded");
+                        s.key = Arc::new(k);
+                        s.stamp = stamp;
+                    }
+                    // Keep the stamp: the next look tries again (a rotation may be mid-write).
+                    Err(e) => {
+                        tracing::warn!(error = %e, "admin TLS certificate not reloaded; the previous one stays")
+                    }
+                }
+            }
+        }
+        s.key.clone()
+    }
+
+    /// A TLS acceptor serving this certificate (HTTP/1.1 only, as the listener is).
+    pub fn acceptor(self) -> Result<tokio_rustls::TlsAcceptor, TlsError> {
+        let mut config = rustls::ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(|_| TlsError::Invalid {
+                field: "cert_file",
+                reason: "no TLS protocol version is available",
+            })?
+            .with_no_client_auth()
+            .with_cert_resolver(Arc::new(self));
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+    }
+}
+
+impl ResolvesServerCert for ReloadingCert {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.current())
+    }
+}
+
+fn load_pair(cert: &Path, key: &Path) -> Result<CertifiedKey, TlsError> {
+    let read = |field: &'static str, path: &Path| {
+        std::fs::read(path).map_err(|e| TlsError::Read {
+            field,
+            kind: e.kind(),
+        })
+    };
+    let cert_pem = read("cert_file", cert)?;
+    let key_pem = read("key_file", key)?;
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert_pem)
+        .collect::<Result<_, _>>()
+        .map_err(|_| TlsError::Invalid {
+            field: "cert_file",
+            reason: "is not valid PEM",
+        })?;
+    if chain.is_empty() {
+        return Err(TlsError::Invalid {
+            field: "cert_file",
+            reason: "holds no certificate",
+        });
+    }
+    let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|_| TlsError::Invalid {
+        field: "key_file",
+        reason: "holds no private key (PKCS#8, PKCS#1 or SEC1 PEM expected)",
+    })?;
+    let signer = provider()
+        .key_provider
+        .load_private_key(key)
+        .map_err(|_| TlsError::Invalid {
+            field: "key_file",
+            reason: "holds a private key of an unsupported kind",
+        })?;
+    let pair = CertifiedKey::new(chain, signer);
+    pair.keys_match().map_err(|_| TlsError::Invalid {
+        field: "key_file",
+        reason: "does not match the certificate in cert_file",
+    })?;
+    Ok(pair)
+}
+
+/// The process's rustls provider (aws-lc-rs, installed at start), or aws-lc-rs.
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    rustls::crypto::CryptoProvider::get_default()
+        .cloned()
+        .unwrap_or_else(|| Arc::new(rustls::crypto::aws_lc_rs::default_provider()))
+}
+
+/// Why a connection did not get past TLS.
+pub enum Refused {
+    /// Nothing arrived before the deadline.
+    Timeout,
+    /// Plain HTTP (answered `400 tls_required`), a failed handshake, or a closed socket.
+    Other,
+}
+
+/// Waits for the client's first byte: a TLS handshake goes on, anything else is answered
+/// `400 tls_required`. The whole handshake must end within `deadline`.
+pub async fn accept(
+    acceptor: &tokio_rustls::TlsAcceptor,
+    mut stream: TcpStream,
+    deadline: Duration,
+) -> Result<tokio_rustls::server::TlsStream<TcpStream>, Refused> {
+    let handshake = async {
+        let mut first = [0u8; 1];
+        match stream.peek(&mut first).await {
+            Ok(1) if first[0] == TLS_HANDSHAKE => {}
+            Ok(1) => {
+                let _ = stream.write_all(TLS_REQUIRED).await;
+                let _ = stream.shutdown().await;
+                return Err(Refused::Other);
+            }
+            _ => return Err(Refused::Other),
+        }
+        acceptor.accept(stream).await.map_err(|e| {
+            tracing::debug!(error = %e, "admin TLS handshake failed");
+            Refused::Other
+        })
+    };
+    tokio::time::timeout(deadline, handshake)
+        .await
+        .unwrap_or(Err(Refused::Timeout))
+}

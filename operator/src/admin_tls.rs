@@ -1,0 +1,102 @@
+//! The Secrets behind a Gateway's admin TLS: `<gateway>-admin-ca` (the CA, read by the operator
+//! only) and `<gateway>-admin-tls` (the serving certificate the pods mount). The Gateway
+//! controller keeps them current (`ensure`); the other controllers only read the trust
+//! (`trust`). Both refuse a Secret of that name the Gateway does not own: trusting a planted
+//! CA would send the admin token to whoever planted it.
+
+use std::sync::Arc;
+
+use ankusa_crds::Gateway;
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::api::{Api, Patch};
+
+use crate::admin::AdminTrust;
+use crate::context::{Ctx, Error, Result, apply_params};
+use crate::pki::{self, CaFiles, LeafFiles};
+use crate::resources;
+
+fn text(s: &Secret, key: &str) -> Option<String> {
+    s.data
+        .as_ref()?
+        .get(key)
+        .and_then(|b| String::from_utf8(b.0.clone()).ok())
+}
+
+fn owned(s: Option<Secret>, gw: &Gateway) -> Result<Option<Secret>> {
+    match s {
+        Some(s) if !resources::owned_by(&s.metadata, gw) => Err(Error::Invalid(format!(
+            "Secret {} exists and is not owned by this Gateway",
+            s.name_any()
+        ))),
+        other => Ok(other),
+    }
+}
+
+fn trust_of(gw: &Gateway, bundle: String) -> Arc<AdminTrust> {
+    Arc::new(AdminTrust {
+        ca_pem: bundle,
+        server_name: resources::admin_tls_names(gw).remove(0),
+    })
+}
+
+/// Creates, renews or repairs the CA and the serving certificate, and answers the trust the
+/// operator uses for this Gateway's pods. The CA Secret is written before the serving one,
+/// so a pod never serves a certificate the operator cannot verify.
+pub async fn ensure(ctx: &Ctx, gw: &Gateway) -> Result<Arc<AdminTrust>> {
+    let ns = gw.namespace().unwrap_or_default();
+    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
+    let ca_name = resources::admin_ca_secret_name(gw);
+    let tls_name = resources::admin_tls_secret_name(gw);
+    let ca_secret = owned(api.get_opt(&ca_name).await?, gw)?;
+    let tls_secret = owned(api.get_opt(&tls_name).await?, gw)?;
+    let ca = ca_secret.as_ref().map(|s| CaFiles {
+        bundle_pem: text(s, "ca.crt").unwrap_or_default(),
+        key_pem: text(s, "ca.key").unwrap_or_default(),
+    });
+    let leaf = tls_secret.as_ref().map(|s| LeafFiles {
+        cert_pem: text(s, "tls.crt").unwrap_or_default(),
+        key_pem: text(s, "tls.key").unwrap_or_default(),
+    });
+    let issued = pki::ensure(
+        ca.as_ref(),
+        leaf.as_ref(),
+        &format!("ankusa admin CA {ns}/{}", gw.name_any()),
+        &resources::admin_tls_names(gw),
+        time::OffsetDateTime::now_utc(),
+    )
+    .map_err(|e| Error::Waiting(e.to_string()))?;
+    if issued.ca_changed {
+        tracing::info!(gateway = %gw.name_any(), namespace = %ns, "admin CA written");
+        api.patch(
+            &ca_name,
+            &apply_params(),
+            &Patch::Apply(resources::admin_ca_secret(gw, &issued.ca)),
+        )
+        .await?;
+    }
+    let served_bundle = tls_secret.as_ref().and_then(|s| text(s, "ca.crt"));
+    if issued.leaf_changed || served_bundle.as_deref() != Some(issued.ca.bundle_pem.as_str()) {
+        tracing::info!(gateway = %gw.name_any(), namespace = %ns, "admin serving certificate written");
+        api.patch(
+            &tls_name,
+            &apply_params(),
+            &Patch::Apply(resources::admin_tls_secret(gw, &issued)),
+        )
+        .await?;
+    }
+    Ok(trust_of(gw, issued.ca.bundle_pem))
+}
+
+/// The trust for this Gateway's pods, as the Gateway controller last wrote it.
+pub async fn trust(ctx: &Ctx, gw: &Gateway) -> Result<Arc<AdminTrust>> {
+    let ns = gw.namespace().unwrap_or_default();
+    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
+    let name = resources::admin_ca_secret_name(gw);
+    owned(api.get_opt(&name).await?, gw)?
+        .as_ref()
+        .and_then(|s| text(s, "ca.crt"))
+        .filter(|b| !b.is_empty())
+        .map(|b| trust_of(gw, b))
+        .ok_or_else(|| Error::Waiting(format!("Secret {name} (the admin CA) not written yet")))
+}
