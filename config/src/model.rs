@@ -436,6 +436,10 @@ pub struct EgressConfig {
     pub allow_link_local: bool,
     /// CIDRs allowed whatever their range (e.g. one private receiver).
     pub allow_cidrs: Vec<String>,
+    /// Let a queue sink's `tls.insecure_skip_verify` turn certificate checks off (default:
+    /// refused at load).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub allow_insecure_tls: bool,
     /// Hosts other than Google's (`googleapis.com` and its subdomains) that a Pub/Sub sink with
     /// `auth: metadata` may send the node's service-account token to (a Private Service Connect
     /// name, a proxy you run). A sink's `endpoint` alone cannot send it anywhere else.

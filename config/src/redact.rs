@@ -140,6 +140,14 @@ const SHOWN: &[&str] = &[
     "project",
     "auth",
     "message_ordering_key",
+    // the shared `tls:` settings: paths and names (ca_pem, cert_pem and key_pem stay
+    // redacted), and NATS's `.creds` file path
+    "ca_file",
+    "cert_file",
+    "key_file",
+    "server_name",
+    "insecure_skip_verify",
+    "credentials_file",
 ];
 
 /// Keys holding a URL, or a list of `host:port` / URL entries, that may carry userinfo:
@@ -441,5 +449,40 @@ mod tests {
         assert_eq!(sinks[4]["batch_max_entries"], 10);
         assert_eq!(sinks[5]["auth"], "token");
         assert_eq!(sinks[5]["token"], "[redacted]");
+    }
+
+    #[test]
+    fn tls_key_material_is_redacted_and_paths_are_shown() {
+        let mut c = Config::default();
+        let mut n = NatsSinkConfig::new(vec!["tls://127.0.0.1:4222".into()], "a.b");
+        n.tls = NatsTls::Settings(SinkTls {
+            ca_file: Some("/etc/ankusa/ca.pem".into()),
+            cert_pem: Some("-----BEGIN CERTIFICATE-----cert-text".into()),
+            key_pem: Some("-----BEGIN PRIVATE KEY-----key-text".into()),
+            server_name: Some("nats.internal".into()),
+            ..Default::default()
+        });
+        n.auth = Some(NatsAuth {
+            credentials_file: Some("/etc/ankusa/u.creds".into()),
+            ..Default::default()
+        });
+        c.sources.insert(
+            "q".into(),
+            SourceConfig::with_sinks(vec![SinkConfig::Nats(n)]),
+        );
+        let v = redacted_json(&c);
+        let text = v.to_string();
+        assert!(
+            !text.contains("key-text") && !text.contains("cert-text"),
+            "{text}"
+        );
+        let tls = &v["sources"]["q"]["sinks"][0]["tls"];
+        assert_eq!(tls["key_pem"], "[redacted]");
+        assert_eq!(tls["ca_file"], "/etc/ankusa/ca.pem");
+        assert_eq!(tls["server_name"], "nats.internal");
+        assert_eq!(
+            v["sources"]["q"]["sinks"][0]["auth"]["credentials_file"],
+            "/etc/ankusa/u.creds"
+        );
     }
 }

@@ -618,6 +618,7 @@ fn source(c: &Config, id: &str, s: &SourceConfig) -> Result<(), ConfigError> {
     for (i, sink) in s.sinks.iter().enumerate() {
         let sp = format!("{p}.sinks[{i}]");
         sink.validate(&sp)?;
+        sink.validate_tls(&sp, c.egress.allow_insecure_tls)?;
         if let crate::SinkConfig::GooglePubsub(ps) = sink {
             metadata_token_endpoint(c, &sp, ps)?;
         }

@@ -315,13 +315,18 @@ pub fn secret_ref_paths(t: SinkType) -> &'static [&'static str] {
         SinkType::Http => &["secret", "url"],
         SinkType::Log => &[],
         SinkType::Kafka => &["sasl.username", "sasl.password"],
-        SinkType::Rabbitmq | SinkType::Redis => &["url"],
+        SinkType::Rabbitmq => &["url"],
+        SinkType::Redis => &["url", "tls.ca_pem", "tls.cert_pem", "tls.key_pem"],
         SinkType::Nats => &[
             "auth.username",
             "auth.password",
             "auth.token",
             "auth.nkey_seed",
             "auth.jwt",
+            // The shared TLS settings' PEM text (a private CA, a client certificate and key).
+            "tls.ca_pem",
+            "tls.cert_pem",
+            "tls.key_pem",
         ],
         SinkType::Sqs => &[
             "queue_url",

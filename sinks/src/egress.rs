@@ -4,10 +4,12 @@
 //! How each kind of sink applies it, on every connect:
 //! - HTTP (`http/`) resolves the URL's host on every attempt, takes the first allowed address
 //!   and pins the connection to it (`Policy::pick`).
-//! - Kafka, RabbitMQ, NATS and Redis resolve each broker's name before the client library is
+//! - Kafka, RabbitMQ and NATS resolve each broker's name before the client library is
 //!   pointed at it, and refuse the connect unless every address it resolves to is allowed
 //!   (`Policy::check_targets`); the libraries then resolve the name again themselves (see
 //!   docs/sinks.md, Egress, for that window and what closes it).
+//! - Redis checks the same way (`Policy::check_target`) and dials one of the addresses it
+//!   checked itself, then hands the stream to the client library: no second lookup.
 //! - SQS and Pub/Sub send through a client whose resolver answers only with checked
 //!   addresses (`PolicyDns`), so the connection goes to an address that was checked.
 //!

@@ -52,6 +52,7 @@ pub mod rabbitmq;
 pub mod redis;
 pub mod reply;
 pub mod sqs;
+pub mod tls;
 pub mod util;
 
 use std::sync::{Arc, Mutex};

@@ -10,6 +10,7 @@
 //! | no ack within `publish_timeout_ms` | transient `publish_timeout` |
 //! | the connection is not up | transient `not_connected` (the client reconnects, 2 s backoff at most) |
 //! | a server's name resolves to an address `egress` refuses | transient `not_connected: egress_denied: <class> (servers[i])`; nothing dialed |
+//! | the dial fails | transient `not_connected: <step>: ...`, the step being `tcp_connect`, `tls_handshake` (with the server certificate's subject and names when the certificate was refused), `auth` (the server's authorization violation), `connect_timeout`, `resolve` or `tls_setup` / `auth.credentials_file` (a file the sink could not read) |
 //!
 //! The egress policy is checked before every connect: when the sink dials, and before each
 //! reconnect of the client (its `reconnect_to_server_callback` picks a server whose addresses
@@ -18,13 +19,19 @@
 //! (`connect_urls`) are ignored, since nothing checked them; list every server to fail over
 //! to.
 //!
+//! TLS (`tls: true` or the shared `tls:` settings) is required, not merely accepted: the client
+//! upgrades after the server's INFO and refuses a server that does not. The certificate is
+//! checked by sinks/src/tls.rs's verifier (against `tls.server_name` when set; SNI stays the
+//! dialed host, async-nats takes no other), which also notes the certificate it saw, so a
+//! refused handshake names it.
+//!
 //! Every publish carries `Nats-Msg-Id` = the hook id, or `<id>:replay:<replay_id>` on a replay,
 //! so JetStream's duplicate window collapses a re-send while a deliberate replay is stored.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use ankusa_config::{NatsAuth, NatsSinkConfig};
+use ankusa_config::{NatsAuth, NatsSinkConfig, NatsTls, SinkTls};
 use ankusa_core::{DeliveryCtx, Envelope, SinkError};
 use async_nats::jetstream::context::PublishErrorKind;
 use async_nats::jetstream::message::PublishMessage;
@@ -36,6 +43,7 @@ use crate::BuildCtx;
 use crate::conn::{Conn, Registry, Slot, scrub};
 use crate::egress::{EgressError, EgressTarget, Policy};
 use crate::message::{self, Limits};
+use crate::tls::{PeerCert, client_config_with_peer, handshake_error};
 
 /// A server no resolver answers for (RFC 6761 reserves `.invalid`). When the egress policy
 /// refuses every configured server, the reconnect callback hands the client this one, so the
@@ -73,16 +81,26 @@ pub struct NatsSink {
 impl NatsSink {
     pub fn new(cfg: &NatsSinkConfig, ctx: &BuildCtx, registry: &Registry<NatsConn>) -> NatsSink {
         let auth = cfg.auth.clone().unwrap_or_default();
-        let secrets: Vec<String> = [&auth.password, &auth.token, &auth.nkey_seed, &auth.jwt]
-            .into_iter()
-            .flatten()
-            .map(|s| s.expose().to_string())
-            .collect();
+        let key_pem = match &cfg.tls {
+            NatsTls::Settings(t) => t.key_pem.clone(),
+            NatsTls::Enabled(_) => None,
+        };
+        let secrets: Vec<String> = [
+            &auth.password,
+            &auth.token,
+            &auth.nkey_seed,
+            &auth.jwt,
+            &key_pem,
+        ]
+        .into_iter()
+        .flatten()
+        .map(|s| s.expose().to_string())
+        .collect();
         #[derive(serde::Serialize)]
         struct Key<'a> {
             servers: &'a [String],
             auth: &'a NatsAuth,
-            tls: bool,
+            tls: &'a NatsTls,
             publish_timeout_ms: u64,
             egress: &'a ankusa_config::AddressPolicy,
         }
@@ -91,7 +109,7 @@ impl NatsSink {
             &Key {
                 servers: &cfg.servers,
                 auth: &auth,
-                tls: cfg.tls,
+                tls: &cfg.tls,
                 publish_timeout_ms: cfg.publish_timeout_ms,
                 egress: ctx.policy.addresses(),
             },
@@ -146,10 +164,19 @@ impl NatsSink {
         // would take an unchecked server, never runs.
         addrs.push(nowhere.clone());
         let refusal: Refusal = Arc::default();
+        // A `tls://` entry makes the client upgrade even with `tls` off: it gets the same
+        // verifier (system roots), so its failures read the same.
+        let tls: Option<std::borrow::Cow<'_, SinkTls>> = self.cfg.tls.settings().or_else(|| {
+            servers
+                .iter()
+                .any(|(a, _)| a.tls_required())
+                .then(|| std::borrow::Cow::Owned(SinkTls::default()))
+        });
+        let peer = PeerCert::default();
         let mut opts = ConnectOptions::new()
             .name("ankusa")
-            .connection_timeout(Duration::from_secs(5))
-            .require_tls(self.cfg.tls)
+            .connection_timeout(Duration::from_secs(CONNECT_TIMEOUT_S))
+            .require_tls(self.cfg.tls.settings().is_some())
             .ignore_discovered_servers()
             // Reconnect quickly at first, then every 2 s while the server is away.
             .reconnect_delay_callback(|attempts| {
@@ -166,8 +193,27 @@ impl NatsSink {
                     async move { settle(check.await.unwrap_or(Err(None)), nowhere, &refusal) }
                 }
             });
+        let peer = match tls {
+            Some(t) => {
+                // Built at every dial, so a rotated CA or client certificate file is read.
+                let (config, seen) =
+                    client_config_with_peer(&t).map_err(|e| format!("tls_setup: {e}"))?;
+                opts = opts.tls_client_config(config);
+                seen
+            }
+            None => peer,
+        };
         if let Some(a) = &self.cfg.auth {
-            if let (Some(u), Some(p)) = (&a.username, &a.password) {
+            if let Some(path) = &a.credentials_file {
+                // The file's text never reaches the error: only the step and the I/O kind.
+                opts = opts.credentials_file(path).await.map_err(|e| {
+                    format!(
+                        "auth.credentials_file: cannot read a JWT and an NKey seed from the file \
+                         ({})",
+                        e.kind()
+                    )
+                })?;
+            } else if let (Some(u), Some(p)) = (&a.username, &a.password) {
                 opts = opts.user_and_password(u.expose().to_string(), p.expose().to_string());
             } else if let Some(t) = &a.token {
                 opts = opts.token(t.expose().to_string());
@@ -188,10 +234,12 @@ impl NatsSink {
                 }
             }
         }
-        let client = opts
-            .connect(addrs)
-            .await
-            .map_err(|e| self.scrub(format!("connect: {e}")))?;
+        let client = opts.connect(addrs).await.map_err(|e| {
+            let step = connect_error(&e, &peer);
+            // `Slot` logs the dial's failure; this says which server and step at debug.
+            tracing::debug!(subject = %self.cfg.subject, error = %step, "NATS connect failed");
+            self.scrub(step)
+        })?;
         let js = async_nats::jetstream::context::ContextBuilder::new()
             .timeout(Duration::from_millis(self.cfg.publish_timeout_ms))
             .build(client.clone());
@@ -275,6 +323,50 @@ impl NatsSink {
                 SinkError::Transient("not_connected: connection lost before the ack".into())
             }
             _ => SinkError::Transient(self.scrub(format!("publish refused: {e}"))),
+        }
+    }
+}
+
+/// How long one dial (TCP, INFO, TLS, CONNECT/PONG) may take.
+const CONNECT_TIMEOUT_S: u64 = 5;
+
+/// A failed dial as `<step>: <why>`: which step failed (`tcp_connect`, `tls_handshake`,
+/// `auth`, ...) is what an operator fixes, so it leads. async-nats files both a refused TCP
+/// connect and a refused handshake under `Io`; the rustls error inside tells them apart.
+fn connect_error(e: &async_nats::ConnectError, peer: &PeerCert) -> String {
+    use async_nats::ConnectErrorKind as K;
+    match e.kind() {
+        K::AuthorizationViolation => {
+            "auth: authorization violation (the server refused the credentials in auth)".into()
+        }
+        K::Authentication => {
+            "auth: the nonce could not be signed (auth.nkey_seed, auth.jwt or the .creds file)"
+                .into()
+        }
+        K::TimedOut => format!(
+            "connect_timeout: the NATS handshake did not finish within {CONNECT_TIMEOUT_S} s"
+        ),
+        K::Dns => format!("resolve: {e}"),
+        K::Tls => format!("tls_setup: {e}"),
+        _ => {
+            let io = std::error::Error::source(e).and_then(|s| s.downcast_ref::<std::io::Error>());
+            match io {
+                Some(io) if io.get_ref().is_some_and(|i| i.is::<rustls::Error>()) => {
+                    handshake_error(io, peer)
+                }
+                Some(io) => {
+                    use std::io::ErrorKind as Io;
+                    match io.kind() {
+                        Io::ConnectionRefused
+                        | Io::HostUnreachable
+                        | Io::NetworkUnreachable
+                        | Io::AddrNotAvailable
+                        | Io::TimedOut => format!("tcp_connect: {io}"),
+                        _ => format!("connect: {io}"),
+                    }
+                }
+                None => format!("connect: {e}"),
+            }
         }
     }
 }

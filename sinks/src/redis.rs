@@ -7,31 +7,62 @@
 //! |---|---|
 //! | `PUBLISH` answered n > 0 | `Ok` |
 //! | `PUBLISH` answered 0 | transient `no_subscribers` |
-//! | connection refused, timed out, closed, `WRONGPASS` | transient (`not_connected: ...` / `redis: ...`) |
+//! | TCP connect refused or timed out | transient `not_connected: tcp_connect: ...` |
+//! | TLS handshake refused (unknown issuer, wrong name, expired, client certificate missing) | transient `not_connected: tls_handshake: <why> [subject ..., names ...]` |
+//! | `AUTH` refused (`WRONGPASS`, `NOAUTH`, `NOPERM`) | transient `not_connected: auth: ...` |
+//! | connection closed or broken mid-publish | transient `not_connected: ...` / `redis: ...` |
 //! | the server's name resolves to an address `egress` refuses | transient `not_connected: egress_denied: <class> (url)`, no connection |
 //! | no reply within `publish_timeout_ms` | transient `publish_timeout` |
 //!
 //! Pub/sub has no headers: the metadata travels only inside the message.
 //!
-//! Each dial checks the server's addresses against the egress policy first; the multiplexed
-//! connection never reconnects by itself (a broken one is dropped and the next delivery
-//! dials), so every connection is checked.
+//! The sink dials itself, in steps each failure names: the server's addresses checked against
+//! the egress policy (and the TCP connect made to one of those checked addresses, so a second
+//! lookup cannot move it), TCP connect, the TLS handshake for `rediss://` (rustls, with the
+//! shared `tls:` settings: CA bundle, client certificate, `server_name` for SNI and the name
+//! check), then the redis crate takes the stream and sends `HELLO`/`AUTH` with the URL's ACL
+//! user and password. The redis crate's own TLS dial would do the same handshake but fold the
+//! steps into one I/O error and cannot check a name other than the URL's host. Credentials
+//! never reach an error: the password is scrubbed from every message.
+//!
+//! The multiplexed connection never reconnects by itself (a broken one is dropped and the next
+//! delivery dials), so every connection is checked, and a rotated CA or certificate file is
+//! read at the next dial.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ankusa_config::RedisSinkConfig;
+use ankusa_config::{RedisSinkConfig, SinkTls};
 use ankusa_core::{DeliveryCtx, Envelope, SinkError};
-use redis::AsyncConnectionConfig;
 use redis::aio::MultiplexedConnection;
+use redis::{AsyncConnectionConfig, IntoConnectionInfo, RedisConnectionInfo};
+use rustls::pki_types::ServerName;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
 
 use crate::BuildCtx;
 use crate::conn::{Conn, Registry, Slot, digest, scrub, url_secrets};
 use crate::egress::{EgressTarget, Policy};
 use crate::message::{self, Limits};
+use crate::tls;
+
+/// How long TCP connect, the TLS handshake and `AUTH` may each take.
+const DIAL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The task that reads the connection's replies; ends when the last clone of the connection
+/// is dropped (the redis crate leaves spawning it, and stopping it, to whoever built the
+/// connection from a stream).
+struct Driver(tokio::task::AbortHandle);
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
 
 #[derive(Clone)]
-pub struct RedisConn(MultiplexedConnection);
+pub struct RedisConn(MultiplexedConnection, #[allow(dead_code)] Arc<Driver>);
 
 impl Conn for RedisConn {}
 
@@ -44,6 +75,28 @@ pub struct RedisSink {
     secrets: Vec<String>,
     policy: Policy,
     targets: Vec<EgressTarget>,
+    /// `Some` for `rediss://` (the default settings when the config has no `tls:`).
+    tls: Option<SinkTls>,
+}
+
+/// The part of a sink's `tls:` that tells two connections apart, for the slot key (hashed,
+/// never shown): the PEM text itself, since a changed `ca_pem` must dial anew.
+fn tls_key(t: Option<&SinkTls>) -> String {
+    let Some(t) = t else {
+        return String::new();
+    };
+    let pem = |s: &Option<ankusa_config::Secret>| s.as_ref().map(|s| s.expose().to_string());
+    format!(
+        "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{}",
+        t.ca_file,
+        t.cert_file,
+        t.key_file,
+        pem(&t.ca_pem),
+        pem(&t.cert_pem),
+        pem(&t.key_pem),
+        t.server_name,
+        t.insecure_skip_verify
+    )
 }
 
 impl RedisSink {
@@ -53,7 +106,9 @@ impl RedisSink {
             cfg.url.expose(),
             &cfg.publish_timeout_ms.to_string(),
             &crate::policy_key(&ctx.policy),
+            &tls_key(cfg.tls.as_ref()),
         ]);
+        let rediss = cfg.url.expose().starts_with("rediss:");
         RedisSink {
             slot: registry.slot("redis", &key, cfg.idle_timeout_ms, 1_000),
             url: cfg.url.expose().to_string(),
@@ -66,6 +121,7 @@ impl RedisSink {
             secrets: url_secrets(cfg.url.expose()),
             policy: ctx.policy.clone(),
             targets: cfg.egress_targets(),
+            tls: rediss.then(|| cfg.tls.clone().unwrap_or_default()),
         }
     }
 
@@ -75,21 +131,64 @@ impl RedisSink {
     }
 
     async fn open(&self) -> Result<RedisConn, String> {
-        // Before the client is pointed at the server; it resolves the name again itself.
-        self.policy
-            .check_targets(&self.targets)
+        let url = url::Url::parse(&self.url).map_err(|e| format!("url: {e}"))?;
+        let host = url
+            .host_str()
+            .ok_or("url: names no host")?
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
+        let info = redis_settings(url.clone()).map_err(|e| self.scrub(format!("url: {e}")))?;
+        // Resolved and checked here, and the connect goes to one of these addresses, so the
+        // name cannot resolve elsewhere between the check and the connect.
+        let target = self.targets.first().ok_or("url: names no host")?;
+        let addrs = self
+            .policy
+            .check_target(target)
             .await
             .map_err(|e| e.to_string())?;
-        let client =
-            redis::Client::open(self.url.as_str()).map_err(|e| self.scrub(format!("url: {e}")))?;
+        let tcp = tcp_connect(&addrs).await?;
         let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(5)))
+            .set_connection_timeout(Some(DIAL_TIMEOUT))
             .set_response_timeout(Some(self.timeout));
-        let conn = client
-            .get_multiplexed_async_connection_with_config(&config)
-            .await
-            .map_err(|e| self.scrub(format!("{e}")))?;
-        Ok(RedisConn(conn))
+        match &self.tls {
+            None => self.handshake(&info, tcp, config, false).await,
+            Some(t) => {
+                let stream = tls_connect(t, &host, tcp).await?;
+                self.handshake(&info, stream, config, true).await
+            }
+        }
+    }
+
+    /// `HELLO`/`AUTH`/`SELECT` over the connected stream; a refusal is the `auth` step.
+    async fn handshake<S>(
+        &self,
+        info: &RedisConnectionInfo,
+        stream: S,
+        config: AsyncConnectionConfig,
+        over_tls: bool,
+    ) -> Result<RedisConn, String>
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let setup = tokio::time::timeout(
+            DIAL_TIMEOUT,
+            MultiplexedConnection::new_with_config(info, stream, config),
+        )
+        .await
+        .map_err(|_| {
+            format!(
+                "auth: no answer to HELLO/AUTH within {} ms",
+                DIAL_TIMEOUT.as_millis()
+            )
+        })?;
+        match setup {
+            Ok((conn, driver)) => {
+                let task = tokio::spawn(driver);
+                Ok(RedisConn(conn, Arc::new(Driver(task.abort_handle()))))
+            }
+            Err(e) => Err(self.scrub(setup_error(&e, over_tls))),
+        }
     }
 
     async fn attempt(&self, env: &Envelope, ctx: &DeliveryCtx) -> Result<(), SinkError> {
@@ -129,12 +228,95 @@ impl RedisSink {
                     Err(SinkError::Transient(
                         self.scrub(format!("not_connected: {e}")),
                     ))
+                } else if e.code() == Some("NOAUTH") {
+                    // The URL has no password and the server wants one.
+                    Err(SinkError::Transient(self.scrub(format!("auth: {e}"))))
                 } else {
                     Err(SinkError::Transient(self.scrub(format!("redis: {e}"))))
                 }
             }
         }
     }
+}
+
+/// The redis crate's view of the URL (ACL user and password, database, protocol). The crate is
+/// built without its own TLS, so a `rediss://` URL is read as `redis://`: the TLS is ours.
+fn redis_settings(mut url: url::Url) -> redis::RedisResult<RedisConnectionInfo> {
+    if url.scheme() == "rediss" {
+        // Both schemes are non-special, so the change cannot fail; the check is for clarity.
+        let _ = url.set_scheme("redis");
+    }
+    Ok(url
+        .as_str()
+        .into_connection_info()?
+        .redis_settings()
+        .clone())
+}
+
+/// The first of the checked addresses that accepts, within `DIAL_TIMEOUT` each.
+async fn tcp_connect(addrs: &[SocketAddr]) -> Result<TcpStream, String> {
+    let mut last = String::from("no address");
+    for a in addrs {
+        match tokio::time::timeout(DIAL_TIMEOUT, TcpStream::connect(a)).await {
+            Ok(Ok(s)) => {
+                // Small PUBLISH frames: no reason to wait for a full segment.
+                let _ = s.set_nodelay(true);
+                return Ok(s);
+            }
+            Ok(Err(e)) => last = e.to_string(),
+            Err(_) => last = format!("timed out after {} ms", DIAL_TIMEOUT.as_millis()),
+        }
+    }
+    Err(format!("tcp_connect: {last}"))
+}
+
+/// The TLS handshake: SNI and the name check use `tls.server_name`, else the URL's host.
+async fn tls_connect(
+    t: &SinkTls,
+    host: &str,
+    tcp: TcpStream,
+) -> Result<tokio_rustls::client::TlsStream<TcpStream>, String> {
+    let (config, peer) = tls::client_config_with_peer(t).map_err(|e| format!("tls_setup: {e}"))?;
+    let name = t.server_name.as_deref().unwrap_or(host);
+    let server_name = ServerName::try_from(name.to_string()).map_err(|_| {
+        "tls_setup: tls.server_name (else the URL's host) is not a DNS name or an IP address"
+            .to_string()
+    })?;
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    match tokio::time::timeout(DIAL_TIMEOUT, connector.connect(server_name, tcp)).await {
+        Ok(Ok(s)) => Ok(s),
+        Ok(Err(e)) => Err(tls::handshake_error(&e, &peer)),
+        Err(_) => Err(format!(
+            "tls_handshake: no answer within {} ms",
+            DIAL_TIMEOUT.as_millis()
+        )),
+    }
+}
+
+/// Names the step a failed connection setup stopped at. With TLS 1.3 a server that wants a
+/// client certificate refuses it only after the client's side of the handshake is done, so
+/// that refusal surfaces here, on the first command, as a TLS alert.
+fn setup_error(e: &redis::RedisError, over_tls: bool) -> String {
+    // Over RESP2 the redis crate drops the server's `WRONGPASS` reply for its own
+    // AuthenticationFailed; the server sends that reply for a wrong user or password only
+    // (or when no password is set at all), so it is named here.
+    if e.kind() == redis::ErrorKind::AuthenticationFailed {
+        return format!(
+            "auth: AUTH refused: wrong user name or password (WRONGPASS), or the server has no \
+             password set ({e})"
+        );
+    }
+    if matches!(e.code(), Some("WRONGPASS" | "NOAUTH" | "NOPERM")) {
+        return format!("auth: {e}");
+    }
+    let text = e.to_string();
+    if over_tls && e.is_io_error() && text.contains("alert") {
+        return format!(
+            "tls_handshake: the server refused the handshake ({text}; a client certificate may \
+             be required: tls.cert_file)"
+        );
+    }
+    format!("setup: {text}")
 }
 
 impl_sink!(RedisSink {

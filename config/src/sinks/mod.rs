@@ -119,6 +119,7 @@ mod pubsub;
 mod rabbitmq;
 mod redis;
 mod sqs;
+mod tls;
 
 use serde::{Deserialize, Serialize};
 
@@ -131,11 +132,12 @@ use schemars::JsonSchema;
 pub use http::{HttpMethod, HttpSinkConfig};
 pub use kafka::{KafkaSasl, KafkaSaslMechanism, KafkaSinkConfig};
 pub use log::LogSinkConfig;
-pub use nats::{NatsAuth, NatsSinkConfig};
+pub use nats::{NatsAuth, NatsSinkConfig, NatsTls};
 pub use pubsub::{DEFAULT_PUBSUB_ENDPOINT, GooglePubsubSinkConfig, PUBSUB_BATCH, PubsubAuth};
 pub use rabbitmq::{ExchangeType, RabbitmqSinkConfig};
 pub use redis::RedisSinkConfig;
 pub use sqs::{SQS_BATCH, SqsSinkConfig};
+pub use tls::SinkTls;
 
 /// Largest body a queue message carries inline (base64); larger bodies travel as a claim.
 pub const DEFAULT_INLINE_MAX_BYTES: u64 = 65_536;
@@ -233,6 +235,18 @@ impl SinkConfig {
             SinkConfig::Redis(r) => r.validate(p),
             SinkConfig::Sqs(s) => s.validate(p),
             SinkConfig::GooglePubsub(g) => g.validate(p),
+        }
+    }
+
+    /// Checks the sink's `tls:` settings (the shared `SinkTls` shape) at path `p`;
+    /// `allow_insecure` is `egress.allow_insecure_tls`, the one switch that lets
+    /// `insecure_skip_verify` through. A separate step from `validate` because it reads the
+    /// egress section, which a sink's own validation does not see.
+    pub(crate) fn validate_tls(&self, p: &str, allow_insecure: bool) -> Result<(), ConfigError> {
+        match self {
+            SinkConfig::Nats(n) => n.validate_tls(p, allow_insecure),
+            SinkConfig::Redis(r) => r.validate_tls(p, allow_insecure),
+            _ => Ok(()),
         }
     }
 }

@@ -5,13 +5,18 @@ use serde::{Deserialize, Serialize};
 #[cfg(feature = "schema")]
 use schemars::JsonSchema;
 
-use super::{d_5000, d_idle, d_inline, entries, err, inline, min, non_empty, server_entry};
+use std::path::PathBuf;
+
+use super::{
+    SinkTls, d_5000, d_idle, d_inline, entries, err, inline, min, non_empty, server_entry,
+};
 use crate::egress::EgressTarget;
 use crate::error::ConfigError;
 use crate::secrets::Secret;
 
 /// NATS credentials: `username` + `password`, or `token`, or `nkey_seed` (+ `jwt` for a
-/// user JWT). Every field is a secret.
+/// user JWT), or `credentials_file` (a `.creds` file holding the user JWT and its NKey seed,
+/// as `nsc` and Synadia Cloud hand them out). Every inline field is a secret.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(deny_unknown_fields)]
@@ -26,6 +31,65 @@ pub struct NatsAuth {
     pub nkey_seed: Option<Secret>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jwt: Option<Secret>,
+    /// A `.creds` file (user JWT + NKey seed), read at every connect so a rotated file is
+    /// picked up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials_file: Option<PathBuf>,
+}
+
+/// `tls:` on a NATS sink: the shared settings (`SinkTls`), or the older bare switch.
+/// `true` requires TLS with the system's roots (the same as `tls: {}`); `false` (the default)
+/// requires nothing, though the client still upgrades when a server asks for TLS or an entry
+/// is `tls://`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
+#[serde(untagged)]
+pub enum NatsTls {
+    Enabled(bool),
+    Settings(SinkTls),
+}
+
+impl Default for NatsTls {
+    fn default() -> Self {
+        NatsTls::Enabled(false)
+    }
+}
+
+impl NatsTls {
+    /// The settings TLS is required with, or `None` when `tls` is off.
+    pub fn settings(&self) -> Option<std::borrow::Cow<'_, SinkTls>> {
+        match self {
+            NatsTls::Enabled(false) => None,
+            NatsTls::Enabled(true) => Some(std::borrow::Cow::Owned(SinkTls::default())),
+            NatsTls::Settings(s) => Some(std::borrow::Cow::Borrowed(s)),
+        }
+    }
+
+    fn is_off(&self) -> bool {
+        *self == NatsTls::Enabled(false)
+    }
+}
+
+/// By hand rather than `untagged`: a typo inside the map (`ca_flie`) then reads as the
+/// unknown key it is, not as "did not match any variant".
+impl<'de> Deserialize<'de> for NatsTls {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = NatsTls;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("true, false, or a map of TLS settings (ca_file, cert_file, ...)")
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<NatsTls, E> {
+                Ok(NatsTls::Enabled(v))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, m: A) -> Result<NatsTls, A::Error> {
+                SinkTls::deserialize(serde::de::value::MapAccessDeserializer::new(m))
+                    .map(NatsTls::Settings)
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 sink_config! {
@@ -44,9 +108,10 @@ sink_config! {
         pub max_message_bytes: u64,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub auth: Option<NatsAuth>,
-        /// Require TLS to the server.
-        #[serde(default)]
-        pub tls: bool,
+        /// Require TLS to the server: `true`, or the shared TLS settings (CA, client
+        /// certificate, `server_name`).
+        #[serde(default, skip_serializing_if = "NatsTls::is_off")]
+        pub tls: NatsTls,
         #[serde(default = "d_idle")]
         pub idle_timeout_ms: u64,
     }
@@ -65,7 +130,7 @@ impl NatsSinkConfig {
             publish_timeout_ms: d_5000(),
             max_message_bytes: d_nats_max(),
             auth: None,
-            tls: false,
+            tls: NatsTls::default(),
             idle_timeout_ms: d_idle(),
             ordered: false,
             ordering_key: None,
@@ -98,11 +163,24 @@ impl NatsSinkConfig {
         min(p, "max_message_bytes", self.max_message_bytes, 1024)?;
         if let Some(a) = &self.auth {
             let user = a.username.is_some() || a.password.is_some();
-            let kinds = user as u8 + a.token.is_some() as u8 + a.nkey_seed.is_some() as u8;
+            let kinds = user as u8
+                + a.token.is_some() as u8
+                + a.nkey_seed.is_some() as u8
+                + a.credentials_file.is_some() as u8;
             if kinds != 1 {
                 return Err(err(
                     format!("{p}.auth"),
-                    "must set exactly one of username+password, token, nkey_seed (+ jwt)",
+                    "must set exactly one of username+password, token, nkey_seed (+ jwt), \
+                     credentials_file",
+                ));
+            }
+            if a.credentials_file
+                .as_ref()
+                .is_some_and(|f| f.as_os_str().is_empty())
+            {
+                return Err(err(
+                    format!("{p}.auth.credentials_file"),
+                    "must name a .creds file",
                 ));
             }
             if user && (a.username.is_none() || a.password.is_none()) {
@@ -116,5 +194,15 @@ impl NatsSinkConfig {
             }
         }
         Ok(())
+    }
+
+    /// The shared TLS checks (`insecure_skip_verify` only under `egress.allow_insecure_tls`).
+    /// `server_name` is honoured: the client sends the server's own host as SNI, and the
+    /// sink checks the certificate against `server_name` instead (sinks/src/tls.rs).
+    pub(super) fn validate_tls(&self, p: &str, allow_insecure: bool) -> Result<(), ConfigError> {
+        match &self.tls {
+            NatsTls::Settings(t) => t.validate(p, allow_insecure),
+            NatsTls::Enabled(_) => Ok(()),
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! The Redis sink: PUBLISHes each hook to a pub/sub channel.
 
-use super::{d_5000, d_idle, d_inline, inline, min, non_empty, url_with_scheme};
+use super::{SinkTls, d_5000, d_idle, d_inline, err, inline, min, non_empty, url_with_scheme};
 use crate::egress::EgressTarget;
 use crate::error::ConfigError;
 use crate::secrets::SecretUrl;
@@ -9,7 +9,8 @@ sink_config! {
     /// PUBLISHes each hook to a Redis channel; zero subscribers is an error (`no_subscribers`).
     /// Not durable: pub/sub keeps no copy.
     pub struct RedisSinkConfig {
-        /// `redis://[:password@]host:6379/0` (`rediss://` for TLS); redacted in `print-config`.
+        /// `redis://[[user]:password@]host:6379/0` (`rediss://` for TLS); the userinfo is the
+        /// ACL user and password (`AUTH`); redacted in `print-config`.
         pub url: SecretUrl,
         pub channel: String,
         #[serde(default = "d_inline")]
@@ -18,6 +19,10 @@ sink_config! {
         pub publish_timeout_ms: u64,
         #[serde(default = "d_idle")]
         pub idle_timeout_ms: u64,
+        /// How a `rediss://` connection is verified (CA bundle, client certificate, server
+        /// name); absent: the system's roots and the URL's host.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub tls: Option<SinkTls>,
     }
 }
 
@@ -29,6 +34,7 @@ impl RedisSinkConfig {
             inline_max_bytes: d_inline(),
             publish_timeout_ms: d_5000(),
             idle_timeout_ms: d_idle(),
+            tls: None,
             ordered: false,
             ordering_key: None,
         }
@@ -42,10 +48,111 @@ impl RedisSinkConfig {
     }
 
     pub(super) fn validate(&self, p: &str) -> Result<(), ConfigError> {
-        url_with_scheme(p, "url", self.url.expose(), &["redis", "rediss"])?;
+        let url = url_with_scheme(p, "url", self.url.expose(), &["redis", "rediss"])?;
+        // Settings a plaintext connection would silently ignore are a mistake worth naming.
+        if self.tls.is_some() && url.scheme() != "rediss" {
+            return Err(err(
+                format!("{p}.tls"),
+                "is read only with a rediss:// url (TLS)",
+            ));
+        }
         non_empty(p, "channel", &self.channel)?;
         inline(p, self.inline_max_bytes)?;
         min(p, "publish_timeout_ms", self.publish_timeout_ms, 1)?;
         Ok(())
+    }
+
+    /// The `tls:` checks that depend on `egress` (`insecure_skip_verify`).
+    pub(super) fn validate_tls(&self, p: &str, allow_insecure: bool) -> Result<(), ConfigError> {
+        match &self.tls {
+            Some(t) => t.validate(p, allow_insecure),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Config, SourceConfig};
+    use crate::sinks::SinkConfig;
+
+    fn check(r: RedisSinkConfig, allow_insecure_tls: bool) -> Result<(), ConfigError> {
+        let mut c = Config::default();
+        c.egress.allow_loopback = true;
+        c.egress.allow_insecure_tls = allow_insecure_tls;
+        c.sources.insert(
+            "src".into(),
+            SourceConfig::with_sinks(vec![SinkConfig::Redis(r)]),
+        );
+        crate::validate(&c)
+    }
+
+    fn with_tls(url: &str, tls: SinkTls) -> RedisSinkConfig {
+        let mut r = RedisSinkConfig::new(url, "ch");
+        r.tls = Some(tls);
+        r
+    }
+
+    #[test]
+    fn tls_reads_from_yaml_and_needs_rediss() {
+        let y = "type: redis\nurl: rediss://hooks:pw@cache.example:6380/0\nchannel: ch\n\
+                 tls: {ca_file: /etc/ca.pem, server_name: cache.internal}\n";
+        let s: SinkConfig = serde_yaml_ng::from_str(y).expect("parses");
+        let SinkConfig::Redis(r) = s else {
+            panic!("a redis sink")
+        };
+        let t = r.tls.clone().expect("tls");
+        assert_eq!(
+            t.ca_file.as_deref(),
+            Some(std::path::Path::new("/etc/ca.pem"))
+        );
+        assert_eq!(t.server_name.as_deref(), Some("cache.internal"));
+        check(r, false).expect("valid");
+
+        let plain = with_tls("redis://127.0.0.1:6379/0", SinkTls::default());
+        let e = check(plain, false)
+            .expect_err("tls without rediss")
+            .to_string();
+        assert!(
+            e.contains("sources.src.sinks[0].tls") && e.contains("rediss://"),
+            "{e}"
+        );
+
+        let y = "type: redis\nurl: rediss://h:6380\nchannel: ch\ntls: {ca_fil: x}\n";
+        assert!(
+            serde_yaml_ng::from_str::<SinkConfig>(y).is_err(),
+            "unknown key"
+        );
+    }
+
+    #[test]
+    fn insecure_skip_verify_needs_egress_allow_insecure_tls() {
+        let r = with_tls(
+            "rediss://127.0.0.1:6380/0",
+            SinkTls {
+                insecure_skip_verify: true,
+                ..SinkTls::default()
+            },
+        );
+        let e = check(r.clone(), false).expect_err("refused").to_string();
+        assert!(
+            e.contains("sources.src.sinks[0].tls.insecure_skip_verify")
+                && e.contains("egress.allow_insecure_tls"),
+            "{e}"
+        );
+        check(r, true).expect("allowed by egress");
+
+        let half = with_tls(
+            "rediss://127.0.0.1:6380/0",
+            SinkTls {
+                cert_file: Some("/etc/client.crt".into()),
+                ..SinkTls::default()
+            },
+        );
+        let e = check(half, false)
+            .expect_err("a certificate without its key")
+            .to_string();
+        assert!(e.contains("tls.key_file"), "{e}");
     }
 }

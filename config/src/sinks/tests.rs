@@ -271,3 +271,84 @@ fn debug_never_shows_credentials() {
         assert!(!text.contains(needle), "{needle} in {text}");
     }
 }
+
+#[test]
+fn nats_tls_takes_the_old_switch_and_the_shared_settings() {
+    let parse = |tls: &str, egress: &str| {
+        let y = format!(
+            "egress: {{allow_loopback: true{egress}}}\nsources:\n  s:\n    sinks:\n      - type: nats\n        servers: [\"tls://127.0.0.1:4222\"]\n        subject: a.b\n        tls: {tls}\n"
+        );
+        crate::from_yaml_str(&y, &crate::interpolate::SystemLookup).and_then(|c| {
+            crate::validate(&c)?;
+            Ok(c)
+        })
+    };
+    let nats = |c: &Config| match &c.sources["s"].sinks[0] {
+        SinkConfig::Nats(n) => n.clone(),
+        o => panic!("{o:?}"),
+    };
+    // The bare switch still reads, and `true` means the system's roots.
+    let c = parse("true", "").expect("tls: true");
+    assert_eq!(nats(&c).tls, NatsTls::Enabled(true));
+    assert_eq!(
+        nats(&c).tls.settings().as_deref(),
+        Some(&SinkTls::default())
+    );
+    let c = parse("false", "").expect("tls: false");
+    assert!(nats(&c).tls.settings().is_none());
+    let c = parse(
+        "{ca_file: /etc/ca.pem, cert_file: /etc/c.pem, key_pem: \"-----BEGIN PRIVATE KEY-----\\nx\\n\", server_name: nats.internal}",
+        "",
+    )
+    .expect("settings");
+    let t = nats(&c).tls.settings().expect("on").into_owned();
+    assert_eq!(
+        t.ca_file.as_deref(),
+        Some(std::path::Path::new("/etc/ca.pem"))
+    );
+    assert_eq!(t.server_name.as_deref(), Some("nats.internal"));
+    // Every form survives the operator's serialise-and-parse.
+    for tls in ["true", "false", "{ca_file: /etc/ca.pem}"] {
+        let c = parse(tls, "").expect(tls);
+        let back = crate::from_yaml_str(&c.to_yaml(), &crate::interpolate::SystemLookup)
+            .expect("round trip");
+        assert_eq!(back, c, "{tls}");
+    }
+    // A typo inside the map is named, not lost in "no variant matched".
+    let m = parse("{ca_flie: /etc/ca.pem}", "").unwrap_err().to_string();
+    assert!(m.contains("ca_flie"), "{m}");
+    // The shared checks, under the sink's path.
+    let m = parse("{cert_file: /etc/c.pem}", "")
+        .unwrap_err()
+        .to_string();
+    assert!(m.contains("sinks[0].tls.key_file"), "{m}");
+    let m = parse("{insecure_skip_verify: true}", "")
+        .unwrap_err()
+        .to_string();
+    assert!(m.contains("egress.allow_insecure_tls"), "{m}");
+    parse("{insecure_skip_verify: true}", ", allow_insecure_tls: true").expect("allowed");
+}
+
+#[test]
+fn nats_credentials_file_is_one_form_of_auth() {
+    let ok = NatsSinkConfig::new(vec!["nats://127.0.0.1:4222".into()], "a.b");
+    let mut n = ok.clone();
+    n.auth = Some(NatsAuth {
+        credentials_file: Some("/etc/ankusa/user.creds".into()),
+        ..Default::default()
+    });
+    check(SinkConfig::Nats(n)).unwrap();
+    let mut n = ok.clone();
+    n.auth = Some(NatsAuth {
+        credentials_file: Some("/etc/ankusa/user.creds".into()),
+        nkey_seed: Some("SUAX".into()),
+        ..Default::default()
+    });
+    assert!(msg(check(SinkConfig::Nats(n))).contains("credentials_file"));
+    let mut n = ok;
+    n.auth = Some(NatsAuth {
+        credentials_file: Some("".into()),
+        ..Default::default()
+    });
+    assert!(msg(check(SinkConfig::Nats(n))).contains(".auth.credentials_file"));
+}

@@ -4,7 +4,11 @@
 //! such. Prints one JSON line per sink.
 //!
 //!     tests/brokers/start.sh /tmp/brokers
-//!     cargo run --release -p ankusa-sinks --bin sink-bench [kafka,rabbitmq,nats,redis,sqs,pubsub]
+//!     cargo run --release -p ankusa-sinks --bin sink-bench [kafka,rabbitmq,nats,nats-tls,redis,redis-tls,sqs,pubsub]
+//!
+//! `redis-tls` starts its own redis-server (TLS and plaintext ports, a CA made with `openssl`)
+//! and prints the Redis sink's rate over each and their ratio; `nats-tls` does the same with two
+//! nats-servers of its own (one requiring TLS).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use ankusa_config::{
     Config, GooglePubsubSinkConfig, KafkaSinkConfig, NatsSinkConfig, PubsubAuth,
-    RabbitmqSinkConfig, RedisSinkConfig, SinkConfig, SourceConfig, SqsSinkConfig,
+    RabbitmqSinkConfig, RedisSinkConfig, SinkConfig, SinkTls, SourceConfig, SqsSinkConfig,
 };
 use ankusa_core::{DeliveryCtx, Envelope, Sink, Verification, VerifyStatus};
 use ankusa_sinks::SinkBuilder;
@@ -346,6 +350,195 @@ async fn nats(n: u64) -> Result<(), BoxErr> {
     Ok(())
 }
 
+/// Two nats-servers of the bench's own (JetStream, file storage), one requiring TLS with a
+/// certificate from a private CA made by `openssl`, one plaintext; killed and removed on drop.
+struct BenchNatsPair {
+    children: Vec<std::process::Child>,
+    dir: std::path::PathBuf,
+    plain_port: u16,
+    tls_port: u16,
+}
+
+impl BenchNatsPair {
+    fn start() -> Result<BenchNatsPair, BoxErr> {
+        use std::process::{Command, Stdio};
+        let dir = std::env::temp_dir().join(format!("ankusa-bench-nats-tls-{}", suffix()));
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(
+            dir.join("ext.cnf"),
+            "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+        )?;
+        let openssl = |args: &[&str]| -> Result<(), BoxErr> {
+            let out = Command::new("openssl")
+                .args(args)
+                .current_dir(&dir)
+                .stdin(Stdio::null())
+                .output()?;
+            if !out.status.success() {
+                let err = String::from_utf8_lossy(&out.stderr).to_string();
+                return Err(format!("openssl {}: {err}", args[0]).into());
+            }
+            Ok(())
+        };
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+        ];
+        let ca = [
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+            "-subj",
+            "/CN=ankusa bench CA",
+        ];
+        openssl(&[&["req", "-x509", "-days", "1"][..], &ec, &ca].concat())?;
+        let csr = [
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+            "-subj",
+            "/CN=nats",
+        ];
+        openssl(&[&["req"][..], &ec, &csr].concat())?;
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.crt",
+            "-days",
+            "1",
+            "-extfile",
+            "ext.cnf",
+        ])?;
+        let port = || -> Result<u16, BoxErr> {
+            Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+                .local_addr()?
+                .port())
+        };
+        let (plain_port, tls_port) = (port()?, port()?);
+        let mut pair = BenchNatsPair {
+            children: Vec::new(),
+            dir: dir.clone(),
+            plain_port,
+            tls_port,
+        };
+        for (name, p, tls) in [("plain", plain_port, false), ("tls", tls_port, true)] {
+            let store = dir.join(format!("js-{name}"));
+            let tls = if tls {
+                "tls { cert_file: \"server.crt\", key_file: \"server.key\" }"
+            } else {
+                ""
+            };
+            let conf = format!(
+                "listen: \"127.0.0.1:{p}\"\njetstream {{ store_dir: \"{}\" }}\n{tls}\n",
+                store.display()
+            );
+            let file = dir.join(format!("{name}.conf"));
+            std::fs::write(&file, conf)?;
+            pair.children.push(
+                Command::new("nats-server")
+                    .arg("-c")
+                    .arg(&file)
+                    .current_dir(&dir)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()?,
+            );
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let open = |p: u16| std::net::TcpStream::connect(("127.0.0.1", p)).is_ok();
+        while !(open(plain_port) && open(tls_port)) {
+            if Instant::now() > deadline {
+                return Err("nats-server (plaintext and TLS) did not start".into());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(pair)
+    }
+}
+
+impl Drop for BenchNatsPair {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The NATS sink over TLS against plaintext: two identical servers (JetStream, file storage),
+/// one connection each, so the ratio is the encryption of the stream, not handshakes.
+async fn nats_tls(n: u64) -> Result<(), BoxErr> {
+    use ankusa_config::NatsTls;
+    use async_nats::jetstream::{self, stream};
+    let servers = BenchNatsPair::start()?;
+    let ca = servers.dir.join("ca.crt");
+    let plain = format!("nats://127.0.0.1:{}", servers.plain_port);
+    let tls = format!("tls://127.0.0.1:{}", servers.tls_port);
+    async fn make_stream(url: &str, ca: Option<&std::path::Path>) -> Result<(), BoxErr> {
+        let mut opts = async_nats::ConnectOptions::new();
+        if let Some(ca) = ca {
+            opts = opts
+                .require_tls(true)
+                .add_root_certificates(ca.to_path_buf());
+        }
+        jetstream::new(opts.connect(url).await?)
+            .create_stream(stream::Config {
+                name: "BENCH".into(),
+                subjects: vec!["bench.>".into()],
+                storage: stream::StorageType::File,
+                ..Default::default()
+            })
+            .await?;
+        Ok(())
+    }
+    make_stream(&plain, None).await?;
+    make_stream(&tls, Some(&ca)).await?;
+    let builder = SinkBuilder::new();
+    let plain_sink = build(
+        &builder,
+        SinkConfig::Nats(NatsSinkConfig::new(vec![plain], "bench.events")),
+    );
+    let mut cfg = NatsSinkConfig::new(vec![tls], "bench.events");
+    cfg.tls = NatsTls::Settings(SinkTls {
+        ca_file: Some(ca.clone()),
+        ..SinkTls::default()
+    });
+    let tls_sink = build(&builder, SinkConfig::Nats(cfg));
+    let p = through_sink(plain_sink, n).await;
+    let t = through_sink(tls_sink, n).await;
+    println!(
+        "{}",
+        json!({
+            "sink": "nats-tls",
+            "deliveries": n,
+            "body_bytes": BODY,
+            "concurrency": CONCURRENCY,
+            "plaintext_per_s": p.0.round(),
+            "plaintext_failed": p.1,
+            "tls_per_s": t.0.round(),
+            "tls_failed": t.1,
+            "tls_to_plaintext": ((t.0 / p.0) * 1000.0).round() / 1000.0,
+            "server": "two nats-servers started by the bench (JetStream, file storage), one with TLS",
+        })
+    );
+    Ok(())
+}
+
 async fn redis(n: u64) -> Result<(), BoxErr> {
     let url = "redis://127.0.0.1:6379/0";
     let channel = format!("bench.{}", suffix());
@@ -383,6 +576,179 @@ async fn redis(n: u64) -> Result<(), BoxErr> {
         s,
         a,
         "redis multiplexed connection, PUBLISH to a channel with one subscriber",
+    );
+    drain.abort();
+    Ok(())
+}
+
+/// A redis-server of the bench's own, TLS and plaintext ports side by side, with a private CA
+/// made by `openssl` (the bench links no certificate generator); killed and removed on drop.
+struct TlsRedisServer {
+    child: std::process::Child,
+    dir: std::path::PathBuf,
+    plain_port: u16,
+    tls_port: u16,
+}
+
+impl TlsRedisServer {
+    fn start() -> Result<TlsRedisServer, BoxErr> {
+        use std::process::{Command, Stdio};
+        let dir = std::env::temp_dir().join(format!("ankusa-bench-redis-tls-{}", suffix()));
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(
+            dir.join("ext.cnf"),
+            "subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+        )?;
+        let openssl = |args: &[&str]| -> Result<(), BoxErr> {
+            let out = Command::new("openssl")
+                .args(args)
+                .current_dir(&dir)
+                .stdin(Stdio::null())
+                .output()?;
+            if !out.status.success() {
+                return Err(format!(
+                    "openssl {}: {}",
+                    args[0],
+                    String::from_utf8_lossy(&out.stderr)
+                )
+                .into());
+            }
+            Ok(())
+        };
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+        ];
+        let ca: [&str; 8] = [
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+            "-subj",
+            "/CN=ankusa bench CA",
+            "-days",
+            "1",
+        ];
+        let leaf: [&str; 6] = [
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+            "-subj",
+            "/CN=localhost",
+        ];
+        openssl(&[&["req", "-x509"][..], &ec[..], &ca[..]].concat())?;
+        openssl(&[&["req"][..], &ec[..], &leaf[..]].concat())?;
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.crt",
+            "-days",
+            "1",
+            "-extfile",
+            "ext.cnf",
+        ])?;
+        let port = || -> Result<u16, BoxErr> {
+            Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+                .local_addr()?
+                .port())
+        };
+        let (plain_port, tls_port) = (port()?, port()?);
+        let child = Command::new("redis-server")
+            .args(["--bind", "127.0.0.1", "--port", &plain_port.to_string()])
+            .args(["--tls-port", &tls_port.to_string()])
+            .args([
+                "--tls-cert-file",
+                "server.crt",
+                "--tls-key-file",
+                "server.key",
+            ])
+            .args(["--tls-ca-cert-file", "ca.crt", "--tls-auth-clients", "no"])
+            .args(["--save", "", "--appendonly", "no"])
+            .current_dir(&dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let server = TlsRedisServer {
+            child,
+            dir,
+            plain_port,
+            tls_port,
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let open = |p: u16| std::net::TcpStream::connect(("127.0.0.1", p)).is_ok();
+        while !(open(plain_port) && open(tls_port)) {
+            if Instant::now() > deadline {
+                return Err("redis-server (with TLS) did not start".into());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(server)
+    }
+}
+
+impl Drop for TlsRedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The Redis sink over `rediss://` against plaintext, same server, same subscriber: what TLS
+/// costs per delivery. One multiplexed connection either way, so the ratio is the encryption
+/// of the stream, not handshakes.
+async fn redis_tls(n: u64) -> Result<(), BoxErr> {
+    let server = TlsRedisServer::start()?;
+    let plain = format!("redis://127.0.0.1:{}/0", server.plain_port);
+    let tls = format!("rediss://localhost:{}/0", server.tls_port);
+    let channel = format!("bench.tls.{}", suffix());
+    let client = redis::Client::open(plain.as_str())?;
+    let mut ps = client.get_async_pubsub().await?;
+    ps.subscribe(&channel).await?;
+    let drain = tokio::spawn(async move {
+        let mut s = ps.on_message();
+        while s.next().await.is_some() {}
+    });
+    let builder = SinkBuilder::new();
+    let plain_sink = build(
+        &builder,
+        SinkConfig::Redis(RedisSinkConfig::new(&plain, &channel)),
+    );
+    let mut cfg = RedisSinkConfig::new(&tls, &channel);
+    cfg.tls = Some(SinkTls {
+        ca_file: Some(server.dir.join("ca.crt")),
+        ..SinkTls::default()
+    });
+    let tls_sink = build(&builder, SinkConfig::Redis(cfg));
+    let p = through_sink(plain_sink, n).await;
+    let t = through_sink(tls_sink, n).await;
+    println!(
+        "{}",
+        json!({
+            "sink": "redis-tls",
+            "deliveries": n,
+            "body_bytes": BODY,
+            "concurrency": CONCURRENCY,
+            "plaintext_per_s": p.0.round(),
+            "plaintext_failed": p.1,
+            "tls_per_s": t.0.round(),
+            "tls_failed": t.1,
+            "tls_to_plaintext": ((t.0 / p.0) * 1000.0).round() / 1000.0,
+            "server": "redis-server started by the bench, TLS and plaintext ports, one subscriber",
+        })
     );
     drain.abort();
     Ok(())
@@ -563,8 +929,14 @@ async fn main() {
     if want("nats") {
         report("nats", nats(20_000).await);
     }
+    if want("nats-tls") {
+        report("nats-tls", nats_tls(20_000).await);
+    }
     if want("redis") {
         report("redis", redis(40_000).await);
+    }
+    if want("redis-tls") {
+        report("redis-tls", redis_tls(40_000).await);
     }
     if want("sqs") {
         report("sqs", sqs(500).await);

@@ -1,0 +1,385 @@
+//! The queue sinks' `tls:` settings turned into what their client libraries take: the PEM
+//! material (`material`) for clients that want bytes, or a rustls `ClientConfig`
+//! (`client_config`) for clients that take one. Errors name the setting (`tls.ca_file: cannot
+//! read the file (not found)`), never a path's content or a key.
+
+use std::sync::{Arc, Mutex};
+
+use ankusa_config::SinkTls;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
+
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum TlsSetupError {
+    #[error("tls.{key}: cannot read the file ({kind})")]
+    Read {
+        key: &'static str,
+        kind: std::io::ErrorKind,
+    },
+    #[error("tls.{key}: {reason}")]
+    Invalid {
+        key: &'static str,
+        reason: &'static str,
+    },
+}
+
+/// The PEM bytes of a sink's TLS settings, read from files or taken from the config.
+#[derive(Default, Clone)]
+pub struct TlsMaterial {
+    pub ca_pem: Option<Vec<u8>>,
+    pub cert_pem: Option<Vec<u8>>,
+    pub key_pem: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for TlsMaterial {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsMaterial")
+            .field("ca_pem", &self.ca_pem.as_ref().map(Vec::len))
+            .field("cert_pem", &self.cert_pem.as_ref().map(Vec::len))
+            .field("key_pem", &self.key_pem.as_ref().map(|_| "[redacted]"))
+            .finish()
+    }
+}
+
+fn pick(
+    key: &'static str,
+    file: Option<&std::path::Path>,
+    pem: Option<&str>,
+) -> Result<Option<Vec<u8>>, TlsSetupError> {
+    match (file, pem) {
+        (Some(p), _) => std::fs::read(p).map(Some).map_err(|e| TlsSetupError::Read {
+            key,
+            kind: e.kind(),
+        }),
+        (None, Some(s)) => Ok(Some(s.as_bytes().to_vec())),
+        (None, None) => Ok(None),
+    }
+}
+
+/// Reads the settings' files (at every connect, so a rotated file is picked up).
+pub fn material(t: &SinkTls) -> Result<TlsMaterial, TlsSetupError> {
+    Ok(TlsMaterial {
+        ca_pem: pick(
+            "ca_file",
+            t.ca_file.as_deref(),
+            t.ca_pem.as_ref().map(|s| s.expose()),
+        )?,
+        cert_pem: pick(
+            "cert_file",
+            t.cert_file.as_deref(),
+            t.cert_pem.as_ref().map(|s| s.expose()),
+        )?,
+        key_pem: pick(
+            "key_file",
+            t.key_file.as_deref(),
+            t.key_pem.as_ref().map(|s| s.expose()),
+        )?,
+    })
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    rustls::crypto::CryptoProvider::get_default()
+        .cloned()
+        .unwrap_or_else(|| Arc::new(rustls::crypto::aws_lc_rs::default_provider()))
+}
+
+fn certs(key: &'static str, pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, TlsSetupError> {
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<_, _>>()
+        .map_err(|_| TlsSetupError::Invalid {
+            key,
+            reason: "is not valid PEM",
+        })?;
+    if certs.is_empty() {
+        return Err(TlsSetupError::Invalid {
+            key,
+            reason: "holds no certificate",
+        });
+    }
+    Ok(certs)
+}
+
+/// A rustls client config: the CA bundle (else the system's roots), the client certificate,
+/// and no verification at all only with `insecure_skip_verify` (which validation allows only
+/// under `egress.allow_insecure_tls`). The server name is the connector's to set.
+pub fn client_config(t: &SinkTls) -> Result<rustls::ClientConfig, TlsSetupError> {
+    client_config_with_peer(t).map(|(config, _)| config)
+}
+
+/// `client_config`, and where its verifier notes the certificate the server presented, so a
+/// refused handshake can name it (`handshake_error`). Build one per connection: the note is
+/// the last certificate seen.
+pub fn client_config_with_peer(
+    t: &SinkTls,
+) -> Result<(rustls::ClientConfig, PeerCert), TlsSetupError> {
+    let m = material(t)?;
+    let provider = provider();
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|_| TlsSetupError::Invalid {
+            key: "ca_file",
+            reason: "no TLS protocol version is available",
+        })?;
+    let inner: Arc<dyn ServerCertVerifier> = if t.insecure_skip_verify {
+        Arc::new(AnyCertificate(provider))
+    } else {
+        let mut roots = rustls::RootCertStore::empty();
+        match &m.ca_pem {
+            Some(pem) => {
+                for c in certs("ca_file", pem)? {
+                    roots.add(c).map_err(|_| TlsSetupError::Invalid {
+                        key: "ca_file",
+                        reason: "holds a certificate that cannot be a trust anchor",
+                    })?;
+                }
+            }
+            None => {
+                let found = rustls_native_certs::load_native_certs();
+                roots.add_parsable_certificates(found.certs);
+                if roots.is_empty() {
+                    return Err(TlsSetupError::Invalid {
+                        key: "ca_file",
+                        reason: "not set, and the system has no CA certificates",
+                    });
+                }
+            }
+        }
+        rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
+            .build()
+            .map_err(|_| TlsSetupError::Invalid {
+                key: "ca_file",
+                reason: "holds no usable trust anchor",
+            })?
+    };
+    // `server_name` replaces the name the certificate is checked against (a client that sends
+    // the host it dialed as SNI, such as async-nats, then still accepts a certificate issued for
+    // the configured name).
+    let name = match &t.server_name {
+        Some(n) => Some(
+            ServerName::try_from(n.clone()).map_err(|_| TlsSetupError::Invalid {
+                key: "server_name",
+                reason: "is not a DNS name or an IP address",
+            })?,
+        ),
+        None => None,
+    };
+    let peer = PeerCert::default();
+    let builder = builder
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(Noting {
+            inner,
+            peer: peer.clone(),
+            name,
+        }));
+    let config = match (&m.cert_pem, &m.key_pem) {
+        (Some(cert), Some(key)) => {
+            let chain = certs("cert_file", cert)?;
+            let key = PrivateKeyDer::from_pem_slice(key).map_err(|_| TlsSetupError::Invalid {
+                key: "key_file",
+                reason: "holds no private key (PKCS#8, PKCS#1 or SEC1 PEM expected)",
+            })?;
+            builder
+                .with_client_auth_cert(chain, key)
+                .map_err(|_| TlsSetupError::Invalid {
+                    key: "key_file",
+                    reason: "does not match the client certificate",
+                })?
+        }
+        _ => builder.with_no_client_auth(),
+    };
+    Ok((config, peer))
+}
+
+/// The subject (and DNS names) of the last certificate a server presented to one config's
+/// verifier, as text: what a handshake error names so the operator can tell which server (or
+/// which of its certificates) was refused. A certificate is public; nothing secret is kept.
+#[derive(Debug, Clone, Default)]
+pub struct PeerCert(Arc<Mutex<Option<String>>>);
+
+impl PeerCert {
+    pub fn get(&self) -> Option<String> {
+        self.0.lock().ok().and_then(|g| g.clone())
+    }
+
+    fn note(&self, der: &[u8]) {
+        let text = match x509_parser::parse_x509_certificate(der) {
+            Ok((_, cert)) => {
+                let mut t = format!("subject {}", cert.subject());
+                let names: Vec<String> = cert
+                    .subject_alternative_name()
+                    .ok()
+                    .flatten()
+                    .map(|ext| {
+                        ext.value
+                            .general_names
+                            .iter()
+                            .filter_map(|n| match n {
+                                x509_parser::extensions::GeneralName::DNSName(d) => {
+                                    Some(d.to_string())
+                                }
+                                _ => None,
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                if !names.is_empty() {
+                    t.push_str(&format!(", names {}", names.join(" ")));
+                }
+                t
+            }
+            Err(_) => "not parseable as X.509".to_string(),
+        };
+        if let Ok(mut g) = self.0.lock() {
+            *g = Some(text);
+        }
+    }
+}
+
+/// One line for a failed TLS handshake: `tls_handshake: <why>`, with the server certificate
+/// (`subject CN=..., names ...`) when the certificate is what was refused (unknown issuer,
+/// wrong name, expired). Never key material: rustls' errors carry none.
+pub fn handshake_error(e: &std::io::Error, peer: &PeerCert) -> String {
+    let rustls_error = e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>());
+    match rustls_error {
+        Some(rustls::Error::InvalidCertificate(c)) => {
+            let why = match c {
+                rustls::CertificateError::UnknownIssuer => {
+                    "server certificate not issued by a trusted CA (tls.ca_file / ca_pem)"
+                        .to_string()
+                }
+                rustls::CertificateError::NotValidForName
+                | rustls::CertificateError::NotValidForNameContext { .. } => {
+                    "server certificate not valid for the server name (tls.server_name, else the \
+                     URL's host)"
+                        .to_string()
+                }
+                rustls::CertificateError::Expired
+                | rustls::CertificateError::ExpiredContext { .. } => {
+                    "server certificate expired".to_string()
+                }
+                rustls::CertificateError::NotValidYet
+                | rustls::CertificateError::NotValidYetContext { .. } => {
+                    "server certificate not valid yet".to_string()
+                }
+                other => format!("server certificate refused ({other:?})"),
+            };
+            match peer.get() {
+                Some(cert) => format!("tls_handshake: {why} [{cert}]"),
+                None => format!("tls_handshake: {why}"),
+            }
+        }
+        Some(rustls::Error::AlertReceived(alert)) => format!(
+            "tls_handshake: the server refused the handshake ({alert:?}; a client certificate \
+             may be required: tls.cert_file)"
+        ),
+        Some(other) => format!("tls_handshake: {other}"),
+        None => format!("tls_handshake: {e}"),
+    }
+}
+
+/// Notes each certificate the server presents, then lets the real verifier decide.
+#[derive(Debug)]
+struct Noting {
+    inner: Arc<dyn ServerCertVerifier>,
+    peer: PeerCert,
+    /// `tls.server_name`, checked instead of the name the client dialed.
+    name: Option<ServerName<'static>>,
+}
+
+impl ServerCertVerifier for Noting {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        self.peer.note(end_entity);
+        let name = self.name.as_ref().unwrap_or(server_name);
+        self.inner
+            .verify_server_cert(end_entity, intermediates, name, ocsp_response, now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+
+    fn requires_raw_public_keys(&self) -> bool {
+        self.inner.requires_raw_public_keys()
+    }
+
+    fn root_hint_subjects(&self) -> Option<&[rustls::DistinguishedName]> {
+        self.inner.root_hint_subjects()
+    }
+}
+
+/// `insecure_skip_verify`: signatures are still checked (the handshake stays a handshake),
+/// the certificate is not.
+#[derive(Debug)]
+struct AnyCertificate(Arc<rustls::crypto::CryptoProvider>);
+
+impl ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
