@@ -1108,18 +1108,7 @@ fn g_the_operator_takes_over_nothing_and_reads_only_opted_in_secrets() {
         h.apply(foreign).await.unwrap();
         let before = get_json(h, "service/gw").await;
         h.apply(&gateway_yaml(h, 1, None)).await.unwrap();
-        let degraded = eventually(
-            "the Gateway refused for the foreign Service",
-            Duration::from_secs(60),
-            || async {
-                let gw = get_json(h, "gateway/gw").await;
-                let conds = gw["status"]["conditions"].as_array().cloned()?;
-                conds
-                    .into_iter()
-                    .find(|c| c["type"] == "Degraded" && c["reason"] == "ForeignObject")
-            },
-        )
-        .await;
+        let degraded = gateway_degraded(h, "gw", "ForeignObject").await;
         let msg = degraded["message"].as_str().unwrap();
         assert!(
             msg.contains("Service gw ") && msg.contains("not owned"),
@@ -1175,6 +1164,22 @@ fn g_the_operator_takes_over_nothing_and_reads_only_opted_in_secrets() {
         wait_ready(h, "sink/receiver", "60s").await;
         wait_ready(h, "source/orders", "60s").await;
     });
+}
+
+/// The `Degraded` condition of Gateway `name` once it carries `reason`.
+async fn gateway_degraded(h: &Harness, name: &str, reason: &str) -> Value {
+    eventually(
+        &format!("Gateway {name} Degraded with {reason}"),
+        Duration::from_secs(60),
+        || async {
+            let gw = get_json(h, &format!("gateway/{name}")).await;
+            let conds = gw["status"]["conditions"].as_array().cloned()?;
+            conds
+                .into_iter()
+                .find(|c| c["type"] == "Degraded" && c["reason"] == reason)
+        },
+    )
+    .await
 }
 
 /// The `Ready=False` condition of Sink `receiver` once its message contains `needle`.
@@ -1512,18 +1517,7 @@ fn i_network_policy_service_account_policy_and_rbac() {
         )
         .await
         .unwrap();
-        let degraded = eventually(
-            "the Gateway refused for its ServiceAccount",
-            Duration::from_secs(60),
-            || async {
-                let gw = get_json(h, "gateway/other").await;
-                let conds = gw["status"]["conditions"].as_array().cloned()?;
-                conds
-                    .into_iter()
-                    .find(|c| c["type"] == "Degraded" && c["reason"] == "ServiceAccountNotAllowed")
-            },
-        )
-        .await;
+        let degraded = gateway_degraded(h, "other", "ServiceAccountNotAllowed").await;
         let msg = degraded["message"].as_str().unwrap();
         assert!(
             msg.contains("spec.podTemplate.serviceAccountName")

@@ -350,6 +350,93 @@ async fn nats(n: u64) -> Result<(), BoxErr> {
     Ok(())
 }
 
+/// A fresh dir holding a one-day CA (`ca.crt`, `ca.key`) and a server certificate
+/// (`server.crt`, `server.key`) for `san` (`DNS:...` or `IP:...`), made by `openssl` (the
+/// bench links no certificate generator).
+fn bench_pki(name: &str, san: &str, cn: &str) -> Result<std::path::PathBuf, BoxErr> {
+    use std::process::{Command, Stdio};
+    let dir = std::env::temp_dir().join(format!("ankusa-bench-{name}-{}", suffix()));
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(
+        dir.join("ext.cnf"),
+        format!("subjectAltName={san}\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n"),
+    )?;
+    let openssl = |args: &[&str]| -> Result<(), BoxErr> {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(&dir)
+            .stdin(Stdio::null())
+            .output()?;
+        if !out.status.success() {
+            let err = String::from_utf8_lossy(&out.stderr).to_string();
+            return Err(format!("openssl {}: {err}", args[0]).into());
+        }
+        Ok(())
+    };
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+    ];
+    let subj = format!("/CN={cn}");
+    openssl(
+        &[
+            &["req", "-x509", "-days", "1"][..],
+            &ec,
+            &[
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.crt",
+                "-subj",
+                "/CN=ankusa bench CA",
+            ],
+        ]
+        .concat(),
+    )?;
+    openssl(
+        &[
+            &["req"][..],
+            &ec,
+            &[
+                "-keyout",
+                "server.key",
+                "-out",
+                "server.csr",
+                "-subj",
+                &subj,
+            ],
+        ]
+        .concat(),
+    )?;
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.crt",
+        "-days",
+        "1",
+        "-extfile",
+        "ext.cnf",
+    ])?;
+    Ok(dir)
+}
+
+fn free_port() -> Result<u16, BoxErr> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
 /// Two nats-servers of the bench's own (JetStream, file storage), one requiring TLS with a
 /// certificate from a private CA made by `openssl`, one plaintext; killed and removed on drop.
 struct BenchNatsPair {
@@ -362,72 +449,8 @@ struct BenchNatsPair {
 impl BenchNatsPair {
     fn start() -> Result<BenchNatsPair, BoxErr> {
         use std::process::{Command, Stdio};
-        let dir = std::env::temp_dir().join(format!("ankusa-bench-nats-tls-{}", suffix()));
-        std::fs::create_dir_all(&dir)?;
-        std::fs::write(
-            dir.join("ext.cnf"),
-            "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
-        )?;
-        let openssl = |args: &[&str]| -> Result<(), BoxErr> {
-            let out = Command::new("openssl")
-                .args(args)
-                .current_dir(&dir)
-                .stdin(Stdio::null())
-                .output()?;
-            if !out.status.success() {
-                let err = String::from_utf8_lossy(&out.stderr).to_string();
-                return Err(format!("openssl {}: {err}", args[0]).into());
-            }
-            Ok(())
-        };
-        let ec = [
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-        ];
-        let ca = [
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.crt",
-            "-subj",
-            "/CN=ankusa bench CA",
-        ];
-        openssl(&[&["req", "-x509", "-days", "1"][..], &ec, &ca].concat())?;
-        let csr = [
-            "-keyout",
-            "server.key",
-            "-out",
-            "server.csr",
-            "-subj",
-            "/CN=nats",
-        ];
-        openssl(&[&["req"][..], &ec, &csr].concat())?;
-        openssl(&[
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-out",
-            "server.crt",
-            "-days",
-            "1",
-            "-extfile",
-            "ext.cnf",
-        ])?;
-        let port = || -> Result<u16, BoxErr> {
-            Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-                .local_addr()?
-                .port())
-        };
-        let (plain_port, tls_port) = (port()?, port()?);
+        let dir = bench_pki("nats-tls", "IP:127.0.0.1", "nats")?;
+        let (plain_port, tls_port) = (free_port()?, free_port()?);
         let mut pair = BenchNatsPair {
             children: Vec::new(),
             dir: dir.clone(),
@@ -593,78 +616,8 @@ struct TlsRedisServer {
 impl TlsRedisServer {
     fn start() -> Result<TlsRedisServer, BoxErr> {
         use std::process::{Command, Stdio};
-        let dir = std::env::temp_dir().join(format!("ankusa-bench-redis-tls-{}", suffix()));
-        std::fs::create_dir_all(&dir)?;
-        std::fs::write(
-            dir.join("ext.cnf"),
-            "subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
-        )?;
-        let openssl = |args: &[&str]| -> Result<(), BoxErr> {
-            let out = Command::new("openssl")
-                .args(args)
-                .current_dir(&dir)
-                .stdin(Stdio::null())
-                .output()?;
-            if !out.status.success() {
-                return Err(format!(
-                    "openssl {}: {}",
-                    args[0],
-                    String::from_utf8_lossy(&out.stderr)
-                )
-                .into());
-            }
-            Ok(())
-        };
-        let ec = [
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-        ];
-        let ca: [&str; 8] = [
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.crt",
-            "-subj",
-            "/CN=ankusa bench CA",
-            "-days",
-            "1",
-        ];
-        let leaf: [&str; 6] = [
-            "-keyout",
-            "server.key",
-            "-out",
-            "server.csr",
-            "-subj",
-            "/CN=localhost",
-        ];
-        openssl(&[&["req", "-x509"][..], &ec[..], &ca[..]].concat())?;
-        openssl(&[&["req"][..], &ec[..], &leaf[..]].concat())?;
-        openssl(&[
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-out",
-            "server.crt",
-            "-days",
-            "1",
-            "-extfile",
-            "ext.cnf",
-        ])?;
-        let port = || -> Result<u16, BoxErr> {
-            Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-                .local_addr()?
-                .port())
-        };
-        let (plain_port, tls_port) = (port()?, port()?);
+        let dir = bench_pki("redis-tls", "DNS:localhost", "localhost")?;
+        let (plain_port, tls_port) = (free_port()?, free_port()?);
         let child = Command::new("redis-server")
             .args(["--bind", "127.0.0.1", "--port", &plain_port.to_string()])
             .args(["--tls-port", &tls_port.to_string()])
