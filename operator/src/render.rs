@@ -334,8 +334,17 @@ pub fn secret_ref_paths(t: SinkType) -> &'static [&'static str] {
             "access_key_id",
             "secret_access_key",
             "session_token",
+            "tls.ca_pem",
+            "tls.cert_pem",
+            "tls.key_pem",
         ],
-        SinkType::GooglePubsub => &["token", "endpoint"],
+        SinkType::GooglePubsub => &[
+            "token",
+            "endpoint",
+            "tls.ca_pem",
+            "tls.cert_pem",
+            "tls.key_pem",
+        ],
     }
 }
 

@@ -55,11 +55,12 @@ pub mod sqs;
 pub mod tls;
 pub mod util;
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ankusa_config::{
-    AddressPolicy, Config, ConfigError, EgressConfig, PoolConfig, SinkConfig, SourceConfig,
+    AddressPolicy, Config, ConfigError, EgressConfig, PoolConfig, SinkConfig, SinkTls, SourceConfig,
 };
 use ankusa_core::Sink;
 
@@ -95,9 +96,10 @@ pub struct SinkBuilder {
     /// A client with the system resolver and no egress policy: the Pub/Sub metadata server
     /// (the node's own, named by `GCE_METADATA_HOST`, never by a sink) is reached through it.
     http: reqwest::Client,
-    /// The client of the SQS and Pub/Sub REST calls under the latest egress policy, and that
-    /// policy; rebuilt when a config brings another one (sinks built before keep theirs).
-    rest: Mutex<Option<(AddressPolicy, reqwest::Client)>>,
+    /// The clients of the SQS and Pub/Sub REST calls under the latest egress policy, one per
+    /// `tls:` setting (the default one for sinks without), keyed by `Rest::key`; a config that
+    /// brings another policy starts afresh (sinks built before keep theirs).
+    rest: Mutex<HashMap<String, (AddressPolicy, Rest)>>,
     kafka: Registry<kafka::KafkaConn>,
     rabbitmq: Registry<rabbitmq::RabbitConn>,
     nats: Registry<nats::NatsConn>,
@@ -130,7 +132,7 @@ impl SinkBuilder {
         SinkBuilder {
             pools,
             http,
-            rest: Mutex::new(None),
+            rest: Mutex::new(HashMap::new()),
             kafka: Registry::default(),
             rabbitmq: Registry::default(),
             nats: Registry::default(),
@@ -178,30 +180,75 @@ impl SinkBuilder {
         })
     }
 
-    /// The REST client (SQS, Pub/Sub) whose resolver enforces `ctx.policy`: one per policy,
-    /// the latest kept, so batchers of one config share its connections. A client that cannot
-    /// be built refuses the sink rather than fall back to one without the policy.
-    fn rest_client(&self, ctx: &BuildCtx) -> Result<reqwest::Client, ConfigError> {
+    /// The REST client (SQS, Pub/Sub) whose resolver enforces `ctx.policy` and whose TLS is
+    /// the sink's `tls:` (the system's roots without): one per policy and TLS setting, the
+    /// latest policy's kept, so batchers of one config share its connections. A client that
+    /// cannot be built refuses the sink rather than fall back to one without the policy; `tls:`
+    /// files that cannot be read give a client whose every request fails (`Rest::setup_error`),
+    /// as a broker sink's connect would.
+    fn rest_client(&self, ctx: &BuildCtx, settings: Option<&SinkTls>) -> Result<Rest, ConfigError> {
+        let policy = ctx.policy.addresses();
+        // The material read now is part of the key: a reload after a certificate file was
+        // rotated builds a client that trusts the new one.
+        let material = match settings.map(tls::material) {
+            None => String::new(),
+            Some(Ok(m)) => conn::digest(&[
+                &String::from_utf8_lossy(m.ca_pem.as_deref().unwrap_or_default()),
+                &String::from_utf8_lossy(m.cert_pem.as_deref().unwrap_or_default()),
+                &String::from_utf8_lossy(m.key_pem.as_deref().unwrap_or_default()),
+            ]),
+            Some(Err(e)) => format!("unreadable: {e}"),
+        };
+        let key = shared_key("rest", &(policy, settings, material));
         let mut rest = self.rest.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((p, client)) = rest.as_ref()
-            && p == ctx.policy.addresses()
-        {
-            return Ok(client.clone());
+        if let Some((_, r)) = rest.get(&key) {
+            return Ok(r.clone());
         }
-        let client = rest_client_builder()
+        let mut builder = rest_client_builder()
             // A proxy from HTTP(S)_PROXY would resolve and connect by name on our behalf,
             // past the resolver that checks the addresses.
             .no_proxy()
-            .dns_resolver(Arc::new(egress::PolicyDns(ctx.policy.clone())))
-            .build()
-            .map_err(|e| {
-                ConfigError::field(
-                    ctx.field.to_string(),
-                    format!("cannot build the HTTP client: {}", e.without_url()),
-                )
-            })?;
-        *rest = Some((ctx.policy.addresses().clone(), client.clone()));
-        Ok(client)
+            .dns_resolver(Arc::new(egress::PolicyDns(ctx.policy.clone())));
+        let mut peer = tls::PeerCert::default();
+        if let Some(t) = settings {
+            match tls::client_config_with_peer(t) {
+                Ok((config, p)) => {
+                    // The shared rustls config rather than reqwest's own TLS options, so the
+                    // CA, client certificate, `server_name` and the handshake's errors (with
+                    // the refused certificate's subject) behave as for Redis and NATS.
+                    builder = builder.tls_backend_preconfigured(config);
+                    peer = p;
+                }
+                Err(e) => {
+                    return Ok(Rest {
+                        http: self.http.clone(),
+                        peer,
+                        key,
+                        setup_error: Some(e),
+                    });
+                }
+            }
+        }
+        let http = builder.build().map_err(|e| {
+            ConfigError::field(
+                ctx.field.to_string(),
+                format!("cannot build the HTTP client: {}", e.without_url()),
+            )
+        })?;
+        let made = Rest {
+            http,
+            peer,
+            key: key.clone(),
+            setup_error: None,
+        };
+        // Bounded: clients of an older policy go, and past the cap the cache starts afresh
+        // (sinks hold their own clones, so nothing in use is closed).
+        rest.retain(|_, (p, _)| p == policy);
+        if rest.len() >= REST_CLIENTS_MAX {
+            rest.clear();
+        }
+        rest.insert(key, (policy.clone(), made.clone()));
+        Ok(made)
     }
 
     /// Closes broker connections idle past their sink's `idle_timeout_ms` (nothing in flight),
@@ -239,6 +286,25 @@ impl SinkBuilder {
     pub fn batchers(&self) -> usize {
         self.sqs.live() + self.pubsub.live()
     }
+}
+
+/// REST clients kept per policy (one per distinct `tls:` setting of the sinks).
+const REST_CLIENTS_MAX: usize = 64;
+
+/// A REST client (SQS, Pub/Sub) under one egress policy and one `tls:` setting.
+#[derive(Clone)]
+pub(crate) struct Rest {
+    pub http: reqwest::Client,
+    /// The certificate the endpoint last presented, named when a handshake is refused. The
+    /// client's connections share it: the certificates they see are the same endpoint's.
+    pub peer: tls::PeerCert,
+    /// What tells this client from another (policy, `tls:` settings, the material read): part
+    /// of a batcher's key, so a reload that changes `tls` gets a batcher sending through the
+    /// new client instead of the old batcher's.
+    pub key: String,
+    /// The `tls:` files could not be read or parsed: every request fails with this (transient,
+    /// step `tls_setup`) until a reload brings usable ones.
+    pub setup_error: Option<tls::TlsSetupError>,
 }
 
 /// The settings of the REST clients (SQS, Pub/Sub and the metadata server).

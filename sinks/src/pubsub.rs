@@ -14,12 +14,16 @@
 //! | a 200 without one id per message, a transport failure | transient |
 //! | the token source has no token | transient `no_credentials`, no request |
 //! | the endpoint resolves to an address `egress` refuses | transient `egress_denied: <class> (endpoint)`, no request |
+//! | TLS handshake refused (`tls:` CA, name, expiry, client certificate) | transient `not_connected: tls_handshake: <why> [subject ..., names ...]` |
+//! | `tls:` files unreadable or not PEM | transient `not_connected: tls_setup: tls.ca_file: ...`, no request |
 //!
 //! Publishes go through a client whose resolver answers only with addresses the egress policy
-//! allows (`egress::PolicyDns`); an endpoint written as an IP literal is checked before each
-//! request. The metadata server (`auth: metadata`) is the node's own, link-local by design
-//! and named by `GCE_METADATA_HOST`, never by a sink: tokens come through a client without
-//! the policy.
+//! allows (`egress::PolicyDns`) and, with `tls:`, verifies the endpoint with the shared rustls
+//! settings (`tls::client_config_with_peer`: a private CA, a client certificate, `server_name`)
+//! read when the sink is built (at start and at each reload); an endpoint written as an IP
+//! literal is checked before each request. The metadata server (`auth: metadata`) is the
+//! node's own, link-local by design and named by `GCE_METADATA_HOST`, never by a sink: tokens
+//! come through a client without the policy (or the sink's `tls:`).
 //!
 //! Bisection: a batch refused with `INVALID_ARGUMENT` is split in two, left half first (order
 //! is kept), and a refused half is split again until the refused message stands alone; at most
@@ -39,8 +43,9 @@ use tokio::sync::Mutex;
 use crate::batcher::{BatchStats, Batcher, Flush, Item};
 use crate::egress::{AddressPolicy, EgressError, Policy};
 use crate::message::{self, Limits};
+use crate::tls::{PeerCert, TlsSetupError};
 use crate::util::{call_failed, snippet};
-use crate::{BuildCtx, SinkBuilder};
+use crate::{BuildCtx, Rest, SinkBuilder};
 
 pub const DEFAULT_ENDPOINT: &str = ankusa_config::DEFAULT_PUBSUB_ENDPOINT;
 
@@ -168,6 +173,10 @@ pub struct PubsubClient {
     token_http: reqwest::Client,
     /// The endpoint is an IP literal the egress policy refuses: every publish fails with this.
     refused: Option<EgressError>,
+    /// The `tls:` files could not be read or parsed: every publish fails with this.
+    tls_setup: Option<TlsSetupError>,
+    /// The certificate the endpoint last presented, for a refused handshake's error.
+    peer: PeerCert,
     url: String,
     tokens: TokenSource,
     timeout: Duration,
@@ -226,6 +235,11 @@ impl PubsubClient {
         if let Some(e) = &self.refused {
             return Outcome::Failed(SinkError::Transient(e.to_string()));
         }
+        if let Some(e) = &self.tls_setup {
+            return Outcome::Failed(SinkError::Transient(format!(
+                "not_connected: tls_setup: {e}"
+            )));
+        }
         let token = match self.tokens.token(&self.token_http).await {
             Ok(t) => t,
             Err(e) => return Outcome::Failed(SinkError::Transient(e)),
@@ -239,7 +253,7 @@ impl PubsubClient {
         }
         let resp = match req.send().await {
             Ok(r) => r,
-            Err(e) => return Outcome::Failed(call_failed(e, self.timeout)),
+            Err(e) => return Outcome::Failed(call_failed(e, self.timeout, &self.peer)),
         };
         let status = resp.status().as_u16();
         let text = match crate::reply::text(resp, crate::reply::MAX_REPLY_BYTES).await {
@@ -346,17 +360,21 @@ pub fn client(
     Arc::new(client_with(cfg, http.clone(), http, None, stats))
 }
 
-/// The sink's client: publishes through `http`, which resolves through the policy; a refused
-/// IP-literal endpoint fails every publish; tokens come through `token_http`.
+/// The sink's client: publishes through `rest.http`, which resolves through the policy and
+/// verifies with the sink's `tls:`; a refused IP-literal endpoint fails every publish; tokens
+/// come through `token_http`.
 fn checked_client(
     cfg: &GooglePubsubSinkConfig,
-    http: reqwest::Client,
+    rest: Rest,
     token_http: reqwest::Client,
     policy: &Policy,
     stats: Arc<BatchStats>,
 ) -> PubsubClient {
     let refused = policy.refused_literal(&cfg.egress_targets());
-    client_with(cfg, http, token_http, refused, stats)
+    let mut c = client_with(cfg, rest.http, token_http, refused, stats);
+    c.tls_setup = rest.setup_error;
+    c.peer = rest.peer;
+    c
 }
 
 fn client_with(
@@ -374,6 +392,8 @@ fn client_with(
         http,
         token_http,
         refused,
+        tls_setup: None,
+        peer: PeerCert::default(),
         url: format!(
             "{}/v1/projects/{}/topics/{}:publish",
             endpoint.trim_end_matches('/'),
@@ -402,9 +422,11 @@ impl PubsubSink {
         ctx: &BuildCtx,
         builder: &SinkBuilder,
     ) -> Result<PubsubSink, ConfigError> {
+        let rest = builder.rest_client(ctx, cfg.tls.as_ref())?;
+        let rest_key = rest.key.clone();
         let client = Arc::new(checked_client(
             cfg,
-            builder.rest_client(ctx)?,
+            rest,
             builder.http.clone(),
             &ctx.policy,
             builder.pubsub_stats.clone(),
@@ -413,6 +435,8 @@ impl PubsubSink {
         struct Destination<'a> {
             /// The batcher publishes through the client of the policy it was made under.
             egress: &'a AddressPolicy,
+            /// ... and of the `tls:` settings (and material) it was made with.
+            client: &'a str,
             endpoint: &'a str,
             project: &'a str,
             topic: &'a str,
@@ -422,6 +446,7 @@ impl PubsubSink {
         }
         let destination = Destination {
             egress: ctx.policy.addresses(),
+            client: &rest_key,
             endpoint: cfg
                 .endpoint
                 .as_ref()

@@ -13,10 +13,14 @@
 //! | a non-2xx that is not an SQS error document | transient `status <n>` (429/503: retry_after) |
 //! | a 200 with another MD5, an entry missing from the reply, no credentials, transport | transient |
 //! | the endpoint resolves to an address `egress` refuses | transient `egress_denied: <class> (endpoint)`, no request |
+//! | TLS handshake refused (`tls:` CA, name, expiry, client certificate) | transient `not_connected: tls_handshake: <why> [subject ..., names ...]` |
+//! | `tls:` files unreadable or not PEM | transient `not_connected: tls_setup: tls.ca_file: ...`, no request |
 //!
 //! Requests go through a client whose resolver answers only with addresses the egress policy
-//! allows (`egress::PolicyDns`); an endpoint written as an IP literal is checked before each
-//! request, since no resolver is asked for it.
+//! allows (`egress::PolicyDns`) and, with `tls:`, verifies the endpoint with the shared rustls
+//! settings (`tls::client_config_with_peer`: a private CA, a client certificate, `server_name`)
+//! read when the sink is built (at start and at each reload); an endpoint written as an IP
+//! literal is checked before each request, since no resolver is asked for it.
 //!
 //! FIFO (URL ends `.fifo`): MessageGroupId = `message_group_id` or `<tenant>/<source_id>`;
 //! MessageDeduplicationId = the hook id, or `<id>:replay:<replay_id>`. A standard queue gets
@@ -36,8 +40,9 @@ use crate::aws::{CredentialSource, region_from_host, sign_headers};
 use crate::batcher::{Batcher, Flush, Item};
 use crate::egress::{AddressPolicy, EgressError, Policy};
 use crate::message::{self, Limits};
+use crate::tls::{PeerCert, TlsSetupError};
 use crate::util::{call_failed, snippet};
-use crate::{BuildCtx, SinkBuilder};
+use crate::{BuildCtx, Rest, SinkBuilder};
 
 /// One message ready for SQS.
 pub struct SqsEntry {
@@ -80,6 +85,10 @@ pub struct SqsClient {
     timeout: Duration,
     /// The endpoint is an IP literal the egress policy refuses: every request fails with this.
     refused: Option<EgressError>,
+    /// The `tls:` files could not be read or parsed: every request fails with this.
+    tls_setup: Option<TlsSetupError>,
+    /// The certificate the endpoint last presented, for a refused handshake's error.
+    peer: PeerCert,
 }
 
 /// Why a request as a whole failed, classified as the spec's table says.
@@ -165,6 +174,11 @@ impl SqsClient {
         if let Some(e) = &self.refused {
             return Reply::Failed(SinkError::Transient(e.to_string()));
         }
+        if let Some(e) = &self.tls_setup {
+            return Reply::Failed(SinkError::Transient(format!(
+                "not_connected: tls_setup: {e}"
+            )));
+        }
         let creds = match self.creds.get().await {
             Ok(c) => c,
             Err(e) => return Reply::Failed(SinkError::Transient(e)),
@@ -192,7 +206,7 @@ impl SqsClient {
         }
         let resp = match req.send().await {
             Ok(r) => r,
-            Err(e) => return Reply::Failed(call_failed(e, self.timeout)),
+            Err(e) => return Reply::Failed(call_failed(e, self.timeout, &self.peer)),
         };
         let status = resp.status().as_u16();
         let query_error = resp
@@ -351,10 +365,17 @@ pub fn client(cfg: &SqsSinkConfig, http: reqwest::Client) -> Arc<SqsClient> {
     Arc::new(client_with(cfg, http, None))
 }
 
-/// The sink's client: `http` resolves through the policy, and a refused IP-literal endpoint
-/// fails every request.
-fn checked_client(cfg: &SqsSinkConfig, http: reqwest::Client, policy: &Policy) -> SqsClient {
-    client_with(cfg, http, policy.refused_literal(&cfg.egress_targets()))
+/// The sink's client: `rest.http` resolves through the policy and verifies with the sink's
+/// `tls:`, and a refused IP-literal endpoint fails every request.
+fn checked_client(cfg: &SqsSinkConfig, rest: Rest, policy: &Policy) -> SqsClient {
+    let mut c = client_with(
+        cfg,
+        rest.http,
+        policy.refused_literal(&cfg.egress_targets()),
+    );
+    c.tls_setup = rest.setup_error;
+    c.peer = rest.peer;
+    c
 }
 
 fn client_with(
@@ -396,6 +417,8 @@ fn client_with(
         ),
         timeout: Duration::from_millis(cfg.timeout_ms),
         refused,
+        tls_setup: None,
+        peer: PeerCert::default(),
     }
 }
 
@@ -407,11 +430,15 @@ impl SqsSink {
         ctx: &BuildCtx,
         builder: &SinkBuilder,
     ) -> Result<SqsSink, ConfigError> {
-        let client = Arc::new(checked_client(cfg, builder.rest_client(ctx)?, &ctx.policy));
+        let rest = builder.rest_client(ctx, cfg.tls.as_ref())?;
+        let rest_key = rest.key.clone();
+        let client = Arc::new(checked_client(cfg, rest, &ctx.policy));
         #[derive(serde::Serialize)]
         struct Destination<'a> {
             /// The batcher sends through the client of the policy it was made under.
             egress: &'a AddressPolicy,
+            /// ... and of the `tls:` settings (and material) it was made with.
+            client: &'a str,
             queue_url: &'a SecretUrl,
             endpoint: &'a Option<SecretUrl>,
             region: &'a Option<String>,
@@ -422,6 +449,7 @@ impl SqsSink {
         }
         let destination = Destination {
             egress: ctx.policy.addresses(),
+            client: &rest_key,
             queue_url: &cfg.queue_url,
             endpoint: &cfg.endpoint,
             region: &cfg.region,

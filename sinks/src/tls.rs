@@ -279,6 +279,29 @@ pub fn handshake_error(e: &std::io::Error, peer: &PeerCert) -> String {
     }
 }
 
+/// A REST call (SQS, Pub/Sub) that failed at the TLS handshake, worded as `handshake_error`
+/// words it; `None` when the failure was anything else. reqwest hands the handshake's
+/// `io::Error` (rustls' error inside) up through the connector's error chain.
+pub fn reqwest_handshake_error(e: &reqwest::Error, peer: &PeerCert) -> Option<String> {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if let Some(r) = err.downcast_ref::<rustls::Error>() {
+            let io = std::io::Error::new(std::io::ErrorKind::InvalidData, r.clone());
+            return Some(handshake_error(&io, peer));
+        }
+        // An `io::Error`'s `source()` skips the error it wraps (it answers that error's own
+        // source), and the connectors wrap the handshake's error in one or more of them.
+        cur = match err
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
+            None => err.source(),
+        };
+    }
+    None
+}
+
 /// Notes each certificate the server presents, then lets the real verifier decide.
 #[derive(Debug)]
 struct Noting {

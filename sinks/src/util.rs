@@ -4,12 +4,17 @@ use std::time::Duration;
 
 use ankusa_core::SinkError;
 
+use crate::tls::{PeerCert, reqwest_handshake_error};
+
 /// A REST call that got no answer: a timeout, the egress policy's refusal of the endpoint's
-/// addresses (its resolver's error), or a transport failure (its text without the URL). All
-/// are transient.
-pub fn call_failed(e: reqwest::Error, timeout: Duration) -> SinkError {
+/// addresses (its resolver's error), a refused TLS handshake (`not_connected: tls_handshake:
+/// ...`, naming the certificate `peer` saw, as the broker sinks do), or a transport failure
+/// (its text without the URL). All are transient.
+pub fn call_failed(e: reqwest::Error, timeout: Duration, peer: &PeerCert) -> SinkError {
     if let Some(refused) = crate::egress::egress_refusal(&e) {
         SinkError::Transient(refused.to_string())
+    } else if let Some(handshake) = reqwest_handshake_error(&e, peer) {
+        SinkError::Transient(format!("not_connected: {handshake}"))
     } else if e.is_timeout() {
         SinkError::Transient(format!(
             "timeout: no answer within {} ms",

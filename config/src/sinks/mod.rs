@@ -246,6 +246,8 @@ impl SinkConfig {
         match self {
             SinkConfig::Nats(n) => n.validate_tls(p, allow_insecure),
             SinkConfig::Redis(r) => r.validate_tls(p, allow_insecure),
+            SinkConfig::Sqs(s) => s.validate_tls(p, allow_insecure),
+            SinkConfig::GooglePubsub(g) => g.validate_tls(p, allow_insecure),
             _ => Ok(()),
         }
     }

@@ -5,7 +5,9 @@ use serde::{Deserialize, Serialize};
 #[cfg(feature = "schema")]
 use schemars::JsonSchema;
 
-use super::{BatchLimits, d_5000, d_inline, err, inline, max, min, non_empty, url_with_scheme};
+use super::{
+    BatchLimits, SinkTls, d_5000, d_inline, err, inline, max, min, non_empty, url_with_scheme,
+};
 use crate::egress::EgressTarget;
 use crate::error::ConfigError;
 use crate::secrets::{Secret, SecretUrl};
@@ -63,6 +65,11 @@ sink_config! {
         pub max_message_bytes: u64,
         #[serde(default = "d_5000")]
         pub timeout_ms: u64,
+        /// How the `https://` endpoint is verified: a private CA bundle (a private endpoint or
+        /// a proxy in front of Google's), a client certificate, the name to check; absent: the
+        /// system's roots and the URL's host.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub tls: Option<SinkTls>,
     }
     batched by PUBSUB_BATCH, then {
     }
@@ -95,6 +102,7 @@ impl GooglePubsubSinkConfig {
             inline_max_bytes: d_inline(),
             max_message_bytes: d_pubsub_max(),
             timeout_ms: d_5000(),
+            tls: None,
             batch: super::d_true(),
             batch_linger_ms: super::d_linger(),
             batch_max_entries: default_batch_max_entries(),
@@ -151,6 +159,14 @@ impl GooglePubsubSinkConfig {
             if !u.username().is_empty() || u.password().is_some() {
                 return Err(err(format!("{p}.endpoint"), "must not carry credentials"));
             }
+            // Settings a plaintext endpoint (the emulator) would silently ignore are a mistake
+            // worth naming.
+            if self.tls.is_some() && u.scheme() != "https" {
+                return Err(err(
+                    format!("{p}.tls"),
+                    "is read only with an https:// endpoint",
+                ));
+            }
         }
         if let Some(k) = &self.message_ordering_key {
             non_empty(p, "message_ordering_key", k)?;
@@ -161,5 +177,13 @@ impl GooglePubsubSinkConfig {
         max(p, "max_message_bytes", self.max_message_bytes, 10_000_000)?;
         min(p, "timeout_ms", self.timeout_ms, 1)?;
         self.validate_batch(p)
+    }
+
+    /// The `tls:` checks that depend on `egress` (`insecure_skip_verify`).
+    pub(super) fn validate_tls(&self, p: &str, allow_insecure: bool) -> Result<(), ConfigError> {
+        match &self.tls {
+            Some(t) => t.validate(p, allow_insecure),
+            None => Ok(()),
+        }
     }
 }

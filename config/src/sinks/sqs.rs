@@ -1,6 +1,8 @@
 //! The SQS sink: sends each hook to a queue (standard or FIFO), SigV4-signed, batched.
 
-use super::{BatchLimits, d_5000, d_inline, err, inline, max, min, non_empty, url_with_scheme};
+use super::{
+    BatchLimits, SinkTls, d_5000, d_inline, err, inline, max, min, non_empty, url_with_scheme,
+};
 use crate::egress::EgressTarget;
 use crate::error::ConfigError;
 use crate::secrets::{Secret, SecretUrl};
@@ -38,6 +40,11 @@ sink_config! {
         pub max_message_bytes: u64,
         #[serde(default = "d_5000")]
         pub timeout_ms: u64,
+        /// How the `https://` endpoint is verified: a private CA bundle (a private or
+        /// VPC-internal endpoint), a client certificate, the name to check; absent: the
+        /// system's roots and the URL's host.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub tls: Option<SinkTls>,
     }
     batched by SQS_BATCH, then {
         /// Static credentials; absent: `AWS_*` env, web identity (IRSA), profile, IMDSv2.
@@ -70,6 +77,7 @@ impl SqsSinkConfig {
             inline_max_bytes: d_inline(),
             max_message_bytes: d_sqs_max(),
             timeout_ms: d_5000(),
+            tls: None,
             batch: super::d_true(),
             batch_linger_ms: super::d_linger(),
             batch_max_entries: default_batch_max_entries(),
@@ -138,8 +146,18 @@ impl SqsSinkConfig {
                 "must not carry credentials; use access_key_id/secret_access_key",
             ));
         }
-        if let Some(e) = &self.endpoint {
-            url_with_scheme(p, "endpoint", e.expose(), &["https", "http"])?;
+        let scheme = match &self.endpoint {
+            Some(e) => url_with_scheme(p, "endpoint", e.expose(), &["https", "http"])?
+                .scheme()
+                .to_string(),
+            None => u.scheme().to_string(),
+        };
+        // Settings a plaintext endpoint would silently ignore are a mistake worth naming.
+        if self.tls.is_some() && scheme != "https" {
+            return Err(err(
+                format!("{p}.tls"),
+                "is read only with an https:// endpoint (endpoint, else queue_url)",
+            ));
         }
         if let Some(r) = &self.region {
             non_empty(p, "region", r)?;
@@ -184,5 +202,13 @@ impl SqsSinkConfig {
             ));
         }
         Ok(())
+    }
+
+    /// The `tls:` checks that depend on `egress` (`insecure_skip_verify`).
+    pub(super) fn validate_tls(&self, p: &str, allow_insecure: bool) -> Result<(), ConfigError> {
+        match &self.tls {
+            Some(t) => t.validate(p, allow_insecure),
+            None => Ok(()),
+        }
     }
 }

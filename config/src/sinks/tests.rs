@@ -352,3 +352,95 @@ fn nats_credentials_file_is_one_form_of_auth() {
     });
     assert!(msg(check(SinkConfig::Nats(n))).contains(".auth.credentials_file"));
 }
+
+#[test]
+fn sqs_and_pubsub_take_the_shared_tls_settings_over_https_only() {
+    let parse = |sink: &str, egress: &str| {
+        let y = format!(
+            "egress: {{allow_loopback: true{egress}}}\nsources:\n  s:\n    sinks:\n      - {sink}\n"
+        );
+        crate::from_yaml_str(&y, &crate::interpolate::SystemLookup).and_then(|c| {
+            crate::validate(&c)?;
+            Ok(c)
+        })
+    };
+    let tls = "tls: {ca_file: /etc/ankusa/ca.pem, server_name: sqs.internal}";
+    let c = parse(
+        &format!("{{type: sqs, queue_url: \"https://127.0.0.1:4443/1/q\", {tls}}}"),
+        "",
+    )
+    .expect("sqs over https with a CA");
+    let SinkConfig::Sqs(s) = &c.sources["s"].sinks[0] else {
+        panic!("an sqs sink")
+    };
+    let t = s.tls.as_ref().expect("tls");
+    assert_eq!(
+        t.ca_file.as_deref(),
+        Some(std::path::Path::new("/etc/ankusa/ca.pem"))
+    );
+    assert_eq!(t.server_name.as_deref(), Some("sqs.internal"));
+    parse(
+        &format!(
+            "{{type: google_pubsub, project: p, topic: hooks, auth: none, endpoint: \"https://127.0.0.1:8443\", {tls}}}"
+        ),
+        "",
+    )
+    .expect("pubsub over https with a CA");
+    // Google's own endpoint (the default) is https too.
+    parse(
+        &format!("{{type: google_pubsub, project: p, topic: hooks, {tls}}}"),
+        "",
+    )
+    .expect("pubsub with the default endpoint");
+
+    // Plaintext endpoints would ignore the settings: named.
+    let e = parse(
+        &format!("{{type: sqs, queue_url: \"http://127.0.0.1:5000/1/q\", {tls}}}"),
+        "",
+    )
+    .expect_err("sqs over http")
+    .to_string();
+    assert!(
+        e.contains("sources.s.sinks[0].tls") && e.contains("https://"),
+        "{e}"
+    );
+    let e = parse(
+        &format!(
+            "{{type: sqs, queue_url: \"https://sqs.us-east-1.amazonaws.com/1/q\", endpoint: \"http://127.0.0.1:5000\", {tls}}}"
+        ),
+        "",
+    )
+    .expect_err("sqs endpoint over http")
+    .to_string();
+    assert!(e.contains("sources.s.sinks[0].tls"), "{e}");
+    let e = parse(
+        &format!(
+            "{{type: google_pubsub, project: p, topic: hooks, auth: none, endpoint: \"http://127.0.0.1:8085\", {tls}}}"
+        ),
+        "",
+    )
+    .expect_err("pubsub over http")
+    .to_string();
+    assert!(
+        e.contains("sources.s.sinks[0].tls") && e.contains("https://"),
+        "{e}"
+    );
+
+    // The shared checks apply: insecure_skip_verify only under egress.allow_insecure_tls.
+    let insecure =
+        "{type: sqs, queue_url: \"https://127.0.0.1:4443/1/q\", tls: {insecure_skip_verify: true}}";
+    let e = parse(insecure, "").expect_err("refused").to_string();
+    assert!(
+        e.contains("sources.s.sinks[0].tls.insecure_skip_verify")
+            && e.contains("egress.allow_insecure_tls"),
+        "{e}"
+    );
+    parse(insecure, ", allow_insecure_tls: true").expect("allowed by egress");
+    let e = parse(
+        "{type: google_pubsub, project: p, topic: hooks, tls: {cert_file: /etc/c.pem}}",
+        "",
+    )
+    .expect_err("a certificate without its key")
+    .to_string();
+    assert!(e.contains("sources.s.sinks[0].tls.key_file"), "{e}");
+}
