@@ -148,6 +148,10 @@ const SHOWN: &[&str] = &[
     "server_name",
     "insecure_skip_verify",
     "credentials_file",
+    // Kafka's protocol and OAUTHBEARER token file (a path), RabbitMQ's SASL mechanism
+    "security_protocol",
+    "token_file",
+    "auth_mechanism",
 ];
 
 /// Keys holding a URL, or a list of `host:port` / URL entries, that may carry userinfo:
@@ -386,6 +390,8 @@ mod tests {
             mechanism: KafkaSaslMechanism::Plain,
             username: "sasl-user-x".into(),
             password: "sasl-pass-x".into(),
+            token: None,
+            token_file: None,
         });
         let r = RabbitmqSinkConfig::new("amqp://ruser:rabbit-pw@127.0.0.1:5672/%2f", "ex");
         let mut n = NatsSinkConfig::new(vec!["nats://nuser:nats-pw@127.0.0.1:4222".into()], "a.b");

@@ -314,8 +314,15 @@ pub fn secret_ref_paths(t: SinkType) -> &'static [&'static str] {
         // A receiver URL is often the credential itself (a Slack incoming-webhook URL).
         SinkType::Http => &["secret", "url"],
         SinkType::Log => &[],
-        SinkType::Kafka => &["sasl.username", "sasl.password"],
-        SinkType::Rabbitmq => &["url"],
+        SinkType::Kafka => &[
+            "sasl.username",
+            "sasl.password",
+            "sasl.token",
+            "tls.ca_pem",
+            "tls.cert_pem",
+            "tls.key_pem",
+        ],
+        SinkType::Rabbitmq => &["url", "tls.ca_pem", "tls.cert_pem", "tls.key_pem"],
         SinkType::Redis => &["url", "tls.ca_pem", "tls.cert_pem", "tls.key_pem"],
         SinkType::Nats => &[
             "auth.username",

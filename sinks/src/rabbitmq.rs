@@ -12,6 +12,9 @@
 //! | `channel_closed: <reason>` | the broker closed the channel (a deleted exchange is a 404) |
 //! | `publish_failed: <reason>` | the publish itself failed |
 //! | `not_connected: <reason>` | no connection; redialed after `retry_ms` |
+//! | `not_connected: tcp_connect: <why>` | the broker's address did not accept the connection |
+//! | `not_connected: tls_handshake: <why> [subject ...]` | `amqps://`: the server certificate (named) or the client certificate was refused |
+//! | `not_connected: auth: <why>` | the broker refused the credentials (PLAIN) or the client certificate's user (EXTERNAL) |
 //! | `not_connected: egress_denied: <class> (url)` | the broker's name resolves to an address `egress` refuses; nothing dialed |
 //!
 //! One connection and confirm-mode channel per (url, exchange), opened on first use, after the
@@ -23,15 +26,17 @@
 //! attempt timeout) is never published afterwards: publishing happens inside the caller's
 //! future, so there is no mailbox for it to wait in (the spec's `expired`).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ankusa_config::{ExchangeType, RabbitmqSinkConfig};
+use ankusa_config::{AmqpAuthMechanism, ExchangeType, RabbitmqSinkConfig, SinkTls};
 use ankusa_core::{DeliveryCtx, Envelope, SinkError};
 use futures::future::BoxFuture;
 use lapin::Confirmation;
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions};
+use lapin::tcp::{AsyncTcpStream, RustlsConnector};
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
+use lapin::uri::{AMQPScheme, AMQPUri, SASLMechanism};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
 use tokio::sync::Semaphore;
 
@@ -39,6 +44,7 @@ use crate::BuildCtx;
 use crate::conn::{Conn, Registry, Slot, digest, scrub, url_secrets};
 use crate::egress::{EgressTarget, Policy};
 use crate::message::{self, Limits};
+use crate::tls;
 
 /// How long a dial (TCP, AMQP handshake, channel, declare) may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -78,6 +84,41 @@ pub struct RabbitmqSink {
     secrets: Vec<String>,
     policy: Policy,
     targets: Vec<EgressTarget>,
+    /// `amqps://`: how the server is verified (the system's roots when `tls:` is absent).
+    tls: Option<Arc<SinkTls>>,
+    external: bool,
+}
+
+/// The step a dial failed at, noted by the transport callback lapin runs (its own error
+/// would only say "IO error").
+#[derive(Clone, Default)]
+struct Step(Arc<Mutex<Option<String>>>);
+
+impl Step {
+    fn note(&self, text: String) {
+        if let Ok(mut g) = self.0.lock() {
+            *g = Some(text);
+        }
+    }
+
+    fn take(&self) -> Option<String> {
+        self.0.lock().ok().and_then(|mut g| g.take())
+    }
+}
+
+/// An AMQP error after the transport was up: a refused login is the `auth` step.
+fn amqp_step(e: &lapin::Error) -> String {
+    let text = e.to_string();
+    let upper = text.to_ascii_uppercase();
+    if upper.contains("ACCESS_REFUSED")
+        || upper.contains("ACCESSREFUSED")
+        || upper.contains("AUTHENTICATION")
+        || upper.contains("MECHANISM")
+    {
+        format!("auth: {text}")
+    } else {
+        format!("connect: {text}")
+    }
 }
 
 impl RabbitmqSink {
@@ -93,6 +134,9 @@ impl RabbitmqSink {
             cfg.exchange_type.as_str(),
             &cfg.max_inflight.to_string(),
             &crate::policy_key(&ctx.policy),
+            // A changed CA, certificate or mechanism is a new connection (hot reload).
+            &serde_json::to_string(&cfg.tls).unwrap_or_default(),
+            cfg.auth_mechanism.as_str(),
         ]);
         let secrets = url_secrets(cfg.url.expose());
         RabbitmqSink {
@@ -110,6 +154,12 @@ impl RabbitmqSink {
             secrets,
             policy: ctx.policy.clone(),
             targets: cfg.egress_targets(),
+            tls: cfg
+                .url
+                .expose()
+                .starts_with("amqps:")
+                .then(|| Arc::new(cfg.tls.clone().unwrap_or_default())),
+            external: cfg.auth_mechanism == AmqpAuthMechanism::External,
         }
     }
 
@@ -119,6 +169,7 @@ impl RabbitmqSink {
     }
 
     async fn open(&self) -> Result<RabbitConn, String> {
+        let step = Step::default();
         let dial = async {
             // Before lapin is pointed at the broker; it resolves the name again itself.
             self.policy
@@ -126,9 +177,7 @@ impl RabbitmqSink {
                 .await
                 .map_err(|e| e.to_string())?;
             let props = ConnectionProperties::default().with_connection_name("ankusa".into());
-            let connection = Connection::connect(&self.url, props)
-                .await
-                .map_err(|e| format!("connect: {e}"))?;
+            let connection = self.connect(props, &step).await?;
             let channel = connection
                 .create_channel()
                 .await
@@ -163,8 +212,56 @@ impl RabbitmqSink {
         };
         match tokio::time::timeout(CONNECT_TIMEOUT, dial).await {
             Ok(r) => r.map_err(|e| self.scrub(e)),
-            Err(_) => Err("connect: timed out".into()),
+            // lapin may keep redialing a refused transport until the deadline: name the step
+            // it last failed at.
+            Err(_) => Err(self.scrub(step.take().unwrap_or_else(|| "connect: timed out".into()))),
         }
+    }
+
+    /// TCP, then (for `amqps://`) TLS with the sink's own rustls config, then the AMQP
+    /// handshake; a failure names its step.
+    async fn connect(
+        &self,
+        props: ConnectionProperties,
+        step: &Step,
+    ) -> Result<Connection, String> {
+        let mut uri: AMQPUri = self
+            .url
+            .parse()
+            .map_err(|e: String| format!("url: {}", self.scrub(e)))?;
+        if self.external {
+            uri.query.auth_mechanism = Some(SASLMechanism::External);
+        }
+        let runtime = lapin::runtime::default_runtime().map_err(|e| format!("connect: {e}"))?;
+        let tls = self.tls.clone();
+        let noted = step.clone();
+        Connection::connector(
+            uri,
+            runtime,
+            async move |uri: AMQPUri, runtime| {
+                let host = uri.authority.host.clone();
+                let addrs = runtime.to_socket_addrs((host.clone(), uri.authority.port));
+                let stream = AsyncTcpStream::connect(&runtime, addrs)
+                    .await
+                    .inspect_err(|e| noted.note(format!("tcp_connect: {e}")))?;
+                let Some(t) = tls.as_ref().filter(|_| uri.scheme == AMQPScheme::AMQPS) else {
+                    return Ok(stream);
+                };
+                let (config, peer) = tls::client_config_with_peer(t).map_err(|e| {
+                    noted.note(format!("tls_setup: {e}"));
+                    std::io::Error::other("tls_setup")
+                })?;
+                let connector = RustlsConnector::from(Arc::new(config));
+                stream
+                    .into_rustls(&connector, &host)
+                    .await
+                    .inspect_err(|e| noted.note(tls::handshake_error(e, &peer)))
+                    .map_err(lapin::Error::from)
+            },
+            props,
+        )
+        .await
+        .map_err(|e| step.take().unwrap_or_else(|| amqp_step(&e)))
     }
 
     async fn attempt(&self, env: &Envelope, ctx: &DeliveryCtx) -> Result<(), SinkError> {

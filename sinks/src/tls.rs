@@ -279,6 +279,34 @@ pub fn handshake_error(e: &std::io::Error, peer: &PeerCert) -> String {
     }
 }
 
+/// Dials `host:port` and runs one TLS handshake with a sink's settings, for a client whose own
+/// handshake errors do not name the server certificate (librdkafka's OpenSSL text): `Err` is
+/// the line `handshake_error` words (`tls_handshake: ... [subject ...]`), or `tcp_connect: ...`.
+pub async fn probe(
+    host: &str,
+    port: u16,
+    t: &SinkTls,
+    timeout: std::time::Duration,
+) -> Result<(), String> {
+    let (config, peer) = client_config_with_peer(t).map_err(|e| format!("tls_setup: {e}"))?;
+    let name = ServerName::try_from(host.to_string())
+        .map_err(|_| "tls_handshake: the broker's host is not a DNS name or an IP address")?;
+    let dial = async {
+        let tcp = tokio::net::TcpStream::connect((host, port))
+            .await
+            .map_err(|e| format!("tcp_connect: {e}"))?;
+        tokio_rustls::TlsConnector::from(Arc::new(config))
+            .connect(name, tcp)
+            .await
+            .map(drop)
+            .map_err(|e| handshake_error(&e, &peer))
+    };
+    match tokio::time::timeout(timeout, dial).await {
+        Ok(r) => r,
+        Err(_) => Err("tls_handshake: timed out".into()),
+    }
+}
+
 /// A REST call (SQS, Pub/Sub) that failed at the TLS handshake, worded as `handshake_error`
 /// words it; `None` when the failure was anything else. reqwest hands the handshake's
 /// `io::Error` (rustls' error inside) up through the connector's error chain.

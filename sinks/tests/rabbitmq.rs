@@ -5,8 +5,6 @@
 mod common;
 
 use std::collections::HashSet;
-use std::path::Path;
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -262,36 +260,6 @@ async fn rabbitmq_refused_connection_hides_the_password() {
         }
         other => panic!("{other:?}"),
     }
-}
-
-/// A RabbitMQ node of the test's own: `rabbitmq-server` from the package's sbin (running as the
-/// current user, not through Debian's wrapper that switches to the rabbitmq user), with its
-/// own node name, AMQP and distribution ports, data and log dirs, and no plugins.
-fn rabbit_node(dir: &Path, node: &str, amqp: u16, dist: u16) -> Owned {
-    let sbin = std::fs::read_dir("/usr/lib/rabbitmq/lib")
-        .expect("RabbitMQ is installed (/usr/lib/rabbitmq/lib)")
-        .filter_map(Result::ok)
-        .map(|e| e.path().join("sbin/rabbitmq-server"))
-        .find(|p| p.exists())
-        .expect("rabbitmq-server in /usr/lib/rabbitmq/lib/*/sbin");
-    std::fs::write(dir.join("enabled_plugins"), "[].").unwrap();
-    Owned::spawn(
-        "rabbitmq",
-        dir,
-        Command::new(sbin)
-            .env("HOME", dir)
-            .env("RABBITMQ_NODENAME", node)
-            .env("RABBITMQ_NODE_IP_ADDRESS", "127.0.0.1")
-            .env("RABBITMQ_NODE_PORT", amqp.to_string())
-            .env("RABBITMQ_DIST_PORT", dist.to_string())
-            .env("ERL_EPMD_ADDRESS", "127.0.0.1")
-            .env("RABBITMQ_MNESIA_BASE", dir.join("mnesia"))
-            .env("RABBITMQ_LOG_BASE", dir.join("log"))
-            .env("RABBITMQ_ENABLED_PLUGINS_FILE", dir.join("enabled_plugins"))
-            .env("RABBITMQ_CONFIG_FILE", dir.join("rabbitmq"))
-            .env("RABBITMQ_ADVANCED_CONFIG_FILE", dir.join("advanced.config"))
-            .env("RABBITMQ_CONF_ENV_FILE", dir.join("rabbitmq-env.conf")),
-    )
 }
 
 /// The node is SIGKILLed and started again on its data dir while hooks flow: every confirmed

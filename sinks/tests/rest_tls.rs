@@ -11,91 +11,25 @@
 mod common;
 #[path = "support/redis_tls.rs"]
 mod pki;
+#[path = "support/tls_proxy.rs"]
+mod tls_proxy;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ankusa_config::{GooglePubsubSinkConfig, PubsubAuth, SinkConfig, SinkTls, SqsSinkConfig};
-use ankusa_core::{Envelope, Sink, SinkError};
+use ankusa_core::{Envelope, SinkError};
 use ankusa_sinks::SinkBuilder;
 use ankusa_sinks::aws::sign_headers;
 use aws_credential_types::Credentials;
 use base64::Engine;
 use common::*;
-use pki::{Ca, Pair};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use pki::Ca;
 use serde_json::{Value, json};
+use tls_proxy::TlsProxy;
 
 const MOTO: &str = "http://127.0.0.1:5000";
 const EMULATOR: &str = "http://127.0.0.1:8085";
 const PROJECT: &str = "ankusa-test";
-
-/// A TLS listener on loopback that copies each connection's bytes to `upstream` (an emulator
-/// speaking plain HTTP), presenting `cert`; with `client_ca` it demands a client certificate
-/// signed by it. Stops on drop.
-struct TlsProxy {
-    port: u16,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl TlsProxy {
-    async fn start(cert: &Pair, client_ca: Option<&str>, upstream: u16) -> TlsProxy {
-        let chain: Vec<CertificateDer<'static>> =
-            CertificateDer::pem_slice_iter(cert.cert.as_bytes())
-                .collect::<Result<_, _>>()
-                .expect("server certificate PEM");
-        let key = PrivateKeyDer::from_pem_slice(cert.key.as_bytes()).expect("server key PEM");
-        let builder = rustls::ServerConfig::builder();
-        let builder = match client_ca {
-            Some(pem) => {
-                let mut roots = rustls::RootCertStore::empty();
-                for c in CertificateDer::pem_slice_iter(pem.as_bytes()) {
-                    roots.add(c.expect("CA PEM")).expect("trust anchor");
-                }
-                let verifier = rustls::server::WebPkiClientVerifier::builder(Arc::new(roots))
-                    .build()
-                    .expect("client verifier");
-                builder.with_client_cert_verifier(verifier)
-            }
-            None => builder.with_no_client_auth(),
-        };
-        let config = builder.with_single_cert(chain, key).expect("server config");
-        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let port = listener.local_addr().expect("address").port();
-        let task = tokio::spawn(async move {
-            while let Ok((tcp, _)) = listener.accept().await {
-                let acceptor = acceptor.clone();
-                tokio::spawn(async move {
-                    // A refused handshake is the client's to report; the proxy just drops it.
-                    let Ok(mut tls) = acceptor.accept(tcp).await else {
-                        return;
-                    };
-                    let Ok(mut up) = tokio::net::TcpStream::connect(("127.0.0.1", upstream)).await
-                    else {
-                        return;
-                    };
-                    let _ = tokio::io::copy_bidirectional(&mut tls, &mut up).await;
-                });
-            }
-        });
-        TlsProxy { port, task }
-    }
-
-    /// `https://localhost:<port>`: the name the certificates of these tests carry.
-    fn origin(&self) -> String {
-        format!("https://localhost:{}", self.port)
-    }
-}
-
-impl Drop for TlsProxy {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
 
 fn ca_file(path: &std::path::Path) -> SinkTls {
     SinkTls {
@@ -109,27 +43,6 @@ fn ca_pem(ca: &Ca) -> SinkTls {
         ca_pem: Some(ca.pem.clone().into()),
         ..SinkTls::default()
     }
-}
-
-/// One attempt that must fail transient (retried, not dead-lettered) naming every `needle`,
-/// never showing key material.
-async fn fails_with(sink: &Arc<dyn Sink>, env: &Envelope, needles: &[&str]) -> String {
-    let m = match sink.deliver(env, &ctx()).await {
-        Err(SinkError::Transient(m)) => m,
-        other => panic!("expected a transient failure naming {needles:?}, got {other:?}"),
-    };
-    for n in needles {
-        assert!(m.contains(n), "{m:?} lacks {n:?}");
-    }
-    assert!(!m.contains("BEGIN"), "{m:?} shows PEM");
-    m
-}
-
-/// The retry of `env` (attempt 2) through `sink` lands.
-async fn retry_lands(sink: &Arc<dyn Sink>, env: &Envelope) {
-    let mut c = ctx();
-    c.attempt = 2;
-    sink.deliver(env, &c).await.expect("delivered once fixed");
 }
 
 // ---- SQS -------------------------------------------------------------------------------

