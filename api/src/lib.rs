@@ -11,7 +11,7 @@ mod node;
 mod replay;
 
 pub use dlq::{DeadEntry, DeadFilter, DeadPage, DeleteDead, FilterError};
-pub use node::{FieldError, ReloadError, ReloadReply, Status};
+pub use node::{FieldError, MAX_SINK_ERROR_BYTES, ReloadError, ReloadReply, SinkFailure, Status};
 pub use replay::{
     CreateReplay, DEFAULT_MAX_LAG_MS, DEFAULT_PAUSE_AFTER_DEAD, DEFAULT_RATE, JobList, JobState,
     JobView, MAX_RATE, PatchReplay, ReplayJob, TopLevelFilter, check_rate,

@@ -27,6 +27,42 @@ pub struct Status {
     pub config_path: Option<String>,
     #[serde(default)]
     pub roles: Vec<Role>,
+    /// Sinks whose latest delivery attempt failed, by source and sink; empty when every sink's
+    /// latest attempt succeeded (or on a node without the `dispatch` role).
+    #[serde(default)]
+    pub failing_sinks: Vec<SinkFailure>,
+}
+
+/// Longest `SinkFailure::error` a node reports, in bytes (cut on a character boundary, `…`
+/// marking the cut): a sink's error names the failing step, not a transcript.
+pub const MAX_SINK_ERROR_BYTES: usize = 512;
+
+/// One sink of one source whose latest delivery attempt failed: the error as dispatch records
+/// it on the delivery row (`<sink type>: <error>`, already free of secrets), cleared by the
+/// sink's next successful delivery or a change of its config.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SinkFailure {
+    /// The source id.
+    pub source: String,
+    /// The sink's index in the source's `sinks`.
+    pub sink: u16,
+    /// `sources.<id>.sink_names[sink]`: on Kubernetes, the `Sink` object's name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The sink type (`http`, `redis`, ...).
+    #[serde(rename = "type")]
+    pub sink_type: String,
+    /// The latest failure, at most `MAX_SINK_ERROR_BYTES`.
+    pub error: String,
+    /// Unix ms of the latest failure.
+    pub at: u64,
+    /// Unix ms of the first failure since the last success.
+    pub since: u64,
+    /// Failed attempts since the last success.
+    pub failures: u64,
+    /// The circuit breaker of the latest failure's sink key was open (or probing) after it.
+    #[serde(default)]
+    pub breaker_open: bool,
 }
 
 /// The last reload that was refused (the previous config stayed).

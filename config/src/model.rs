@@ -548,6 +548,12 @@ pub struct SourceConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry: Option<RetryOverride>,
     pub sinks: Vec<SinkConfig>,
+    /// A name for each entry of `sinks`, by position (empty: none). Only reported, in
+    /// `GET /v1/status` next to a sink's delivery failures: the operator fills it with the
+    /// `Sink` objects' names so it can tell which Sink a failure belongs to. A list beside
+    /// `sinks` rather than a key of each entry, so the sink types' own structs stay as they are.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sink_names: Vec<String>,
 }
 
 fn default_max_headers() -> u32 {
@@ -572,6 +578,7 @@ impl SourceConfig {
             forward_headers_max_bytes: default_forward_headers_max_bytes(),
             retry: None,
             sinks,
+            sink_names: Vec::new(),
         }
     }
 }

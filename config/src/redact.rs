@@ -101,6 +101,7 @@ const SHOWN: &[&str] = &[
     "max_headers",
     "forward_headers_max_bytes",
     "sinks",
+    "sink_names",
     // sinks
     "method",
     "timeout_ms",

@@ -614,6 +614,7 @@ fn source(c: &Config, id: &str, s: &SourceConfig) -> Result<(), ConfigError> {
     if s.sinks.is_empty() {
         return Err(err(format!("{p}.sinks"), "must list at least one sink"));
     }
+    sink_names(&p, s)?;
     let policy = c.egress.address_policy();
     for (i, sink) in s.sinks.iter().enumerate() {
         let sp = format!("{p}.sinks[{i}]");
@@ -623,6 +624,36 @@ fn source(c: &Config, id: &str, s: &SourceConfig) -> Result<(), ConfigError> {
             metadata_token_endpoint(c, &sp, ps)?;
         }
         sink_egress(&policy, &sp, sink)?;
+    }
+    Ok(())
+}
+
+/// Longest entry of `sink_names` (a Kubernetes object name is at most 253 bytes).
+const MAX_SINK_NAME: usize = 253;
+
+/// `sink_names`, when given, names every sink once: it is reported back (`GET /v1/status`),
+/// so a name must be short plain text.
+fn sink_names(p: &str, s: &SourceConfig) -> Result<(), ConfigError> {
+    if s.sink_names.is_empty() {
+        return Ok(());
+    }
+    if s.sink_names.len() != s.sinks.len() {
+        return Err(err(
+            format!("{p}.sink_names"),
+            format!(
+                "must name each of the {} sinks (got {} names)",
+                s.sinks.len(),
+                s.sink_names.len()
+            ),
+        ));
+    }
+    for (i, n) in s.sink_names.iter().enumerate() {
+        if n.is_empty() || n.len() > MAX_SINK_NAME || n.chars().any(char::is_control) {
+            return Err(err(
+                format!("{p}.sink_names[{i}]"),
+                format!("must be 1 to {MAX_SINK_NAME} bytes without control characters"),
+            ));
+        }
     }
     Ok(())
 }
@@ -1033,6 +1064,25 @@ mod tests {
         let e = validate(&with_source(s)).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("sources.s.on_verify_failure"));
         assert!(e.message.contains("not available"));
+    }
+
+    #[test]
+    fn sink_names_name_every_sink_once_in_plain_text() {
+        let mut s = log_source();
+        s.sink_names = vec!["orders".into()];
+        validate(&with_source(s.clone())).unwrap();
+        s.sink_names = vec!["a".into(), "b".into()];
+        let e = validate(&with_source(s.clone())).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("sources.s.sink_names"));
+        assert!(
+            e.message.contains("each of the 1 sinks (got 2 names)"),
+            "{e}"
+        );
+        for bad in [String::new(), "x".repeat(254), "a\nb".into()] {
+            s.sink_names = vec![bad];
+            let e = validate(&with_source(s.clone())).unwrap_err();
+            assert_eq!(e.field.as_deref(), Some("sources.s.sink_names[0]"));
+        }
     }
 
     #[test]

@@ -357,4 +357,35 @@ pub struct RenderedSink {
     /// Why it could not be rendered (its Sources keep their previous version).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Pods whose latest delivery attempt to this Sink failed (`failing_sinks` of their
+    /// `GET /v1/status`), by pod name; at most 5, `failingPods` counts them all.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub delivery_errors: Vec<SinkDeliveryError>,
+    /// Pods whose latest delivery attempt to this Sink failed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub failing_pods: i32,
+}
+
+fn is_zero(n: &i32) -> bool {
+    *n == 0
+}
+
+/// A pod's latest failed delivery to a Sink. The error is the gateway's own text, which names
+/// the failing step (`not_connected: tls_handshake: ...`) and never a credential.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SinkDeliveryError {
+    pub pod: String,
+    /// The source id whose delivery failed (of several, the one with the most failures).
+    pub source: String,
+    /// `<sink type>: <error>`, as the delivery row records it (at most 512 bytes).
+    pub error: String,
+    /// When the failures began: the first failed attempt since the last success (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    /// Failed attempts in a row.
+    pub failures: i64,
+    /// The pod's circuit breaker for the sink is open: its deliveries are parked.
+    #[serde(default)]
+    pub breaker_open: bool,
 }

@@ -20,7 +20,7 @@ pub mod source;
 pub use common::{Condition, GROUP, LocalRef, SecretKeyRef, VERSION, condition, find_condition};
 pub use gateway::{
     ClaimCheckSettings, Gateway, GatewayPodStatus, GatewaySettings, GatewaySpec, GatewayStatus,
-    RenderedSink,
+    RenderedSink, SinkDeliveryError,
 };
 pub use replay::{ReplayJob, ReplayJobSpec, ReplayJobStatus, ReplayPhase, ReplayPodStatus};
 pub use sink::{Sink, SinkSpec, SinkStatus, SinkType};

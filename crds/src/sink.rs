@@ -33,6 +33,12 @@ use crate::common::{Condition, SecretKeyRef, conditions_schema, free_form_object
         description = "gateway pods running this generation / pods of the gateways using it"
     ),
     printcolumn(
+        name = "Failing",
+        type_ = "integer",
+        json_path = ".status.failingPods",
+        description = "gateway pods whose latest delivery attempt to this sink failed"
+    ),
+    printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
@@ -119,4 +125,8 @@ pub struct SinkStatus {
     /// Sources delivering to this sink (comma-separated).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub used_by: Option<String>,
+    /// Gateway pods whose latest delivery attempt to this sink failed (the `Degraded`
+    /// condition, reason `DeliveryFailing`, says with what).
+    #[serde(default)]
+    pub failing_pods: i32,
 }

@@ -284,7 +284,11 @@ async fn metrics(State(app): State<Arc<App>>) -> Response {
 
 async fn status(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
     tri!(authorize_node(&app, &headers, "config:read"));
-    Json(app.config.status()).into_response()
+    let mut st = app.config.status();
+    if let Some(d) = &app.dispatcher {
+        st.failing_sinks = d.health.snapshot(&app.config.live());
+    }
+    Json(st).into_response()
 }
 
 async fn get_config(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {

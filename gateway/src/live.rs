@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use ankusa_api::{ReloadError, Status};
-use ankusa_config::{Config, ConfigError, SourceConfig};
+use ankusa_config::{Config, ConfigError, SinkConfig, SourceConfig};
 use ankusa_core::{Sink, now_ms};
 use ankusa_sinks::SinkBuilder;
 use arc_swap::ArcSwap;
@@ -27,6 +27,9 @@ pub struct LiveSource {
     pub sinks: Vec<Arc<dyn Sink>>,
     /// Type names of `sinks`, bound into each delivery row at ack.
     pub sink_types: Vec<&'static str>,
+    /// A digest of each sink's config: a reload that changes it ends the sink's recorded
+    /// failure (`dispatch::health`), one that leaves it keeps it.
+    pub sink_digests: Vec<u64>,
 }
 
 impl LiveSource {
@@ -66,10 +69,12 @@ impl Live {
                 .map_err(|e| ConfigError::field(format!("sources.{id}.verify"), e.to_string()))?;
             let mut built = Vec::with_capacity(s.sinks.len());
             let mut sink_types = Vec::with_capacity(s.sinks.len());
+            let mut sink_digests = Vec::with_capacity(s.sinks.len());
             for (i, sc) in s.sinks.iter().enumerate() {
                 let field = format!("sources.{id}.sinks[{i}]");
                 built.push(sinks.build(&config, s, &field, sc)?);
                 sink_types.push(sc.type_name());
+                sink_digests.push(sink_digest(sc));
             }
             sources.insert(
                 id.clone(),
@@ -79,6 +84,7 @@ impl Live {
                     verifier,
                     sinks: built,
                     sink_types,
+                    sink_digests,
                 }),
             );
         }
@@ -97,6 +103,15 @@ impl Live {
             trusted_proxies,
         })
     }
+}
+
+/// A digest of a sink's config (its serialised form: key order is fixed, secrets included, so
+/// a rotated credential counts as a change). Kept in memory only.
+pub fn sink_digest(sc: &SinkConfig) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    serde_json::to_vec(sc).unwrap_or_default().hash(&mut h);
+    h.finish()
 }
 
 /// Run after every successful reload, before the new `Live` is installed.
@@ -293,6 +308,8 @@ impl ConfigHandle {
             sources,
             config_path: self.path.as_ref().map(|p| p.display().to_string()),
             roles: live.config.node.roles.clone(),
+            // Dispatch's to fill (`admin::status`): the config knows nothing of deliveries.
+            failing_sinks: Vec::new(),
         }
     }
 }

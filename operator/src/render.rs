@@ -520,6 +520,9 @@ pub fn render_source(
         }
     }
     let mut sc = SourceConfig::with_sinks(rendered_sinks);
+    // The pods report a sink's delivery failures under these names (`GET /v1/status`), which
+    // is how they reach the Sink's status.
+    sc.sink_names = spec.sinks.iter().map(|r| r.name.clone()).collect();
     sc.tenant = spec.tenant.clone();
     sc.trust_url_tenant = spec.trust_url_tenant;
     sc.verify = verify_config(spec, secrets)?;

@@ -13,6 +13,13 @@ pub fn now_rfc3339() -> String {
         .to_string()
 }
 
+/// Unix milliseconds as RFC 3339 to the second; `None` for 0 or a time out of range.
+pub fn rfc3339_from_ms(ms: u64) -> Option<String> {
+    use k8s_openapi::jiff::{Timestamp, Unit};
+    let t = Timestamp::from_millisecond(i64::try_from(ms).ok().filter(|m| *m > 0)?).ok()?;
+    Some(t.round(Unit::Second).unwrap_or(t).to_string())
+}
+
 /// The three conditions every status carries, from (status, reason, message) triples.
 pub struct Conds {
     pub ready: (bool, &'static str, String),
@@ -236,6 +243,16 @@ mod tests {
             &conditions(&first, c(), Some(1), "x"),
             &first
         ));
+    }
+
+    #[test]
+    fn unix_ms_as_rfc3339() {
+        assert_eq!(
+            rfc3339_from_ms(1_767_225_600_400).as_deref(),
+            Some("2026-01-01T00:00:00Z")
+        );
+        assert_eq!(rfc3339_from_ms(0), None);
+        assert_eq!(rfc3339_from_ms(u64::MAX), None);
     }
 
     #[test]

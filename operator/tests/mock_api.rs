@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use ankusa_crds::{Gateway, ReplayJob, Source};
 use ankusa_operator::context::{Ctx, Settings};
-use ankusa_operator::controllers::{gateway, replay, source};
+use ankusa_operator::controllers::{gateway, replay, sink, source};
 use ankusa_operator::metrics::Metrics;
 use http::{Request, Response};
 use http_body_util::BodyExt;
@@ -530,5 +530,190 @@ async fn an_api_error_is_returned_and_counted() {
     assert!(
         m.contains(r#"ankusa_operator_reconcile_total{controller="gateway"} 1"#),
         "{m}"
+    );
+}
+
+const TLS_FAILURE: &str = "redis: not_connected: tls_handshake: invalid peer certificate: \
+                           UnknownIssuer (server certificate: subject CN=redis.internal)";
+
+/// A pod admin API whose `GET /v1/status` reports the `redis` Sink `k` of source `orders`
+/// failing (`failures` in a row; none when 0), and which takes any config push.
+async fn failing_pod(failures: u64) -> u16 {
+    use axum::routing::get;
+    let failing = if failures == 0 {
+        json!([])
+    } else {
+        json!([{"source": "orders", "sink": 0, "name": "k", "type": "redis",
+                "error": TLS_FAILURE, "at": 1_767_225_660_000u64, "since": 1_767_225_600_000u64,
+                "failures": failures, "breaker_open": false}])
+    };
+    let app = axum::Router::new()
+        .route(
+            "/v1/status",
+            get(move || {
+                let failing = failing.clone();
+                async move {
+                    axum::Json(json!({"instance": "gw-0", "config_hash": "old",
+                                      "failing_sinks": failing}))
+                }
+            }),
+        )
+        .route(
+            "/v1/config",
+            axum::routing::put(|| async {
+                axum::Json(json!({"changed": true, "config_hash": "new", "generation": 2}))
+            }),
+        );
+    serve_tls(app).await
+}
+
+fn list(kind: &str, items: Vec<Value>) -> Value {
+    json!({"apiVersion": "ankusa.dev/v1alpha1", "kind": kind, "metadata": {}, "items": items})
+}
+
+fn orders_source() -> Value {
+    json!({"apiVersion": "ankusa.dev/v1alpha1", "kind": "Source",
+           "metadata": {"name": "orders", "namespace": "ns", "uid": "s-uid", "generation": 1},
+           "spec": {"gatewayRef": {"name": "gw"}, "sinks": [{"name": "k"}]}})
+}
+
+fn redis_sink(status: Value) -> Value {
+    json!({"apiVersion": "ankusa.dev/v1alpha1", "kind": "Sink",
+           "metadata": {"name": "k", "namespace": "ns", "uid": "k-uid", "generation": 1,
+                        "finalizers": ["ankusa.dev/sink-in-use"]},
+           "spec": {"type": "redis",
+                    "options": {"url": "rediss://redis.internal:6380", "channel": "hooks"}},
+           "status": status})
+}
+
+/// Runs a whole Gateway reconcile against pods reporting `failures`; the Gateway status it
+/// wrote.
+async fn gateway_status_with(failures: u64) -> Value {
+    let port = failing_pod(failures).await;
+    let (client, seen) = mock(Box::new(move |s| {
+        gateway_world(s, port).or_else(|| match (s.method.as_str(), route(s)) {
+            ("GET", "/apis/ankusa.dev/v1alpha1/namespaces/ns/sources") => {
+                Some((200, list("SourceList", vec![orders_source()])))
+            }
+            ("GET", "/apis/ankusa.dev/v1alpha1/namespaces/ns/sinks") => {
+                Some((200, list("SinkList", vec![redis_sink(json!({}))])))
+            }
+            ("PATCH", p) if p.ends_with("/gateways/gw/status") => Some((200, gateway_obj(port))),
+            ("PATCH", p) if p.ends_with("/sources/orders/status") => Some((200, orders_source())),
+            // Server-side apply of what the Gateway owns: the object as applied.
+            ("PATCH", _) => Some((200, s.body.clone())),
+            _ => None,
+        })
+    }));
+    let gw: Gateway = serde_json::from_value(gateway_obj(port)).unwrap();
+    gateway::reconcile(Arc::new(gw), ctx(client)).await.unwrap();
+    let seen = seen.lock().unwrap().clone();
+    seen.iter()
+        .find(|s| s.path.contains("/gateways/gw/status"))
+        .expect("Gateway status written")
+        .body["status"]
+        .clone()
+}
+
+/// Runs a Sink reconcile of `k` (with `old` status) seeing the Gateway with `gw_status`;
+/// the Sink status written (if any) and the events (type, reason, note).
+async fn sink_reconcile(
+    gw_status: Value,
+    old: Value,
+) -> (Option<Value>, Vec<(String, String, String)>) {
+    let mut gw = gateway_obj(4002);
+    gw["status"] = gw_status;
+    let (client, seen) = mock(Box::new(move |s| match (s.method.as_str(), route(s)) {
+        ("GET", "/apis/ankusa.dev/v1alpha1/namespaces/ns/sources") => {
+            Some((200, list("SourceList", vec![orders_source()])))
+        }
+        ("GET", "/apis/ankusa.dev/v1alpha1/namespaces/ns/gateways") => {
+            Some((200, list("GatewayList", vec![gw.clone()])))
+        }
+        ("PATCH", "/apis/ankusa.dev/v1alpha1/namespaces/ns/sinks/k/status") => {
+            Some((200, redis_sink(json!({}))))
+        }
+        ("POST", p) if p.contains("/events") => Some((201, s.body.clone())),
+        _ => None,
+    }));
+    let sink: ankusa_crds::Sink = serde_json::from_value(redis_sink(old)).unwrap();
+    sink::reconcile(Arc::new(sink), ctx(client)).await.unwrap();
+    let seen = seen.lock().unwrap().clone();
+    let status = seen
+        .iter()
+        .find(|s| s.path.contains("/sinks/k/status"))
+        .map(|s| s.body["status"].clone());
+    let events = seen
+        .iter()
+        .filter(|s| s.method == "POST" && s.path.contains("/events"))
+        .map(|s| {
+            let text = |k: &str| s.body[k].as_str().unwrap_or_default().to_string();
+            (text("type"), text("reason"), text("note"))
+        })
+        .collect();
+    (status, events)
+}
+
+fn degraded(status: &Value) -> Value {
+    status["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Degraded")
+        .unwrap()
+        .clone()
+}
+
+#[tokio::test]
+async fn a_pods_sink_failure_reaches_the_sink_status_once_as_an_event() {
+    // The Gateway controller reads the failure from both pods' status.
+    let gw_status = gateway_status_with(4).await;
+    let k = &gw_status["sinks"][0];
+    assert_eq!(k["name"], "k", "{gw_status}");
+    assert_eq!(k["failingPods"], 2);
+    let errors = k["deliveryErrors"].as_array().unwrap();
+    assert_eq!(errors.len(), 2);
+    assert_eq!(errors[0]["pod"], "gw-0");
+    assert_eq!(errors[1]["pod"], "gw-1");
+    assert_eq!(errors[0]["error"], TLS_FAILURE);
+    assert_eq!(errors[0]["failures"], 4);
+    assert_eq!(errors[0]["since"], "2026-01-01T00:00:00Z");
+
+    // The Sink controller makes it the Sink's Degraded condition, and says so once.
+    let (status, events) = sink_reconcile(gw_status.clone(), json!({})).await;
+    let status = status.expect("Sink status written");
+    let d = degraded(&status);
+    assert_eq!(d["status"], "True");
+    assert_eq!(d["reason"], "DeliveryFailing");
+    assert_eq!(
+        d["message"],
+        format!("gw/gw-0: {TLS_FAILURE} (4 failures); gw/gw-1: {TLS_FAILURE} (4 failures)")
+    );
+    assert_eq!(status["failingPods"], 2);
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(
+        (events[0].0.as_str(), events[0].1.as_str()),
+        ("Warning", "DeliveryFailing")
+    );
+    assert!(events[0].2.contains("tls_handshake"), "{events:?}");
+
+    // The next poll sees the same: nothing written, no second event.
+    let (again, events) = sink_reconcile(gw_status, status.clone()).await;
+    assert!(again.is_none() && events.is_empty(), "{again:?} {events:?}");
+
+    // The pods deliver again: Degraded clears, with a Normal event.
+    let healed = gateway_status_with(0).await;
+    assert!(
+        healed["sinks"][0].get("deliveryErrors").is_none(),
+        "{healed}"
+    );
+    let (status, events) = sink_reconcile(healed, status).await;
+    let status = status.expect("Sink status written");
+    assert_eq!(degraded(&status)["status"], "False");
+    assert_eq!(status["failingPods"], 0);
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(
+        (events[0].0.as_str(), events[0].1.as_str()),
+        ("Normal", "Delivering")
     );
 }

@@ -146,6 +146,11 @@ fn renders_the_gateways_own_config_per_pod() {
         "log",
         "sink order is the Source's list order"
     );
+    assert_eq!(
+        src.sink_names,
+        vec!["receiver", "audit"],
+        "the pods report delivery failures under the Sinks' names"
+    );
     ankusa_config::validate(&c).expect("the gateway's own validation accepts it");
     // The YAML the pod reads parses back to the same config, with the same hash.
     let back = render::parse_rendered(&c.to_yaml()).unwrap();

@@ -1,7 +1,7 @@
 //! Pure tests of status computation: Gateway, Source and Sink conditions and counts.
 
 use ankusa_crds::{Gateway, GatewayPodStatus, Sink, Source, SourceStatus};
-use ankusa_operator::controllers::gateway::{GatewayView, gateway_status, source_status};
+use ankusa_operator::controllers::gateway::{self, GatewayView, gateway_status, source_status};
 use ankusa_operator::controllers::sink::sink_status;
 use ankusa_operator::render::{self, Outcome, SourceRender};
 use serde_json::json;
@@ -279,4 +279,176 @@ fn sink_status_adds_up_every_gateway_using_it() {
         cond(&st.conditions, "Ready").reason.as_deref(),
         Some("NotReferenced")
     );
+}
+
+fn failure(source: &str, sink: u16, name: Option<&str>, failures: u64) -> ankusa_api::SinkFailure {
+    ankusa_api::SinkFailure {
+        source: source.into(),
+        sink,
+        name: name.map(String::from),
+        sink_type: "redis".into(),
+        error: format!("redis: not_connected: tcp_connect: refused ({source})"),
+        at: 1_767_225_600_000 + failures,
+        since: 1_767_225_600_000,
+        failures,
+        breaker_open: failures >= 5,
+    }
+}
+
+fn rendered_sink(name: &str) -> ankusa_crds::RenderedSink {
+    ankusa_crds::RenderedSink {
+        name: name.into(),
+        observed_generation: Some(1),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn pods_delivery_failures_reach_each_rendered_sink_by_name() {
+    let mut sinks = vec![rendered_sink("k"), rendered_sink("quiet")];
+    let orders: Source = serde_json::from_value(json!({
+        "apiVersion": "ankusa.dev/v1alpha1", "kind": "Source",
+        "metadata": {"name": "orders", "namespace": "ns"},
+        "spec": {"gatewayRef": {"name": "gw"}, "id": "orders-v2",
+                 "sinks": [{"name": "quiet"}, {"name": "k"}]},
+    }))
+    .unwrap();
+    let mut pods = vec![
+        (
+            "gw-0".to_string(),
+            vec![
+                failure("orders-v2", 1, Some("k"), 2),
+                // Another source delivering to the same Sink, failing longer: shown.
+                failure("audit", 0, Some("k"), 7),
+                // A Sink this Gateway no longer renders.
+                failure("audit", 1, Some("gone"), 1),
+            ],
+        ),
+        // A config rendered before `sink_names`: matched through the Source's id and position.
+        ("gw-1".to_string(), vec![failure("orders-v2", 1, None, 3)]),
+    ];
+    gateway::delivery_errors(&mut sinks, &pods, &[&orders]);
+    assert_eq!(sinks[0].failing_pods, 2);
+    let e = &sinks[0].delivery_errors;
+    assert_eq!(
+        e.iter()
+            .map(|e| (e.pod.as_str(), e.source.as_str(), e.failures))
+            .collect::<Vec<_>>(),
+        vec![("gw-0", "audit", 7), ("gw-1", "orders-v2", 3)]
+    );
+    assert_eq!(e[0].since.as_deref(), Some("2026-01-01T00:00:00Z"));
+    assert!(e[0].breaker_open && !e[1].breaker_open);
+    assert_eq!(
+        e[1].error,
+        "redis: not_connected: tcp_connect: refused (orders-v2)"
+    );
+    assert!(sinks[1].delivery_errors.is_empty());
+    assert_eq!(sinks[1].failing_pods, 0);
+
+    // Many failing pods: a few are listed, all are counted.
+    pods = (0..9)
+        .map(|n| {
+            (
+                format!("gw-{n}"),
+                vec![failure("orders-v2", 1, Some("k"), 1)],
+            )
+        })
+        .collect();
+    gateway::delivery_errors(&mut sinks, &pods, &[&orders]);
+    assert_eq!(sinks[0].failing_pods, 9);
+    assert_eq!(sinks[0].delivery_errors.len(), gateway::MAX_DELIVERY_ERRORS);
+    // And every pod recovered: cleared.
+    gateway::delivery_errors(&mut sinks, &[("gw-0".into(), vec![])], &[&orders]);
+    assert_eq!(
+        (sinks[0].failing_pods, sinks[0].delivery_errors.len()),
+        (0, 0)
+    );
+}
+
+/// A Gateway `name` rendering Sink `k` (generation 5) on `replicas` programmed pods, with
+/// `failing` of them reporting a failed delivery of `error` to it.
+fn gw_failing(name: &str, replicas: i32, failing: usize, error: &str) -> Gateway {
+    let errors: Vec<serde_json::Value> = (0..failing.min(5))
+        .map(|n| {
+            json!({"pod": format!("{name}-{n}"), "source": "orders", "error": error,
+                   "since": NOW, "failures": 5, "breakerOpen": n == 0})
+        })
+        .collect();
+    serde_json::from_value(json!({
+        "apiVersion": "ankusa.dev/v1alpha1", "kind": "Gateway",
+        "metadata": {"name": name, "namespace": "ns"},
+        "spec": {"replicas": replicas},
+        "status": {"programmedReplicas": replicas,
+                   "sinks": [{"name": "k", "observedGeneration": 5,
+                              "deliveryErrors": errors, "failingPods": failing}]},
+    }))
+    .unwrap()
+}
+
+#[test]
+fn sink_status_is_degraded_while_deliveries_fail_and_ready_stays_about_programming() {
+    let users = vec!["orders".to_string()];
+    let tls = "redis: not_connected: tls_handshake: invalid peer certificate: UnknownIssuer \
+               (server certificate: subject CN=redis.internal)";
+    let st = sink_status(
+        &sink(5),
+        &[gw_failing("gw", 3, 1, tls)],
+        &users,
+        &Default::default(),
+        NOW,
+    );
+    assert!(
+        cond(&st.conditions, "Ready").is_true(),
+        "programmed everywhere"
+    );
+    let d = cond(&st.conditions, "Degraded");
+    assert!(d.is_true());
+    assert_eq!(d.reason.as_deref(), Some("DeliveryFailing"));
+    assert_eq!(
+        d.message.as_deref(),
+        Some(format!("gw/gw-0: {tls} (5 failures, circuit breaker open)").as_str())
+    );
+    assert_eq!(st.failing_pods, 1);
+
+    // The pods recover: Degraded clears, keeping Ready's transition time.
+    let healed = sink_status(&sink(5), &[gw_failing("gw", 3, 0, tls)], &users, &st, NOW);
+    let d = cond(&healed.conditions, "Degraded");
+    assert!(!d.is_true());
+    assert_eq!(d.reason.as_deref(), Some("AsExpected"));
+    assert_eq!(healed.failing_pods, 0);
+
+    // Many failing pods across gateways, each with the longest error a pod reports: the
+    // message names three and counts the rest, well under a condition's 32768 bytes.
+    let long = format!(
+        "redis: {}",
+        "x".repeat(ankusa_api::MAX_SINK_ERROR_BYTES - 7)
+    );
+    let gws = [
+        gw_failing("a", 40, 40, &long),
+        gw_failing("b", 40, 12, &long),
+    ];
+    let st = sink_status(&sink(5), &gws, &users, &Default::default(), NOW);
+    let m = cond(&st.conditions, "Degraded").message.clone().unwrap();
+    assert_eq!(st.failing_pods, 52);
+    assert!(m.starts_with("a/a-0: redis: xxx"), "{m}");
+    assert!(m.ends_with("; and 49 more pods"), "{}", &m[m.len() - 40..]);
+    assert!(m.len() < 2_000, "{}", m.len());
+
+    // A render failure says more than the deliveries; an unused Sink has none.
+    let mut broken = gw_failing("gw", 3, 1, tls);
+    broken.status.as_mut().unwrap().sinks[0].error = Some("Secret s not found".into());
+    let st = sink_status(&sink(5), &[broken], &users, &Default::default(), NOW);
+    assert_eq!(
+        cond(&st.conditions, "Degraded").reason.as_deref(),
+        Some("RenderFailed")
+    );
+    let st = sink_status(
+        &sink(5),
+        &[gw_failing("gw", 3, 1, tls)],
+        &[],
+        &Default::default(),
+        NOW,
+    );
+    assert!(!cond(&st.conditions, "Degraded").is_true());
+    assert_eq!(st.failing_pods, 0);
 }

@@ -186,6 +186,11 @@ impl Breakers {
         }
     }
 
+    /// Whether `key`'s breaker is open or half-open.
+    pub fn is_open(&self, key: &SinkKey) -> bool {
+        self.map.get(key).is_some_and(Breaker::is_open)
+    }
+
     /// Forgets closed breakers with nothing counted; returns how many are open.
     pub fn sweep(&mut self) -> usize {
         self.map.retain(|_, b| b.is_open() || b.failing());

@@ -13,7 +13,7 @@
 //! 4. turn each finished attempt into an outcome (`settle`: delivered, retry, dead-letter).
 //!
 //! Ordering lanes are `lanes`; how a replay job's deliveries settle goes to the replayer over a
-//! channel. Outcomes are written by this thread only, so the "last obligation" check of a hook
+//! channel. Each sink's latest failure is kept for the admin API (`health`). Outcomes are written by this thread only, so the "last obligation" check of a hook
 //! and lane hand-overs never race.
 
 mod attempt;
@@ -22,6 +22,7 @@ mod bench;
 pub mod breaker;
 mod fairness;
 mod forward;
+pub mod health;
 mod lanes;
 pub mod retry;
 mod scheduler;
@@ -125,6 +126,8 @@ pub struct Context {
 pub struct Dispatcher {
     tx: Mutex<mpsc::Sender<Event>>,
     pub stats: Arc<DispatchStats>,
+    /// The latest failure of each failing sink (`GET /v1/status`, `failing_sinks`).
+    pub health: Arc<health::SinkHealth>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -139,6 +142,7 @@ impl Dispatcher {
     pub fn start(ctx: Context) -> Result<Arc<Dispatcher>, StoreError> {
         let (sched, tx) = Scheduler::new(ctx)?;
         let stats = sched.stats.clone();
+        let health = sched.health.clone();
         let thread = std::thread::Builder::new()
             .name("ankusa-dispatch".into())
             .spawn(move || sched.run())
@@ -149,6 +153,7 @@ impl Dispatcher {
         Ok(Arc::new(Dispatcher {
             tx: Mutex::new(tx),
             stats,
+            health,
             thread: Mutex::new(Some(thread)),
         }))
     }

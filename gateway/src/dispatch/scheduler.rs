@@ -12,6 +12,7 @@ use ankusa_core::{SinkError, now_ms};
 
 use super::breaker::{Breakers, Gate};
 use super::fairness::{self, Round, Schedule, Slots};
+use super::health::{SinkHealth, Target};
 use super::lanes::Lanes;
 use super::{Claim, Context, DispatchStats, Event, attempt, settle};
 use crate::store::{DeliveryRow, LaneId, Outcome, StoreError};
@@ -24,6 +25,8 @@ pub(super) struct Scheduler {
     tx: mpsc::Sender<Event>,
     rx: mpsc::Receiver<Event>,
     pub(super) stats: Arc<DispatchStats>,
+    /// Each sink's latest failure, for the admin API.
+    pub(super) health: Arc<SinkHealth>,
     pub(super) schedule: Schedule,
     pub(super) slots: Slots,
     breakers: Breakers,
@@ -50,6 +53,7 @@ impl Scheduler {
             tx: tx.clone(),
             rx,
             stats: Arc::new(DispatchStats::default()),
+            health: Arc::new(SinkHealth::default()),
             schedule: Schedule::default(),
             slots: Slots::default(),
             breakers: Breakers::default(),
@@ -244,6 +248,7 @@ impl Scheduler {
         let was_probe = self.probes.remove(&(claim.seq, claim.sink));
         self.breakers
             .record(&claim.key, d, &result, was_probe, now, &self.ctx.metrics);
+        self.note_health(&claim, &result, now);
         let policy = self.retry_policy(&claim.row.source_id, d);
         let outcome =
             settle::attempt_outcome(&claim, result, elapsed, &policy, d, now, &self.ctx.metrics);
@@ -253,6 +258,27 @@ impl Scheduler {
             Outcome::Retry { .. } => {}
         }
         self.record(&claim, outcome);
+    }
+
+    /// Records the attempt against its sink's health: a success ends the sink's failure, a
+    /// failure becomes its latest (with the breaker's state after it).
+    fn note_health(&self, claim: &Claim, result: &Result<(), SinkError>, now: u64) {
+        let live = self.ctx.config.live();
+        let target = Target {
+            source: &claim.key.source,
+            sink: claim.sink,
+            sink_type: &claim.key.sink_type,
+        };
+        match result {
+            Ok(()) => self.health.delivered(&live, target),
+            Err(e) => self.health.failed(
+                &live,
+                target,
+                &settle::error_text(target.sink_type, e),
+                self.breakers.is_open(&claim.key),
+                now,
+            ),
+        }
     }
 
     /// Parks a row behind an open breaker (see `settle::parked_outcome`).
@@ -369,6 +395,8 @@ impl Scheduler {
         }
         self.slots.sweep();
         m.dispatch_breakers_open.set(self.breakers.sweep() as i64);
+        // After a reload, the failures of sinks it removed or changed go.
+        self.health.retain_configured(&self.ctx.config.live());
         let (active, blocked) = self.lanes.counts();
         m.dispatch_lanes.set(active as i64);
         m.dispatch_lanes_blocked.set(blocked as i64);

@@ -12,6 +12,11 @@ use super::{Claim, retry};
 use crate::metrics::Metrics;
 use crate::store::Outcome;
 
+/// A failed attempt's error as the row (`last_error`) and the sink's health record it.
+pub fn error_text(sink_type: &str, e: &SinkError) -> String {
+    format!("{sink_type}: {e}")
+}
+
 /// The outcome of an attempt's `result`, `elapsed` long, at `now`. Failures are retried under
 /// `policy` (at most until its horizon) unless permanent.
 pub fn attempt_outcome(
@@ -52,7 +57,7 @@ pub fn attempt_outcome(
             .with_label_values(&[sink_type])
             .inc();
     }
-    row.last_error = Some(format!("{sink_type}: {e}"));
+    row.last_error = Some(error_text(sink_type, &e));
     let retry_after = match &e {
         SinkError::RetryAfter { ms, .. } => Some((*ms).min(d.max_retry_after_ms)),
         _ => None,

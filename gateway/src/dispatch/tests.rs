@@ -51,6 +51,7 @@ fn source(id: &str, sink: Arc<dyn Sink>) -> (String, Arc<LiveSource>) {
             verifier: None,
             sinks: vec![sink],
             sink_types: vec!["log"],
+            sink_digests: vec![0],
         }),
     )
 }

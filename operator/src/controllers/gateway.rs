@@ -1,15 +1,18 @@
 //! Gateway → config Secret (one key per pod), Services, NetworkPolicy, StatefulSet; pushes
-//! each pod's config to its admin API and reads back the loaded hash; writes the status of the
-//! Gateway and of its Sources. A Gateway naming a ServiceAccount the policy does not allow, or
+//! each pod's config to its admin API and reads back the loaded hash and the sinks whose
+//! deliveries fail there; writes the status of the Gateway (with each Sink's delivery errors,
+//! which the Sink controller turns into the Sink's condition) and of its Sources. A Gateway naming a ServiceAccount the policy does not allow, or
 //! colliding with an object it does not own, is refused before anything is applied.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use ankusa_api::{MAX_SINK_ERROR_BYTES, SinkFailure};
 use ankusa_crds::names::{USABLE, USABLE_LABEL};
 use ankusa_crds::{
-    Gateway, GatewayPodStatus, GatewayStatus, RenderedSink, Sink, Source, SourceStatus,
+    Gateway, GatewayPodStatus, GatewayStatus, RenderedSink, Sink, SinkDeliveryError, Source,
+    SourceStatus,
 };
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Pod, Secret, Service};
@@ -22,11 +25,11 @@ use serde_json::json;
 
 use crate::context::{
     AdminAccess, Ctx, Error, Result, admin_token, apply_params, gateway_pods, pod_ready,
-    pod_target, status_params,
+    pod_target, status_params, truncate,
 };
 use crate::render::{self, Inputs, Outcome, Rendered, SecretValues, SourceRender};
 use crate::resources;
-use crate::status::{Conds, conditions, fraction, now_rfc3339, same_conditions};
+use crate::status::{Conds, conditions, fraction, now_rfc3339, rfc3339_from_ms, same_conditions};
 
 pub const CONTROLLER: &str = "gateway";
 
@@ -40,6 +43,7 @@ pub struct PodConfig {
 pub async fn reconcile(gw: Arc<Gateway>, ctx: Arc<Ctx>) -> Result<Action> {
     let _timer = ctx.metrics.reconcile(CONTROLLER);
     if gw.meta().deletion_timestamp.is_some() {
+        ctx.forget_poll(&delivery_write_key(&gw));
         // Owned objects go with it (ownerReferences); Sources wait for their own finalizer.
         return Ok(Action::await_change());
     }
@@ -156,16 +160,28 @@ pub async fn reconcile(gw: Arc<Gateway>, ctx: Arc<Ctx>) -> Result<Action> {
     )
     .await;
 
+    let (observed, failing): (Vec<_>, Vec<_>) = observed
+        .into_iter()
+        .map(|(pod, failing)| {
+            let name = pod.name.clone();
+            (pod, (name, failing))
+        })
+        .unzip();
     let now = now_rfc3339();
     let old = gw.status.clone().unwrap_or_default();
-    let status = gateway_status(&gw, &rendered, observed, storage_note, &old, &now);
+    let mut status = gateway_status(&gw, &rendered, observed, storage_note, &old, &now);
+    let own_sources: Vec<&Source> = sources
+        .iter()
+        .filter(|s| render::source_of(s, &gw.name_any()))
+        .collect();
+    delivery_errors(&mut status.sinks, &failing, &own_sources);
     gateway_events(&ctx, &gw, &old, &status, &rendered).await;
     let converged = status
         .conditions
         .iter()
         .any(|c| c.type_ == "Ready" && c.is_true());
     let programmed = status.programmed_replicas;
-    if !same_status(&old, &status) {
+    if !same_status(&old, &status) && status_write_due(&ctx, &gw, &old, &status) {
         write_gateway_status(&ctx, &gw, status).await?;
     }
     for src in sources
@@ -455,13 +471,16 @@ fn keep_claim_templates(
     note
 }
 
+/// Polls one pod (pushing its config when it runs another): what it runs, and the sinks whose
+/// latest delivery attempt failed there.
 async fn observe_pod(
     ctx: &Ctx,
     gw: &Gateway,
     pod: &Pod,
     desired: Option<&PodConfig>,
     access: &AdminAccess,
-) -> GatewayPodStatus {
+) -> (GatewayPodStatus, Vec<SinkFailure>) {
+    let mut failing = Vec::new();
     let mut st = GatewayPodStatus {
         name: pod.name_any(),
         uid: pod.uid(),
@@ -473,13 +492,14 @@ async fn observe_pod(
     };
     let Some(target) = pod_target(pod, gw.spec.ports.admin, access) else {
         st.last_error = Some("not running".into());
-        return st;
+        return (st, failing);
     };
     let status = ctx.admin.status(&target).await;
     ctx.metrics.pod_call("status", &status);
     match status {
         Err(e) => st.last_error = Some(e.to_string()),
         Ok(s) => {
+            failing = s.failing_sinks.clone();
             st.config_hash = Some(s.config_hash.clone());
             st.restart_required = s.restart_required.clone();
             if let Some(e) = &s.last_reload_error {
@@ -504,7 +524,67 @@ async fn observe_pod(
         }
     }
     st.programmed = desired.is_some_and(|d| st.config_hash.as_deref() == Some(d.hash.as_str()));
-    st
+    (st, failing)
+}
+
+/// Most pods a Gateway lists per Sink in `deliveryErrors` (`failingPods` counts them all): the
+/// status stays small however many pods fail.
+pub const MAX_DELIVERY_ERRORS: usize = 5;
+
+/// Fills each rendered Sink's `deliveryErrors` and `failingPods` from what the pods report
+/// (`failing_sinks` of `GET /v1/status`, by pod name). A pod names the Sink as its config does
+/// (`sink_names`); a config rendered before it had them is matched through the Source with
+/// that id, by position. Of a pod's failures for one Sink (several Sources may deliver to it)
+/// the one with the most failures in a row is shown.
+pub fn delivery_errors(
+    sinks: &mut [RenderedSink],
+    pods: &[(String, Vec<SinkFailure>)],
+    sources: &[&Source],
+) {
+    let sink_name = |f: &SinkFailure| -> Option<String> {
+        f.name.clone().or_else(|| {
+            let src = sources.iter().find(|s| render::source_id(s) == f.source)?;
+            src.spec.sinks.get(f.sink as usize).map(|r| r.name.clone())
+        })
+    };
+    // Sink name -> pod -> its worst failure.
+    let mut by_sink: BTreeMap<String, BTreeMap<&str, &SinkFailure>> = BTreeMap::new();
+    for (pod, failing) in pods {
+        for f in failing {
+            let Some(name) = sink_name(f) else {
+                continue;
+            };
+            let slot = by_sink.entry(name).or_default().entry(pod.as_str());
+            let worse = |old: &SinkFailure| (f.failures, f.at) > (old.failures, old.at);
+            match slot {
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    v.insert(f);
+                }
+                std::collections::btree_map::Entry::Occupied(mut o) => {
+                    if worse(o.get()) {
+                        o.insert(f);
+                    }
+                }
+            }
+        }
+    }
+    for sink in sinks.iter_mut() {
+        let of_pods = by_sink.remove(&sink.name).unwrap_or_default();
+        sink.failing_pods = of_pods.len() as i32;
+        sink.delivery_errors = of_pods
+            .into_iter()
+            .take(MAX_DELIVERY_ERRORS)
+            .map(|(pod, f)| SinkDeliveryError {
+                pod: pod.to_string(),
+                source: truncate(f.source.clone(), 64),
+                // The pod caps it already; a pod of another version might not.
+                error: truncate(f.error.clone(), MAX_SINK_ERROR_BYTES),
+                since: rfc3339_from_ms(f.since),
+                failures: i64::try_from(f.failures).unwrap_or(i64::MAX),
+                breaker_open: f.breaker_open,
+            })
+            .collect();
+    }
 }
 
 fn blocked_status(gw: &Gateway, reason: &'static str, msg: &str) -> GatewayStatus {
@@ -636,10 +716,44 @@ pub fn gateway_status(
                 name: name.clone(),
                 observed_generation: s.generation,
                 error: s.error.clone(),
+                // Filled from the pods' reports (`delivery_errors`).
+                delivery_errors: Vec::new(),
+                failing_pods: 0,
             })
             .collect(),
         pods,
     }
+}
+
+/// Least time between two Gateway status writes that change only delivery errors.
+pub const DELIVERY_WRITE_EVERY: Duration = Duration::from_secs(20);
+
+fn delivery_write_key(gw: &Gateway) -> String {
+    format!(
+        "gateway-delivery/{}/{}",
+        gw.namespace().unwrap_or_default(),
+        gw.name_any()
+    )
+}
+
+/// Whether a changed status is written now. Delivery errors change with every failed attempt
+/// (the count, the text; a flaky receiver makes a pod's entry come and go), and each write
+/// wakes this controller and the Sink controller again: a status that differs only there is
+/// written at most every `DELIVERY_WRITE_EVERY` (the first failure at once), the next poll
+/// after that catching up. Any other change is written at once, with the errors as they are.
+fn status_write_due(ctx: &Ctx, gw: &Gateway, old: &GatewayStatus, new: &GatewayStatus) -> bool {
+    let without_delivery = |st: &GatewayStatus| {
+        let mut st = st.clone();
+        for s in &mut st.sinks {
+            s.delivery_errors.clear();
+            s.failing_pods = 0;
+        }
+        st
+    };
+    !same_status(&without_delivery(old), &without_delivery(new))
+        || ctx
+            .poll_due(&delivery_write_key(gw), DELIVERY_WRITE_EVERY)
+            .is_none()
 }
 
 fn same_status(a: &GatewayStatus, b: &GatewayStatus) -> bool {

@@ -1,12 +1,14 @@
-//! Sink: status from the Gateways that render it (`status.sinks` of each Gateway), and a
-//! finalizer that keeps a Sink while a Source still delivers to it (removing it would
-//! dead-letter that Source's queued deliveries as `sink_gone`).
+//! Sink: status from the Gateways that render it (`status.sinks` of each Gateway: how it was
+//! rendered, and which pods fail to deliver to it), and a finalizer that keeps a Sink while a
+//! Source still delivers to it (removing it would dead-letter that Source's queued deliveries
+//! as `sink_gone`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use ankusa_crds::condition::DEGRADED;
 use ankusa_crds::names::SINK_FINALIZER;
-use ankusa_crds::{Gateway, Sink, SinkStatus, Source};
+use ankusa_crds::{Gateway, Sink, SinkDeliveryError, SinkStatus, Source, find_condition};
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch};
 use kube::runtime::controller::Action;
@@ -53,6 +55,45 @@ pub fn users(sink: &Sink, sources: &[Source]) -> Vec<String> {
         .collect()
 }
 
+/// The `Degraded` reason while some pod's latest delivery to the Sink failed.
+pub const DELIVERY_FAILING: &str = "DeliveryFailing";
+
+/// Pods the `DeliveryFailing` message names; the rest are counted. With errors of at most
+/// 512 bytes this keeps the message near 2 KB, far under a condition's 32768.
+pub const MESSAGE_PODS: usize = 3;
+
+/// `gw/pod-0: redis: not_connected: tls_handshake: ... (5 failures, circuit breaker open)`,
+/// the first `MESSAGE_PODS` of `failing` (gateway name, error), then `and N more pods`.
+fn delivery_message(failing: &[(String, &SinkDeliveryError)], total: usize) -> String {
+    let mut parts: Vec<String> = failing
+        .iter()
+        .take(MESSAGE_PODS)
+        .map(|(gw, e)| {
+            let n = e.failures;
+            let mut m = format!(
+                "{gw}/{}: {} ({n} failure{}",
+                e.pod,
+                e.error,
+                if n == 1 { "" } else { "s" }
+            );
+            if e.breaker_open {
+                m.push_str(", circuit breaker open");
+            }
+            m.push(')');
+            m
+        })
+        .collect();
+    let shown = parts.len();
+    if total > shown {
+        let more = total - shown;
+        parts.push(format!(
+            "and {more} more pod{}",
+            if more == 1 { "" } else { "s" }
+        ));
+    }
+    parts.join("; ")
+}
+
 /// The Sink's status from the Gateways' view of it.
 pub fn sink_status(
     sink: &Sink,
@@ -67,6 +108,8 @@ pub fn sink_status(
     let mut desired = 0;
     let mut errors = Vec::new();
     let mut stale = Vec::new();
+    let mut failing: Vec<(String, &SinkDeliveryError)> = Vec::new();
+    let mut failing_pods = 0;
     for gw in gateways {
         let Some(st) = gw.status.as_ref() else {
             continue;
@@ -75,6 +118,8 @@ pub fn sink_status(
             continue;
         };
         desired += gw.spec.replicas;
+        failing_pods += entry.failing_pods.max(entry.delivery_errors.len() as i32);
+        failing.extend(entry.delivery_errors.iter().map(|e| (gw.name_any(), e)));
         if let Some(e) = &entry.error {
             errors.push(format!("{}: {e}", gw.name_any()));
         } else if entry.observed_generation == generation {
@@ -83,7 +128,7 @@ pub fn sink_status(
             stale.push(gw.name_any());
         }
     }
-    let conds = if !errors.is_empty() {
+    let mut conds = if !errors.is_empty() {
         Conds::blocked("RenderFailed", errors.join("; "))
     } else if used_by.is_empty() {
         Conds {
@@ -108,6 +153,17 @@ pub fn sink_status(
             Conds::under_way("Programming", m)
         }
     };
+    // Deliveries failing is a state of the destination, not of the Sink's programming: it
+    // makes the Sink Degraded and leaves Ready alone. A refused render says more, and a Sink
+    // no Source uses has no deliveries.
+    let failing_pods = if used_by.is_empty() { 0 } else { failing_pods };
+    if failing_pods > 0 && !conds.degraded.0 {
+        conds.degraded = (
+            true,
+            DELIVERY_FAILING,
+            delivery_message(&failing, failing_pods as usize),
+        );
+    }
     SinkStatus {
         observed_generation: generation,
         conditions: conditions(&old.conditions, conds, generation, now),
@@ -115,6 +171,35 @@ pub fn sink_status(
         programmed_replicas: programmed,
         replicas: desired,
         used_by: (!used_by.is_empty()).then(|| used_by.join(",")),
+        failing_pods,
+    }
+}
+
+/// Whether the Sink's `Degraded` condition says its deliveries fail.
+fn delivery_failing(st: &SinkStatus) -> bool {
+    find_condition(&st.conditions, DEGRADED)
+        .is_some_and(|c| c.is_true() && c.reason.as_deref() == Some(DELIVERY_FAILING))
+}
+
+/// Events of the delivery transitions only (a Warning when deliveries start failing, a Normal
+/// one when no pod reports a failure any more): the message changes with every failed
+/// attempt, and an Event per change would flood the namespace.
+async fn delivery_events(ctx: &Ctx, sink: &Sink, old: &SinkStatus, new: &SinkStatus) {
+    let (was, is) = (delivery_failing(old), delivery_failing(new));
+    if is && !was {
+        let msg = find_condition(&new.conditions, DEGRADED)
+            .and_then(|c| c.message.clone())
+            .unwrap_or_default();
+        ctx.event(sink, EventType::Warning, DELIVERY_FAILING, msg)
+            .await;
+    } else if was && !is && new.failing_pods == 0 {
+        ctx.event(
+            sink,
+            EventType::Normal,
+            "Delivering",
+            "no gateway pod reports a failed delivery to this sink any more",
+        )
+        .await;
     }
 }
 
@@ -134,8 +219,10 @@ async fn apply(sink: &Sink, ctx: &Ctx) -> Result<Action> {
     let changed = !same_conditions(&old.conditions, &new.conditions)
         || old.programmed != new.programmed
         || old.used_by != new.used_by
-        || old.observed_generation != new.observed_generation;
+        || old.observed_generation != new.observed_generation
+        || old.failing_pods != new.failing_pods;
     if changed {
+        delivery_events(ctx, sink, &old, &new).await;
         let ready = new.conditions.iter().find(|c| c.type_ == "Ready");
         let was = old.conditions.iter().find(|c| c.type_ == "Ready");
         if let Some(r) = ready
