@@ -4,14 +4,15 @@
 //! such. Prints one JSON line per sink.
 //!
 //!     tests/brokers/start.sh /tmp/brokers
-//!     cargo run --release -p ankusa-sinks --bin sink-bench [kafka,kafka-tls,rabbitmq,rabbitmq-tls,nats,nats-tls,redis,redis-tls,sqs,pubsub]
+//!     cargo run --release -p ankusa-sinks --bin sink-bench [kafka,kafka-tls,rabbitmq,rabbitmq-tls,nats,nats-tls,redis,redis-tls,sqs,sqs-tls,pubsub,pubsub-tls]
 //!
 //! `redis-tls` starts its own redis-server (TLS and plaintext ports, a CA made with `openssl`)
 //! and prints the Redis sink's rate over each and their ratio; `nats-tls` does the same with two
 //! nats-servers of its own (one requiring TLS). `rabbitmq-tls` and `kafka-tls` put a relay of
 //! the bench's own in front of the broker (the machine's RabbitMQ; a Tansu of the bench's own
 //! per relay, advertising it), once plain and once terminating TLS, so both runs cross the same
-//! extra hop and differ only in the encryption.
+//! extra hop and differ only in the encryption; `sqs-tls` and `pubsub-tls` do the same in front
+//! of moto_server and the Pub/Sub emulator.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -1099,6 +1100,106 @@ async fn kafka_tls(n: u64) -> Result<(), BoxErr> {
     Ok(())
 }
 
+/// Plain and TLS relays of the bench's own in front of an emulator on `upstream`, with the
+/// TLS relay's CA directory: `(plain origin, TLS origin, dir)`.
+async fn relays(name: &str, upstream: u16) -> Result<(String, String, std::path::PathBuf), BoxErr> {
+    let dir = bench_pki(name, "DNS:localhost", "localhost")?;
+    let (pl, plain_port) = bind_loopback().await?;
+    let (tl, tls_port) = bind_loopback().await?;
+    relay(pl, upstream, None)?;
+    relay(tl, upstream, Some(&dir))?;
+    Ok((
+        format!("http://127.0.0.1:{plain_port}"),
+        format!("https://localhost:{tls_port}"),
+        dir,
+    ))
+}
+
+/// The SQS sink over `https://` with a private CA vs `http://`, each through its relay to moto
+/// (a fresh queue per run: moto slows as a queue fills).
+async fn sqs_tls(n: u64) -> Result<(), BoxErr> {
+    let (plain, tls, dir) = relays("sqs-tls", 5000).await?;
+    let mut rates = Vec::new();
+    for origin in [&plain, &tls] {
+        let v = sqs_call(
+            "http://127.0.0.1:5000/",
+            "CreateQueue",
+            &json!({"QueueName": format!("bench-tls-{}", suffix())}),
+        )
+        .await?;
+        let moto_url = v["QueueUrl"].as_str().ok_or("no QueueUrl")?;
+        let path = url::Url::parse(moto_url)?.path().to_string();
+        let mut cfg = SqsSinkConfig::new(format!("{origin}{path}"));
+        cfg.access_key_id = Some("test".into());
+        cfg.secret_access_key = Some("test".into());
+        cfg.region = Some("us-east-1".into());
+        cfg.timeout_ms = 30_000;
+        if origin.starts_with("https:") {
+            cfg.tls = Some(SinkTls {
+                ca_file: Some(dir.join("ca.crt")),
+                ..SinkTls::default()
+            });
+        }
+        let builder = SinkBuilder::new();
+        rates.push(through_sink(build(&builder, SinkConfig::Sqs(cfg)), n).await);
+    }
+    tls_line(
+        "sqs-tls",
+        n,
+        rates[0],
+        rates[1],
+        "http:// via a plain relay vs https:// via a TLS relay, moto_server behind both",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// The Pub/Sub sink over `https://` with a private CA vs `http://`, each through its relay to
+/// the emulator, 512 deliveries in flight (where batching, not the linger, sets the rate).
+async fn pubsub_tls(n: u64) -> Result<(), BoxErr> {
+    let emulator = "http://127.0.0.1:8085";
+    let project = "bench";
+    let topic = format!("bench-tls-{}", suffix());
+    http_client()
+        .put(format!("{emulator}/v1/projects/{project}/topics/{topic}"))
+        .send()
+        .await?
+        .error_for_status()?;
+    http_client()
+        .put(format!(
+            "{emulator}/v1/projects/{project}/subscriptions/{topic}-sub"
+        ))
+        .json(&json!({"topic": format!("projects/{project}/topics/{topic}")}))
+        .send()
+        .await?
+        .error_for_status()?;
+    let (plain, tls, dir) = relays("pubsub-tls", 8085).await?;
+    let mut rates = Vec::new();
+    for origin in [&plain, &tls] {
+        let mut cfg = GooglePubsubSinkConfig::new(project, &topic);
+        cfg.auth = PubsubAuth::None;
+        cfg.endpoint = Some(origin.as_str().into());
+        if origin.starts_with("https:") {
+            cfg.tls = Some(SinkTls {
+                ca_file: Some(dir.join("ca.crt")),
+                ..SinkTls::default()
+            });
+        }
+        let builder = SinkBuilder::new();
+        let sink = build(&builder, SinkConfig::GooglePubsub(cfg));
+        rates.push(through_sink_at(sink, n, 512).await);
+    }
+    tls_line(
+        "pubsub-tls",
+        n,
+        rates[0],
+        rates[1],
+        "http:// via a plain relay vs https:// via a TLS relay, the emulator behind both, 512 in flight",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() {
     ankusa_sinks::install_crypto_provider();
@@ -1141,8 +1242,14 @@ async fn main() {
     if want("sqs") {
         report("sqs", sqs(500).await);
     }
+    if want("sqs-tls") {
+        report("sqs-tls", sqs_tls(500).await);
+    }
     if want("pubsub") {
         report("pubsub", pubsub(10_000).await);
+    }
+    if want("pubsub-tls") {
+        report("pubsub-tls", pubsub_tls(10_000).await);
     }
     if failed {
         std::process::exit(1);
