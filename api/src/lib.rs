@@ -14,7 +14,8 @@ pub use dlq::{DeadEntry, DeadFilter, DeadPage, DeleteDead, FilterError};
 pub use node::{FieldError, MAX_SINK_ERROR_BYTES, ReloadError, ReloadReply, SinkFailure, Status};
 pub use replay::{
     CreateReplay, DEFAULT_MAX_LAG_MS, DEFAULT_PAUSE_AFTER_DEAD, DEFAULT_RATE, JobList, JobState,
-    JobView, MAX_RATE, PatchReplay, ReplayJob, TopLevelFilter, check_rate,
+    JobView, KIND_DLQ, KIND_QUARANTINE, MAX_RATE, PatchReplay, ReplayJob, TopLevelFilter,
+    check_rate,
 };
 
 /// `GET /v1/sources/{id}/deliveries`: a source's queued (pending or in flight) and dead rows.

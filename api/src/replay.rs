@@ -48,6 +48,10 @@ fn default_kind() -> String {
     "dlq".into()
 }
 
+/// Job kinds: dead letters back to due, or quarantined hooks that now verify into the queue.
+pub const KIND_DLQ: &str = "dlq";
+pub const KIND_QUARANTINE: &str = "quarantine";
+
 /// `CreateReplay`'s filter keys given at the top level of the body.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TopLevelFilter {
@@ -171,6 +175,13 @@ pub struct ReplayJob {
     pub moved: u64,
     #[serde(default)]
     pub scanned: u64,
+    /// `quarantine` jobs: entries that verified and were committed as hooks.
+    #[serde(default)]
+    pub released: u64,
+    /// `quarantine` jobs: entries that still fail verification (they stay in the pen) or
+    /// duplicate a hook already accepted (they leave it).
+    #[serde(default)]
+    pub skipped: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }

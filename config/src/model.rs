@@ -31,6 +31,8 @@ pub struct Config {
     pub dispatch: DispatchConfig,
     pub egress: EgressConfig,
     pub claim_check: ClaimCheckConfig,
+    /// The pen of sources with `on_verify_failure: quarantine`.
+    pub quarantine: QuarantineConfig,
     /// Sources by id (`[A-Za-z0-9_-]{1,64}`); the id is the last path segment of the ingest URL.
     pub sources: BTreeMap<String, SourceConfig>,
 }
@@ -507,6 +509,32 @@ impl Default for ClaimCheckConfig {
     }
 }
 
+/// Bounds of the quarantine pen, so a flood of forged requests can neither fill the disk nor
+/// spend another source's share: a bucket per source (`burst` back to back, refilled at `rate`
+/// per second; over it `429 quarantine_rate_limited`) and one byte cap for the whole pen (a
+/// hook that would cross it is `503 quarantine_full`; nothing answered `202` is ever evicted).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
+#[serde(deny_unknown_fields, default)]
+pub struct QuarantineConfig {
+    /// Hooks one source may quarantine back to back.
+    pub burst: u32,
+    /// Hooks per second one source's bucket refills (may be fractional).
+    pub rate: f64,
+    /// Bytes the pen holds at most (stored envelopes: headers, body and metadata).
+    pub max_bytes: u64,
+}
+
+impl Default for QuarantineConfig {
+    fn default() -> Self {
+        QuarantineConfig {
+            burst: 100,
+            rate: 20.0,
+            max_bytes: 1 << 30,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "snake_case")]
@@ -516,7 +544,8 @@ pub enum OnVerifyFailure {
     Reject,
     /// Stored and delivered with `flagged: true`.
     AcceptFlag,
-    /// Held in a quarantine pen (not available in this release; refused at load).
+    /// `202`, held in the node's quarantine pen until a `quarantine` replay job releases it
+    /// (once the source verifies it) or an operator purges it.
     Quarantine,
 }
 

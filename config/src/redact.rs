@@ -153,6 +153,9 @@ const SHOWN: &[&str] = &[
     "security_protocol",
     "token_file",
     "auth_mechanism",
+    // the quarantine pen's bounds (burst and rate are listed above)
+    "quarantine",
+    "max_bytes",
 ];
 
 /// Keys holding a URL, or a list of `host:port` / URL entries, that may carry userinfo:

@@ -65,6 +65,7 @@ pub fn validate(c: &Config) -> Result<(), ConfigError> {
     dispatch(&c.dispatch)?;
     egress(&c.egress)?;
     claim_check(c)?;
+    quarantine(&c.quarantine)?;
     ports(c)?;
     for (id, s) in &c.sources {
         source(c, id, s)?;
@@ -276,6 +277,23 @@ fn commit(c: &Config) -> Result<(), ConfigError> {
             "batcher.max_queue_bytes must be >= http.max_body_bytes + 512 ({need}), got {}",
             b.max_queue_bytes
         )));
+    }
+    Ok(())
+}
+
+/// The pen's bounds: a bucket that admits something, and a byte cap.
+fn quarantine(q: &QuarantineConfig) -> Result<(), ConfigError> {
+    if !(q.rate.is_finite() && q.rate > 0.0) {
+        return Err(err(
+            "quarantine.rate",
+            format!("must be a number > 0, got {}", q.rate),
+        ));
+    }
+    if q.burst == 0 {
+        return Err(err("quarantine.burst", "must be >= 1, got 0"));
+    }
+    if q.max_bytes == 0 {
+        return Err(err("quarantine.max_bytes", "must be >= 1, got 0"));
     }
     Ok(())
 }
@@ -529,10 +547,11 @@ fn source(c: &Config, id: &str, s: &SourceConfig) -> Result<(), ConfigError> {
     }
     verify(&p, &s.verify)?;
     match s.on_verify_failure {
-        OnVerifyFailure::Quarantine => {
+        // Nothing fails verification without a scheme: the pen would never hold anything.
+        OnVerifyFailure::Quarantine if s.verify == VerifyConfig::None => {
             return Err(err(
                 format!("{p}.on_verify_failure"),
-                "quarantine is not available in this release; use reject (401, nothing stored) or accept_flag (stored with flagged: true)",
+                "quarantine needs a verify scheme (verify.type is none)",
             ));
         }
         OnVerifyFailure::AcceptFlag if s.verify == VerifyConfig::None => {
@@ -1055,18 +1074,6 @@ mod tests {
     }
 
     #[test]
-    fn quarantine_is_refused_clearly() {
-        let mut s = log_source();
-        s.verify = VerifyConfig::Github(Preset {
-            secret: Secrets::one("k"),
-        });
-        s.on_verify_failure = OnVerifyFailure::Quarantine;
-        let e = validate(&with_source(s)).unwrap_err();
-        assert_eq!(e.field.as_deref(), Some("sources.s.on_verify_failure"));
-        assert!(e.message.contains("not available"));
-    }
-
-    #[test]
     fn sink_names_name_every_sink_once_in_plain_text() {
         let mut s = log_source();
         s.sink_names = vec!["orders".into()];
@@ -1083,6 +1090,49 @@ mod tests {
             let e = validate(&with_source(s.clone())).unwrap_err();
             assert_eq!(e.field.as_deref(), Some("sources.s.sink_names[0]"));
         }
+    }
+
+    #[test]
+    fn quarantine_needs_a_scheme_and_sane_bounds() {
+        let mut s = log_source();
+        s.on_verify_failure = OnVerifyFailure::Quarantine;
+        let e = validate(&with_source(s.clone())).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("sources.s.on_verify_failure"));
+        assert!(e.message.contains("needs a verify scheme"), "{e}");
+        s.verify = VerifyConfig::Github(Preset {
+            secret: Secrets::one("k"),
+        });
+        let mut c = with_source(s);
+        validate(&c).unwrap();
+        assert_eq!(c.quarantine, QuarantineConfig::default());
+        c.quarantine.rate = 0.0;
+        let e = validate(&c).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("quarantine.rate"));
+        c.quarantine.rate = f64::NAN;
+        assert_eq!(
+            validate(&c).unwrap_err().field.as_deref(),
+            Some("quarantine.rate")
+        );
+        c.quarantine.rate = 0.5;
+        c.quarantine.burst = 0;
+        let e = validate(&c).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("quarantine.burst"));
+        assert_eq!(e.message, "must be >= 1, got 0");
+        c.quarantine.burst = 1;
+        c.quarantine.max_bytes = 0;
+        let e = validate(&c).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("quarantine.max_bytes"));
+        c.quarantine.max_bytes = 1;
+        validate(&c).unwrap();
+    }
+
+    #[test]
+    fn the_quarantine_section_reads_from_yaml_with_defaults() {
+        let c: Config = serde_yaml_ng::from_str("quarantine: {burst: 5}").unwrap();
+        assert_eq!(c.quarantine.burst, 5);
+        assert_eq!(c.quarantine.rate, 20.0);
+        assert_eq!(c.quarantine.max_bytes, 1 << 30);
+        assert!(serde_yaml_ng::from_str::<Config>("quarantine: {brust: 5}").is_err());
     }
 
     #[test]

@@ -46,6 +46,10 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/replays/{id}", get(get_replay).patch(patch_replay))
         .route("/v1/sources/{id}/deliveries", get(source_deliveries))
         .route("/v1/sources/{id}/dead_letter", post(dead_letter_source))
+        .route(
+            "/v1/quarantine",
+            get(list_quarantine).delete(purge_quarantine),
+        )
         .with_state(app)
 }
 
@@ -224,6 +228,7 @@ async fn metrics(State(app): State<Arc<App>>) -> Response {
     if let Some(c) = &app.commit {
         m.commit_queued.set(c.queued() as i64);
     }
+    crate::quarantine::gauges(&app);
     for (class, n) in app.store.health.failures() {
         let c = m.store_write_failures.with_label_values(&[class]);
         c.inc_by(n.saturating_sub(c.get()));
@@ -725,4 +730,93 @@ async fn dead_letter_source(
         dead: counts.dead,
     })
     .into_response()
+}
+
+/// `GET|DELETE /v1/quarantine` parameters, as text so a bad value is `invalid_filter` naming it.
+#[derive(Debug, Deserialize, Default)]
+struct PenQuery {
+    tenant: Option<String>,
+    source_id: Option<String>,
+    id: Option<String>,
+    since: Option<String>,
+    until: Option<String>,
+    limit: Option<String>,
+}
+
+/// The pen filter of a request; a tenant-limited token is held to its tenants like a DLQ read.
+fn pen_filter(q: &PenQuery, caller: &Caller) -> Result<crate::store::PenFilter, Response> {
+    if let Some(t) = &q.tenant
+        && let Err(e) = DeadFilter::check_tenant(t)
+    {
+        return Err(bad_filter(e.field, &e.message));
+    }
+    let id = match &q.id {
+        None => None,
+        Some(s) => Some(
+            uuid::Uuid::parse_str(s).map_err(|_| bad_filter("id", "must be a hook id (a UUID)"))?,
+        ),
+    };
+    let f = crate::store::PenFilter {
+        tenant: caller.resolve_tenant(q.tenant.clone())?,
+        source_id: q.source_id.clone(),
+        id,
+        since: parse_num("since", &q.since)?,
+        until: parse_num("until", &q.until)?,
+    };
+    if let (Some(s), Some(u)) = (f.since, f.until)
+        && s > u
+    {
+        return Err(bad_filter("since", "must not be after until"));
+    }
+    Ok(f)
+}
+
+/// The pen's entries, newest first, without bodies.
+async fn list_quarantine(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Query(q): Query<PenQuery>,
+) -> Response {
+    let caller = tri!(authorize(&app, &headers, "dlq:read"));
+    let filter = tri!(pen_filter(&q, &caller));
+    let limit: usize = tri!(parse_num("limit", &q.limit)).unwrap_or(100);
+    if limit == 0 || limit > 1000 {
+        return bad_filter("limit", "must be 1..=1000");
+    }
+    let whole = filter == crate::store::PenFilter::default();
+    let store = app.store.clone();
+    let (entries, totals) =
+        tri!(blocking(move || Ok((store.pen_list(&filter, limit)?, store.pen_totals()?))).await);
+    // The pen's size is node-wide: a tenant-limited caller sees only its entries.
+    let (total, bytes) = if whole {
+        (json!(totals.0), json!(totals.1))
+    } else {
+        (serde_json::Value::Null, serde_json::Value::Null)
+    };
+    Json(json!({ "entries": entries, "total": total, "bytes": bytes })).into_response()
+}
+
+/// Deletes matching entries, oldest first, and frees their bytes against the cap.
+async fn purge_quarantine(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Query(q): Query<PenQuery>,
+) -> Response {
+    let caller = tri!(authorize(&app, &headers, "dlq:write"));
+    let filter = tri!(pen_filter(&q, &caller));
+    let limit: usize = tri!(parse_num("limit", &q.limit)).unwrap_or(1000);
+    if limit == 0 || limit > 10_000 {
+        return bad_filter("limit", "must be 1..=10000");
+    }
+    let store = app.store.clone();
+    let purged = tri!(blocking(move || store.pen_purge(&filter, limit)).await);
+    app.pen.removed(purged);
+    if purged.deleted > 0 {
+        tracing::info!(
+            deleted = purged.deleted,
+            bytes = purged.bytes,
+            "quarantine purged"
+        );
+    }
+    Json(purged).into_response()
 }

@@ -18,6 +18,7 @@ use crate::dispatch::{self, Dispatcher};
 use crate::edge::ratelimit::RateLimiter;
 use crate::live::{ConfigHandle, Live};
 use crate::metrics::Metrics;
+use crate::quarantine::Pen;
 use crate::replay::{self, Replayer};
 use crate::serve::{Listener, serve};
 use crate::store::{LaneId, Store};
@@ -41,6 +42,8 @@ pub struct App {
     pub commit: Option<Arc<Committer>>,
     pub dispatcher: Option<Arc<Dispatcher>>,
     pub replayer: Option<Arc<Replayer>>,
+    /// The quarantine pen (`on_verify_failure: quarantine`).
+    pub pen: Arc<Pen>,
     /// Per tenant (`rate_limits`).
     pub limiter: RateLimiter,
     /// Per client address (`http.client_rate_limit`).
@@ -88,6 +91,10 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
         tokio::task::spawn_blocking(move || Store::open(&path)).await??
     };
     let store = Arc::new(store);
+    let pen = {
+        let store = store.clone();
+        tokio::task::spawn_blocking(move || Pen::start(store)).await??
+    };
     let metrics = Arc::new(Metrics::new());
     let sinks = Arc::new(SinkBuilder::with_pools(HttpPools::new(
         &config.egress.pools,
@@ -141,7 +148,15 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
             claim_check: claim_check.clone().map(|c| c as Arc<dyn ClaimCheck>),
             feedback: Some(feedback),
         })?;
-        let r = Replayer::start(store.clone(), d.clone(), settled, metrics.clone()).await?;
+        let r = Replayer::start(
+            store.clone(),
+            d.clone(),
+            settled,
+            metrics.clone(),
+            handle.clone(),
+            pen.clone(),
+        )
+        .await?;
         (Some(d), Some(r))
     } else {
         (None, None)
@@ -166,6 +181,7 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
         commit,
         dispatcher: dispatcher.clone(),
         replayer,
+        pen,
         limiter: RateLimiter::default(),
         client_limiter: RateLimiter::default(),
         body_budget: Arc::new(tokio::sync::Semaphore::new(
@@ -437,6 +453,7 @@ fn spawn_housekeeping(app: Arc<App>) {
             if let Some(c) = &app.commit {
                 app.metrics.commit_queued.set(c.queued() as i64);
             }
+            crate::quarantine::gauges(&app);
         }
     });
 }

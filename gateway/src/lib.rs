@@ -4,7 +4,8 @@
 //! A hook travels edge → commit → store → dispatch → sink: `edge` answers the provider only
 //! after group `commit` has fsynced the hook into the `store`; `dispatch` claims due delivery
 //! rows and runs attempts against the sinks of `ankusa-sinks`; `replay` moves dead rows back;
-//! `admin` exposes it all. `live` is the config in force and its reloads.
+//! `admin` exposes it all. `quarantine` holds the hooks a source's `on_verify_failure:
+//! quarantine` keeps instead of refusing, until a replay job releases them. `live` is the config in force and its reloads.
 
 pub mod admin;
 pub mod app;
@@ -16,6 +17,7 @@ pub mod edge;
 pub mod live;
 pub mod metrics;
 pub mod probes;
+pub mod quarantine;
 pub mod replay;
 pub mod serve;
 pub mod store;

@@ -53,6 +53,9 @@ pub struct Metrics {
     pub http_pool_refused: IntCounterVec,
     pub replay_moved: IntCounterVec,
     pub replay_throttled: IntCounterVec,
+    pub quarantine_pending: IntGauge,
+    pub quarantine_bytes: IntGauge,
+    pub quarantine_entries: IntGauge,
     pub http_connections: IntGaugeVec,
     pub http_connections_refused: IntCounterVec,
     pub http_timeouts: IntCounterVec,
@@ -343,6 +346,21 @@ impl Metrics {
                 "ankusa_replay_throttled_total",
                 "Replay steps held back",
                 &["reason"],
+            ),
+            quarantine_pending: gauge(
+                &r,
+                "ankusa_quarantine_pending",
+                "Quarantine writes waiting for or in the pen's group commit",
+            ),
+            quarantine_bytes: gauge(
+                &r,
+                "ankusa_quarantine_bytes",
+                "Bytes the quarantine pen holds (with writes admitted and not yet answered)",
+            ),
+            quarantine_entries: gauge(
+                &r,
+                "ankusa_quarantine_entries",
+                "Entries the quarantine pen holds",
             ),
             registry: r,
         }

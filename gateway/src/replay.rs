@@ -1,4 +1,7 @@
-//! Replay jobs (`kind: dlq`): durable, paced moves of dead rows back into the delivery queue.
+//! Replay jobs: durable, paced moves of dead rows back into the delivery queue (`kind: dlq`),
+//! and releases of quarantined hooks that verify now (`kind: quarantine`: each pen entry is
+//! judged by its source's current verifier; a pass is committed as a hook with its original id
+//! in one synced batch with the pen delete and the job's cursor, see `store::pen`).
 //!
 //! The replayer is the only writer of job records. Each tick it gives every running job
 //! tokens at its `rate` and moves that many rows, but only while dispatch's oldest due row is
@@ -14,14 +17,17 @@ use std::time::{Duration, Instant};
 
 use ankusa_api::{
     CreateReplay, DEFAULT_MAX_LAG_MS, DEFAULT_PAUSE_AFTER_DEAD, DEFAULT_RATE, FilterError,
-    JobState, JobView, ReplayJob,
+    JobState, JobView, KIND_DLQ, KIND_QUARANTINE, ReplayJob,
 };
 use ankusa_core::now_ms;
 use tokio::sync::{Mutex, mpsc};
 
 use crate::dispatch::Dispatcher;
+use crate::live::ConfigHandle;
 use crate::metrics::Metrics;
-use crate::store::{JobSettled, Store, StoreError};
+use crate::quarantine::Pen;
+use crate::quarantine::release::judge;
+use crate::store::{JobSettled, PenFilter, Store, StoreError};
 
 const TICK: Duration = Duration::from_millis(100);
 
@@ -194,6 +200,9 @@ pub struct Replayer {
     store: Arc<Store>,
     dispatcher: Arc<Dispatcher>,
     metrics: Arc<Metrics>,
+    /// The sources' current verifiers, for `quarantine` jobs.
+    config: Arc<ConfigHandle>,
+    pen: Arc<Pen>,
     jobs: Mutex<Jobs>,
     wake: tokio::sync::Notify,
 }
@@ -205,6 +214,8 @@ impl Replayer {
         dispatcher: Arc<Dispatcher>,
         feedback: FeedbackRx,
         metrics: Arc<Metrics>,
+        config: Arc<ConfigHandle>,
+        pen: Arc<Pen>,
     ) -> Result<Arc<Replayer>, StoreError> {
         let s = store.clone();
         let stored = blocking(move || s.list_jobs()).await?;
@@ -219,6 +230,8 @@ impl Replayer {
             store,
             dispatcher,
             metrics,
+            config,
+            pen,
             jobs: Mutex::new(Jobs {
                 map: jobs,
                 feedback,
@@ -232,13 +245,22 @@ impl Replayer {
     /// Creates a job, or returns the existing one for the same `job_id`, kind and filter.
     /// Returns (view, created).
     pub async fn create(&self, req: CreateReplay) -> Result<(JobView, bool), ReplayError> {
-        if req.kind != "dlq" {
+        if req.kind != KIND_DLQ && req.kind != KIND_QUARANTINE {
             return Err(invalid(
                 "kind",
-                "unsupported kind; this release replays kind dlq",
+                "unsupported kind; this release replays kind dlq or quarantine",
             ));
         }
         let filter = req.filter()?;
+        // A pen entry has no sink and no error class yet.
+        if req.kind == KIND_QUARANTINE {
+            if filter.sink.is_some() {
+                return Err(invalid("sink", "is not a filter of kind quarantine"));
+            }
+            if filter.error_class.is_some() {
+                return Err(invalid("error_class", "is not a filter of kind quarantine"));
+            }
+        }
         let rate = req.rate.unwrap_or(DEFAULT_RATE);
         ankusa_api::check_rate(rate).map_err(|m| invalid("rate", m))?;
         let id = match &req.job_id {
@@ -290,6 +312,8 @@ impl Replayer {
             cursor: None,
             moved: 0,
             scanned: 0,
+            released: 0,
+            skipped: 0,
             reason: None,
         };
         let store = self.store.clone();
@@ -397,6 +421,84 @@ impl Replayer {
         }
     }
 
+    /// One step of a `quarantine` job: judges up to `n` pen entries (received at or before
+    /// the job's creation) against their sources' current verifiers, and commits the passes
+    /// with the pen deletes and the job's cursor in one synced batch. Returns how many entries
+    /// it looked at.
+    async fn release_step(&self, rt: &mut JobRt, n: usize) -> Result<u64, StoreError> {
+        let f = &rt.job.filter;
+        let filter = PenFilter {
+            tenant: f.tenant.clone(),
+            source_id: f.source_id.clone(),
+            id: f.id,
+            since: f.since,
+            until: Some(f.until.unwrap_or(u64::MAX).min(rt.job.created_at)),
+        };
+        // A cursor that does not decode starts the scan over: entries already released are
+        // gone, and the ones that stayed are judged again.
+        let after = rt.job.cursor.as_deref().and_then(|c| hex::decode(c).ok());
+        let store = self.store.clone();
+        let page = blocking(move || store.pen_page(&filter, after.as_deref(), n)).await?;
+        let looked = page.entries.len() as u64;
+        let live = self.config.live();
+        let mut passed = Vec::new();
+        let mut records = Vec::new();
+        let mut encoded = Vec::new();
+        let mut job = rt.job.clone();
+        for held in &page.entries {
+            let source = live
+                .sources
+                .get(&held.summary.source_id)
+                .map(|s| s.as_ref());
+            match judge(source, held, &self.metrics) {
+                Ok(rec) => {
+                    encoded.push(crate::store::encode_envelope(&rec.envelope));
+                    records.push(rec);
+                    passed.push(held.summary.clone());
+                }
+                Err(why) => {
+                    tracing::debug!(job = %job.id, id = %held.summary.id, ?why, "quarantined hook stays");
+                    job.skipped += 1;
+                }
+            }
+        }
+        job.scanned += page.examined;
+        if let Some(k) = &page.last_key {
+            job.cursor = Some(hex::encode(k));
+        }
+        if page.finished {
+            job.state = JobState::Completed;
+        }
+        let tenants: Vec<String> = records.iter().fold(Vec::new(), |mut v, r| {
+            if !v.contains(&r.envelope.tenant) {
+                v.push(r.envelope.tenant.clone());
+            }
+            v
+        });
+        let store = self.store.clone();
+        let at = now_ms();
+        let (released, job) = blocking(move || {
+            store
+                .pen_release(&mut job, &passed, &records, &encoded, at)
+                .map(|r| (r, job))
+        })
+        .await?;
+        self.pen.removed(released.removed);
+        if released.accepted > 0 {
+            self.metrics
+                .replay_moved
+                .with_label_values(&[KIND_QUARANTINE])
+                .inc_by(released.accepted);
+            self.dispatcher
+                .wake_lanes(tenants, at, released.committed.lanes.clone());
+        }
+        if job.state == JobState::Completed {
+            tracing::info!(job = %job.id, released = job.released, skipped = job.skipped, "quarantine job finished its scan");
+        }
+        rt.job = job;
+        Ok(looked)
+    }
+
     async fn tick(&self) -> Result<(), StoreError> {
         let lag = self
             .dispatcher
@@ -445,6 +547,14 @@ impl Replayer {
             if n == 0 {
                 continue;
             }
+            if rt.job.kind == KIND_QUARANTINE {
+                let looked = self.release_step(rt, n).await?;
+                rt.tokens -= looked as f64;
+                if looked == 0 {
+                    rt.tokens = 0.0;
+                }
+                continue;
+            }
             let store = self.store.clone();
             let mut job = rt.job.clone();
             // The rows moved are due at `at`, and dispatch is told exactly that time: its scan
@@ -463,7 +573,7 @@ impl Replayer {
             if step.moved > 0 {
                 self.metrics
                     .replay_moved
-                    .with_label_values(&["dlq"])
+                    .with_label_values(&[KIND_DLQ])
                     .inc_by(step.moved);
                 self.dispatcher.wake_replayed(step.tenants, at, step.lanes);
             }

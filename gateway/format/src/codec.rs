@@ -117,6 +117,36 @@ fn json_error(what: &str, e: &serde_json::Error) -> FormatError {
     ))
 }
 
+/// What the pen keeps beside each quarantined envelope (the value of its summary key): what a
+/// listing, a purge and a release filter on, so none of them reads a body it does not need.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PenSummary {
+    pub id: Uuid,
+    pub source_id: String,
+    pub tenant: String,
+    pub received_at: u64,
+    /// Why verification failed (`ankusa_verify::VerifyFailure::code`).
+    pub reason: String,
+    /// Bytes of the stored envelope: what the entry counts against `quarantine.max_bytes`.
+    pub size: u64,
+    pub method: String,
+    pub path: String,
+    /// The tenant came from the URL (`routing: tenant_path`): a release dedupes as the edge
+    /// would have for that request.
+    #[serde(default)]
+    pub url_tenant: bool,
+}
+
+impl PenSummary {
+    pub fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("pen summary serialises")
+    }
+
+    pub fn decode(v: &[u8]) -> Result<PenSummary, FormatError> {
+        serde_json::from_slice(v).map_err(|e| json_error("quarantine summary", &e))
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RowState {

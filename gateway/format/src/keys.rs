@@ -12,6 +12,9 @@ pub const CF_HOOKS: &str = "hooks";
 pub const CF_DELIVERIES: &str = "deliveries";
 pub const CF_INDEX: &str = "index";
 pub const ALL_CFS: [&str; 3] = [CF_HOOKS, CF_DELIVERIES, CF_INDEX];
+/// The quarantine pen: a family of its own, so its bodies never sit in the index's SST files
+/// (scanned by dispatch) and a store made before the pen opens read-only without it.
+pub const CF_QUARANTINE: &str = "quarantine";
 
 /// `default` family: metadata and counters.
 pub const META_NEXT_SEQ: &[u8] = b"m:next_seq";
@@ -51,6 +54,39 @@ pub fn c_job_delivered(id: &str) -> Vec<u8> {
 
 pub fn c_job_failed(id: &str) -> Vec<u8> {
     format!("c:job:{id}:failed").into_bytes()
+}
+
+/// The pen's entries and the bytes of their stored envelopes.
+pub const C_PEN_ENTRIES: &[u8] = b"c:quarantine_entries";
+pub const C_PEN_BYTES: &[u8] = b"c:quarantine_bytes";
+
+/// `quarantine` family: a summary per entry, by time: `s<received_at:8><id:16>` → summary.
+pub const PEN_SUMMARY: u8 = b's';
+/// `quarantine` family: the whole envelope: `e<id:16>` → encoded envelope.
+pub const PEN_ENVELOPE: u8 = b'e';
+
+pub fn pen_summary(received_at: u64, id: &uuid::Uuid) -> [u8; 25] {
+    let mut k = [0u8; 25];
+    k[0] = PEN_SUMMARY;
+    k[1..9].copy_from_slice(&received_at.to_be_bytes());
+    k[9..].copy_from_slice(id.as_bytes());
+    k
+}
+
+/// (received_at, id) of a summary key.
+pub fn parse_pen_summary(k: &[u8]) -> Option<(u64, uuid::Uuid)> {
+    if k.len() != 25 || k[0] != PEN_SUMMARY {
+        return None;
+    }
+    let id = uuid::Uuid::from_slice(&k[9..]).ok()?;
+    Some((be64(&k[1..9])?, id))
+}
+
+pub fn pen_envelope(id: &uuid::Uuid) -> [u8; 17] {
+    let mut k = [0u8; 17];
+    k[0] = PEN_ENVELOPE;
+    k[1..].copy_from_slice(id.as_bytes());
+    k
 }
 
 /// Replay jobs: `j:<job id>` in `default`.
@@ -405,5 +441,9 @@ mod tests {
             Some(("deliveries", [0u8, 1, 0].as_slice()))
         );
         assert_eq!(be64(&[1, 2, 3]), None);
+        let id = uuid::Uuid::from_u128(7);
+        assert_eq!(parse_pen_summary(&pen_summary(42, &id)), Some((42, id)));
+        assert!(pen_summary(41, &uuid::Uuid::max()) < pen_summary(42, &uuid::Uuid::nil()));
+        assert_eq!(parse_pen_summary(&pen_envelope(&id)), None);
     }
 }

@@ -1,6 +1,7 @@
 //! HTTP ingest. The request path, in order: route → resolver (tenant, `404`) → declared
 //! `Content-Length` (`413`, unread) → source lookup (`404`) → header bytes (`400`) → body read
-//! within the limit → verify (`401`) → tenant rate limit (`429`) → dedupe key → group commit
+//! within the limit → verify (`401`; a `quarantine` source's failed hook goes to the pen
+//! instead, `202`/`429`/`503`, see `quarantine`) → tenant rate limit (`429`) → dedupe key → group commit
 //! (`commit.rs`; `503` overload or store failure) → `201`. Nothing is stored before the commit, and a `201`
 //! is sent only after the hook's batch is fsynced.
 // Handlers return `Result<_, Response>`: the error is the HTTP answer, built once per refused
@@ -24,7 +25,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Limited};
 use serde_json::json;
 
-use ankusa_config::OnVerifyFailure;
+use ankusa_config::{OnVerifyFailure, QuarantineConfig};
 use ankusa_format::request::{route, valid_traceparent};
 
 use ankusa_core::{Envelope, Verification, VerifyStatus};
@@ -32,7 +33,9 @@ use ankusa_core::{Envelope, Verification, VerifyStatus};
 use crate::app::App;
 use crate::commit::CommitError;
 use crate::live::LiveSource;
-use crate::store::{Dedupe, IngestRecord, IngestResult};
+use crate::metrics::Metrics;
+use crate::quarantine::PenError;
+use crate::store::{Dedupe, IngestRecord, IngestResult, PenSummary, PenWrite};
 
 /// Headers not kept in the stored hook: credentials, framing and hop-by-hop.
 pub const NOT_STORED: &[&str] = &[
@@ -280,7 +283,25 @@ async fn handle(app: &App, req: Request, body_read: &mut bool) -> (&'static str,
     let now = app.clock.now_ms();
     let verification = match verify(app, &source, &parts.headers, &body, now).await {
         Ok(v) => v,
-        Err(resp) => return ("unauthorized", resp),
+        Err(reason) if source.cfg.on_verify_failure == OnVerifyFailure::Quarantine => {
+            let request = Held {
+                tenant,
+                url_tenant: url_tenant.is_some(),
+                path: parts.uri.path().to_string(),
+                method: parts.method.as_str().to_string(),
+                headers: &parts.headers,
+                body,
+                now,
+                reason,
+            };
+            return quarantine(app, &cfg.quarantine, &source, request).await;
+        }
+        Err(_) => {
+            return (
+                "unauthorized",
+                error(StatusCode::UNAUTHORIZED, "invalid_signature", None),
+            );
+        }
     };
 
     let limit = cfg
@@ -320,7 +341,7 @@ async fn handle(app: &App, req: Request, body_read: &mut bool) -> (&'static str,
         tracestate: trace_header(&parts.headers, "tracestate").filter(|v| v.len() <= 512),
         body,
     };
-    let lanes = lanes(app, &source, &parts.headers, &envelope.body);
+    let lanes = lanes(&app.metrics, &source, &parts.headers, &envelope.body);
     let record = IngestRecord {
         lanes,
         dedupe: dedupe.map(|(key, ttl)| Dedupe {
@@ -375,17 +396,134 @@ async fn handle(app: &App, req: Request, body_read: &mut bool) -> (&'static str,
     }
 }
 
+/// A request that failed verification on a `quarantine` source, as the pen keeps it.
+struct Held<'a> {
+    tenant: String,
+    url_tenant: bool,
+    method: String,
+    path: String,
+    headers: &'a HeaderMap,
+    body: Bytes,
+    now: u64,
+    reason: &'static str,
+}
+
+/// Puts a hook that failed verification in the pen: `202` once it is on disk, or the pen's
+/// refusal (nothing stored). The provider will not retry a `202`, so it is never sent early.
+async fn quarantine(
+    app: &App,
+    limits: &QuarantineConfig,
+    source: &LiveSource,
+    h: Held<'_>,
+) -> (&'static str, Response) {
+    let now_us = h.now.saturating_mul(1000);
+    if let Err(e) = app.pen.take_token(&source.id, limits, now_us) {
+        return pen_refusal(source, e);
+    }
+    let envelope = Envelope {
+        id: uuid::Uuid::now_v7(),
+        seq: 0,
+        received_at: h.now,
+        tenant: h.tenant,
+        source_id: source.id.clone(),
+        headers: stored_headers(h.headers),
+        content_type: h
+            .headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(String::from),
+        verification: Verification {
+            status: VerifyStatus::Failed,
+            flagged: false,
+        },
+        dedupe_key: None,
+        traceparent: trace_header(h.headers, "traceparent").filter(|v| valid_traceparent(v)),
+        tracestate: trace_header(h.headers, "tracestate").filter(|v| v.len() <= 512),
+        body: h.body,
+    };
+    let encoded = crate::store::encode_envelope(&envelope);
+    let id = envelope.id;
+    let write = PenWrite {
+        summary: PenSummary {
+            id,
+            source_id: envelope.source_id.clone(),
+            tenant: envelope.tenant.clone(),
+            received_at: h.now,
+            reason: h.reason.to_string(),
+            size: encoded.len() as u64,
+            method: h.method,
+            path: h.path,
+            url_tenant: h.url_tenant,
+        },
+        envelope: encoded,
+    };
+    match app.pen.hold_with_token(write, limits, now_us).await {
+        Ok(()) => {
+            tracing::debug!(source = %source.id, %id, reason = h.reason, "hook quarantined");
+            (
+                "quarantined",
+                (
+                    StatusCode::ACCEPTED,
+                    axum::Json(json!({ "id": id, "status": "quarantined", "quarantined": true })),
+                )
+                    .into_response(),
+            )
+        }
+        Err(e) => pen_refusal(source, e),
+    }
+}
+
+/// The answer to a hook the pen refused (nothing of it stored).
+fn pen_refusal(source: &LiveSource, e: PenError) -> (&'static str, Response) {
+    match e {
+        PenError::RateLimited(wait_ms) => (
+            "quarantine_rate_limited",
+            with_retry_after(
+                error(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "quarantine_rate_limited",
+                    None,
+                ),
+                wait_ms.div_ceil(1000),
+            ),
+        ),
+        PenError::Full => (
+            "quarantine_full",
+            with_retry_after(
+                error(StatusCode::SERVICE_UNAVAILABLE, "quarantine_full", None),
+                60,
+            ),
+        ),
+        PenError::Overload => (
+            "overload",
+            with_retry_after(error(StatusCode::SERVICE_UNAVAILABLE, "overload", None), 1),
+        ),
+        PenError::StoreUnavailable(why) => {
+            tracing::warn!(source = %source.id, error = %why, "quarantine write not confirmed; answering 503");
+            (
+                "store_unavailable",
+                with_retry_after(
+                    error(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", None),
+                    5,
+                ),
+            )
+        }
+    }
+}
+
 /// Bodies at least this large are verified on a blocking thread: an HMAC over megabytes would
 /// otherwise hold an async worker (and every connection queued on it) for milliseconds.
 const BLOCKING_VERIFY_BYTES: usize = 64 << 10;
 
+/// The hook's verification, or why it failed on a source that does not accept failed hooks
+/// (`reject`, `quarantine`): `VerifyFailure::code`.
 async fn verify(
     app: &App,
     source: &Arc<LiveSource>,
     headers: &HeaderMap,
     body: &Bytes,
     now_ms: u64,
-) -> Result<Verification, Response> {
+) -> Result<Verification, &'static str> {
     let Some(v) = &source.verifier else {
         return Ok(Verification::SKIPPED);
     };
@@ -417,9 +555,7 @@ async fn verify(
                     status: VerifyStatus::Failed,
                     flagged: true,
                 }),
-                OnVerifyFailure::Reject | OnVerifyFailure::Quarantine => {
-                    Err(error(StatusCode::UNAUTHORIZED, "invalid_signature", None))
-                }
+                OnVerifyFailure::Reject | OnVerifyFailure::Quarantine => Err(why.code()),
             }
         }
     }
@@ -427,7 +563,12 @@ async fn verify(
 
 /// Per sink index, the ordering lane key of each ordered sink entry (`""`: the keyless lane);
 /// empty when the source has no ordered sink.
-fn lanes(app: &App, source: &LiveSource, headers: &HeaderMap, body: &[u8]) -> Vec<Option<String>> {
+pub(crate) fn lanes(
+    metrics: &Metrics,
+    source: &LiveSource,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Vec<Option<String>> {
     if !source.cfg.sinks.iter().any(|s| s.ordering().0) {
         return Vec::new();
     }
@@ -439,7 +580,7 @@ fn lanes(app: &App, source: &LiveSource, headers: &HeaderMap, body: &[u8]) -> Ve
             (false, _) => None,
             (true, None) => Some(String::new()),
             (true, Some(k)) => Some(dedupe::ordering_key(k, headers, body).unwrap_or_else(|| {
-                app.metrics
+                metrics
                     .dispatch_lane_key_missing
                     .with_label_values(&[s.type_name()])
                     .inc();

@@ -102,16 +102,34 @@ impl Store {
     ) -> Result<Committed, StoreError> {
         debug_assert_eq!(records.len(), encoded.len());
         let db = self.db()?;
-        let hooks = Self::cf(&db, keys::CF_HOOKS)?;
-        let deliveries = Self::cf(&db, keys::CF_DELIVERIES)?;
-        let ix = Self::cf(&db, keys::CF_INDEX)?;
-
         // Sized up front: a growing batch would copy every body again at each doubling.
         let estimate: usize = records
             .iter()
             .map(|r| r.envelope.body.len() + 768 * (1 + r.sinks.len()))
             .sum();
         let mut batch = WriteBatch::with_capacity_bytes(estimate);
+        let committed = self.ingest_into(&db, &mut batch, records, encoded, now, sweep, None)?;
+        self.write(&db, batch, true)?;
+        Ok(committed)
+    }
+
+    /// Adds the commit of `records` to `batch` (the caller writes it, synced): what
+    /// `commit_encoded` writes alone, and a quarantine release writes together with the pen's
+    /// deletes. `replay_id` marks every delivery row (a release: the job's id).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn ingest_into(
+        &self,
+        db: &rocksdb::DB,
+        batch: &mut WriteBatch,
+        records: &[IngestRecord],
+        encoded: &[Vec<u8>],
+        now: u64,
+        sweep: bool,
+        replay_id: Option<&str>,
+    ) -> Result<Committed, StoreError> {
+        let hooks = Self::cf(db, keys::CF_HOOKS)?;
+        let deliveries = Self::cf(db, keys::CF_DELIVERIES)?;
+        let ix = Self::cf(db, keys::CF_INDEX)?;
         let mut results = Vec::with_capacity(records.len());
         let mut lanes: Vec<LaneId> = Vec::new();
         let dedupe_keys: Vec<Option<Vec<u8>>> =
@@ -142,7 +160,7 @@ impl Store {
                         Ok(_) => {}
                         // A damaged claim guards nothing: the hook is accepted and its own entry
                         // (written below, after the set-aside's delete) takes the key.
-                        Err(e) => self.set_aside(&db, &mut batch, keys::CF_INDEX, dkey, &v, &e)?,
+                        Err(e) => self.set_aside(db, batch, keys::CF_INDEX, dkey, &v, &e)?,
                     }
                 }
             }
@@ -164,7 +182,7 @@ impl Store {
                     last_error: None,
                     error_class: None,
                     dead_at: None,
-                    replay_id: None,
+                    replay_id: replay_id.map(String::from),
                     lane: rec.lanes.get(i).cloned().flatten(),
                 };
                 batch.put_cf(&deliveries, keys::delivery(seq, sink), row.encode());
@@ -215,9 +233,8 @@ impl Store {
             }
         }
         if sweep {
-            self.sweep_dedupe(&db, ix, &mut batch, now, &taken_here)?;
+            self.sweep_dedupe(db, ix, batch, now, &taken_here)?;
         }
-        self.write(&db, batch, true)?;
         Ok(Committed { results, lanes })
     }
 

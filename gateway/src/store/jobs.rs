@@ -227,6 +227,8 @@ mod tests {
             cursor: None,
             moved: 0,
             scanned: 0,
+            released: 0,
+            skipped: 0,
             reason: None,
         }
     }

@@ -14,6 +14,7 @@ mod dlq;
 mod index;
 mod ingest;
 mod jobs;
+mod pen;
 mod queue;
 mod seed;
 
@@ -33,12 +34,13 @@ use rocksdb::{
 };
 use serde::Serialize;
 
-pub use codec::{DeliveryRow, Envelope, ErrorClass, RowState, encode_envelope};
+pub use codec::{DeliveryRow, Envelope, ErrorClass, PenSummary, RowState, encode_envelope};
 pub use corrupt::{CheckReport, CorruptEntry};
 pub use dlq::MAX_EXAMINED;
 pub use index::{DeadCursor, LaneId};
 pub use ingest::{Committed, Dedupe, IngestRecord, IngestResult};
 pub use jobs::{JobSettled, StepResult};
+pub use pen::{PEN_MAX_EXAMINED, PenFilter, PenHeld, PenPage, PenPurged, PenRelease, PenWrite};
 pub use queue::{ClaimPage, Claimed, DeadLetterResume, DueCursor, LaneAdvance, LaneState, Outcome};
 pub use seed::DeadSeed;
 
@@ -187,6 +189,9 @@ pub struct Store {
     /// moves. Each reads a row and writes it back; two of them on one row would lose a
     /// transition (a claim writing back a row the admin had just dead-lettered revived it).
     rows: Mutex<()>,
+    /// Serialises the pen's deletes (purges and releases): each reads entries and then deletes
+    /// them with their bytes; two of them on one entry would count its bytes off twice.
+    pen: Mutex<()>,
 }
 
 fn merge(key: &[u8], existing: Option<&[u8]>, ops: &MergeOperands) -> Option<Vec<u8>> {
@@ -229,12 +234,15 @@ fn db_options() -> Options {
     o
 }
 
-fn cf_descriptors() -> Vec<ColumnFamilyDescriptor> {
+/// Every family; `with_pen: false` leaves out the quarantine pen's, which a store made before
+/// the pen does not have (a read-only open cannot create it).
+fn cf_descriptors(with_pen: bool) -> Vec<ColumnFamilyDescriptor> {
     let mut v = vec![ColumnFamilyDescriptor::new(
         rocksdb::DEFAULT_COLUMN_FAMILY_NAME,
         db_options(),
     )];
-    for name in keys::ALL_CFS {
+    let pen = with_pen.then_some(keys::CF_QUARANTINE);
+    for name in keys::ALL_CFS.into_iter().chain(pen) {
         let mut o = Options::default();
         o.set_paranoid_checks(true);
         v.push(ColumnFamilyDescriptor::new(name, o));
@@ -261,7 +269,7 @@ fn open_db(path: &Path) -> Result<DB, StoreError> {
     } else {
         create_dir_synced(path).map_err(|e| open_err(e.to_string()))?;
     }
-    DB::open_cf_descriptors(&db_options(), path, cf_descriptors())
+    DB::open_cf_descriptors(&db_options(), path, cf_descriptors(true))
         .map_err(|e| open_err(e.to_string()))
 }
 
@@ -301,6 +309,7 @@ impl Store {
             health: Health::default(),
             reopen_lock: Mutex::new(()),
             rows: Mutex::new(()),
+            pen: Mutex::new(()),
             last_reopen_attempt_ms: AtomicU64::new(0),
         };
         store.check_format()?;
@@ -328,8 +337,12 @@ impl Store {
         if !path.join("CURRENT").exists() {
             return Err(open_err("no RocksDB store here".into()));
         }
-        let db = DB::open_cf_descriptors_read_only(&db_options(), path, cf_descriptors(), false)
-            .map_err(|e| open_err(e.to_string()))?;
+        let with_pen = DB::list_cf(&db_options(), path)
+            .map(|names| names.iter().any(|n| n == keys::CF_QUARANTINE))
+            .unwrap_or(false);
+        let db =
+            DB::open_cf_descriptors_read_only(&db_options(), path, cf_descriptors(with_pen), false)
+                .map_err(|e| open_err(e.to_string()))?;
         Ok(Store {
             path: path.to_path_buf(),
             db: RwLock::new(Some(Arc::new(db))),
@@ -337,6 +350,7 @@ impl Store {
             health: Health::default(),
             reopen_lock: Mutex::new(()),
             rows: Mutex::new(()),
+            pen: Mutex::new(()),
             last_reopen_attempt_ms: AtomicU64::new(0),
         })
     }

@@ -1,0 +1,677 @@
+//! The quarantine pen through the real binary: hooks signed with a secret the source does not
+//! have are answered 202 and held; a config fix and a `quarantine` replay job release each
+//! exactly once (signed, with the job's replay id); entries survive kill -9 with their byte
+//! count; a forged flood is rate limited (429) and capped (503) per source while another
+//! source keeps getting 201; purges honour their filters and limit.
+
+mod common;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use common::receiver::{Receiver, Reply};
+use common::*;
+use serde_json::{Value, json};
+
+const SINK_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+const PROVIDER_SECRET: &str = "the-provider-signs-with-this";
+const STALE_SECRET: &str = "the-source-has-this-one";
+
+/// One GitHub-verified source `gh` (secret `source_secret`, dedupe on the delivery id) that
+/// quarantines what fails, delivering to `url`; `extra` adds top-level sections or sources.
+fn config(url: &str, source_secret: &str, extra: &str) -> String {
+    format!(
+        r#"
+egress: {{allow_http: true, allow_loopback: true}}
+{extra}
+sources:
+  gh:
+    verify: {{type: github, secret: "{source_secret}"}}
+    on_verify_failure: quarantine
+    dedupe: github
+    sinks:
+      - type: http
+        url: {url}
+        secret: {SINK_SECRET}
+"#
+    )
+}
+
+async fn post_github(
+    c: &reqwest::Client,
+    g: &Gateway,
+    path: &str,
+    secret: &str,
+    delivery: &str,
+    body: &str,
+) -> reqwest::Response {
+    c.post(g.url(path))
+        .header("content-type", "application/json")
+        .header("x-github-event", "push")
+        .header("x-github-delivery", delivery)
+        .header(
+            "x-hub-signature-256",
+            github_signature(secret, body.as_bytes()),
+        )
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("post")
+}
+
+/// Posts a hook that the source cannot verify and expects it quarantined; its id.
+async fn quarantine_one(c: &reqwest::Client, g: &Gateway, path: &str, i: usize) -> String {
+    let body = format!("{{\"n\":{i}}}");
+    let r = post_github(c, g, path, PROVIDER_SECRET, &format!("d-{i}"), &body).await;
+    assert_eq!(r.status().as_u16(), 202, "hook {i} quarantined");
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["quarantined"], true, "{v}");
+    v["id"].as_str().expect("an id").to_string()
+}
+
+async fn wait_job_done(c: &reqwest::Client, g: &Gateway, id: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let j = g.admin_json(c, &format!("/v1/replays/{id}")).await;
+        if j["done"] == true {
+            return j;
+        }
+        assert!(Instant::now() < deadline, "job never done: {j}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_fixed_secret_and_a_quarantine_job_release_every_held_hook_once() {
+    let rx = Receiver::start(|_, _| Reply::status(200)).await;
+    let g = Gateway::start(&config(&rx.url("/in"), STALE_SECRET, ""));
+    let c = client();
+
+    // The provider signs with a secret the source does not have: held, answered 202.
+    let mut held = Vec::new();
+    for i in 0..5 {
+        held.push(quarantine_one(&c, &g, "/webhooks/gh", i).await);
+    }
+    // One that will never verify, and one the provider will retry after the fix.
+    let r = post_github(
+        &c,
+        &g,
+        "/webhooks/gh",
+        "forged",
+        "d-forged",
+        "{\"forged\":1}",
+    )
+    .await;
+    assert_eq!(r.status().as_u16(), 202);
+    let forged: Value = r.json().await.unwrap();
+    let retried = quarantine_one(&c, &g, "/webhooks/gh", 99).await;
+
+    let page = g.admin_json(&c, "/v1/quarantine").await;
+    let entries = page["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 7, "{page}");
+    assert_eq!(page["total"], 7);
+    assert!(page["bytes"].as_u64().unwrap() > 0);
+    let listed: Vec<&str> = entries.iter().map(|e| e["id"].as_str().unwrap()).collect();
+    assert_eq!(listed[0], retried, "newest first");
+    assert_eq!(*listed.last().unwrap(), held[0]);
+    for e in entries {
+        assert_eq!(e["source_id"], "gh");
+        assert_eq!(e["tenant"], "default");
+        assert_eq!(e["reason"], "no_matching_signature");
+        assert_eq!(e["method"], "POST");
+        assert_eq!(e["path"], "/webhooks/gh");
+        assert!(e["size"].as_u64().unwrap() > 0);
+        assert!(e.get("body").is_none(), "no bodies in a listing");
+    }
+    let wal = g.admin_json(&c, "/v1/wal").await;
+    assert_eq!(wal["hooks"], 0, "nothing committed: {wal}");
+    let m = g.metrics(&c).await;
+    assert_eq!(metric(&m, "ankusa_quarantine_entries "), 7.0);
+    assert_eq!(
+        metric(&m, "ankusa_ingest_requests_total{outcome=\"quarantined\"}"),
+        7.0
+    );
+
+    // Fix the secret by reloading the config file.
+    g.write_config(&config(&rx.url("/in"), PROVIDER_SECRET, ""));
+    let r = c
+        .post(g.admin_url("/v1/config/reload"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200, "{}", r.text().await.unwrap());
+    // The provider's own retry of d-99 gets through now, before the release.
+    let r = post_github(
+        &c,
+        &g,
+        "/webhooks/gh",
+        PROVIDER_SECRET,
+        "d-99",
+        "{\"n\":99}",
+    )
+    .await;
+    assert_eq!(r.status().as_u16(), 201);
+    let accepted_retry: Value = r.json().await.unwrap();
+
+    // A dlq-only filter is refused for a quarantine job.
+    let r = c
+        .post(g.admin_url("/v1/replays"))
+        .json(&json!({"kind": "quarantine", "error_class": "transient"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    let r = c
+        .post(g.admin_url("/v1/replays"))
+        .json(&json!({"kind": "quarantine", "source_id": "gh"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 202);
+    let job: Value = r.json().await.unwrap();
+    assert_eq!(job["kind"], "quarantine");
+    let job_id = job["id"].as_str().unwrap().to_string();
+    let done = wait_job_done(&c, &g, &job_id).await;
+    assert_eq!(done["state"], "completed", "{done}");
+    assert_eq!(done["released"], 5, "{done}");
+    assert_eq!(
+        done["skipped"], 2,
+        "the forged hook stays, the retried one is a duplicate: {done}"
+    );
+    assert_eq!(done["delivered"], 5, "{done}");
+
+    // Each released hook reached the receiver once, signed, with its original id and the
+    // job's replay id; the provider's retry once, without one.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while rx.received().len() < 6 {
+        assert!(
+            Instant::now() < deadline,
+            "{} deliveries",
+            rx.received().len()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let got = rx.received();
+    assert_eq!(got.len(), 6, "no hook twice");
+    let wh = standardwebhooks::Webhook::new(SINK_SECRET).unwrap();
+    let mut replayed = HashSet::new();
+    for r in &got {
+        wh.verify(&r.body, &r.headers)
+            .expect("delivery signature verifies");
+        assert_eq!(r.header("x-ankusa-verification").as_deref(), Some("ok"));
+        let id = r.header("x-ankusa-id").unwrap();
+        match r.header("x-ankusa-replay-id") {
+            Some(rid) => {
+                assert_eq!(rid, job_id);
+                assert!(replayed.insert(id));
+            }
+            None => assert_eq!(id, accepted_retry["id"].as_str().unwrap()),
+        }
+    }
+    let held: HashSet<String> = held.into_iter().collect();
+    assert_eq!(replayed, held, "the released hooks keep their ids");
+
+    // The forged hook is all that is left.
+    let page = g.admin_json(&c, "/v1/quarantine").await;
+    let left: Vec<&str> = page["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(left, vec![forged["id"].as_str().unwrap()]);
+    let m = g.metrics(&c).await;
+    assert_eq!(metric(&m, "ankusa_quarantine_entries "), 1.0);
+}
+
+#[tokio::test]
+async fn entries_and_their_bytes_survive_kill_9() {
+    let rx = Receiver::start(|_, _| Reply::status(200)).await;
+    let mut g = Gateway::start(&config(
+        &rx.url("/in"),
+        STALE_SECRET,
+        "quarantine: {max_bytes: 20000}",
+    ));
+    let c = client();
+    let mut ids = Vec::new();
+    for i in 0..10 {
+        ids.push(quarantine_one(&c, &g, "/webhooks/gh", i).await);
+    }
+    let before = g.admin_json(&c, "/v1/quarantine").await;
+    let m = g.metrics(&c).await;
+    let bytes = metric(&m, "ankusa_quarantine_bytes ");
+    assert!(bytes > 0.0);
+    assert_eq!(before["bytes"].as_f64(), Some(bytes));
+
+    g.kill9();
+    g.spawn_again();
+    g.wait_ready(Duration::from_secs(30));
+    // The old client's pooled connections died with the process.
+    let c = client();
+
+    let after = g.admin_json(&c, "/v1/quarantine").await;
+    assert_eq!(after["total"], 10, "{after}");
+    assert_eq!(after["bytes"], before["bytes"]);
+    assert_eq!(after["entries"], before["entries"]);
+    let m = g.metrics(&c).await;
+    assert_eq!(metric(&m, "ankusa_quarantine_entries "), 10.0);
+    assert_eq!(metric(&m, "ankusa_quarantine_bytes "), bytes);
+
+    // The restarted pen still counts what it holds against the cap: it fills after about
+    // (cap - held) / entry size more, not cap / entry size.
+    let per_entry = bytes / 10.0;
+    let room = ((20000.0 - bytes) / per_entry).floor() as usize;
+    let mut more = 0;
+    loop {
+        let body = format!("{{\"n\":{}}}", 100 + more);
+        let r = post_github(&c, &g, "/webhooks/gh", PROVIDER_SECRET, "d-more", &body).await;
+        match r.status().as_u16() {
+            202 => more += 1,
+            503 => {
+                assert_eq!(r.headers()["retry-after"], "60");
+                let v: Value = r.json().await.unwrap();
+                assert_eq!(v["error"], "quarantine_full");
+                break;
+            }
+            s => panic!("unexpected {s}"),
+        }
+        assert!(
+            more <= room + 1,
+            "{more} more entries fit: the restart forgot the bytes"
+        );
+    }
+    assert!(
+        more + 1 >= room,
+        "only {more} more fit, expected about {room}"
+    );
+}
+
+/// Forged requests as fast as `conns` connections can send them, until `stop`; counts answers.
+fn flood(
+    c: &reqwest::Client,
+    url: String,
+    conns: usize,
+    body_bytes: usize,
+    stop: Arc<AtomicBool>,
+) -> (Vec<tokio::task::JoinHandle<()>>, Arc<[AtomicUsize; 4]>) {
+    // 202, 429 quarantine_rate_limited, 503 quarantine_full, anything else
+    let counts: Arc<[AtomicUsize; 4]> = Arc::new(Default::default());
+    let body = format!("{{\"pad\":\"{}\"}}", "x".repeat(body_bytes));
+    let tasks = (0..conns)
+        .map(|_| {
+            let (c, url, stop, counts, body) = (
+                c.clone(),
+                url.clone(),
+                stop.clone(),
+                counts.clone(),
+                body.clone(),
+            );
+            tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    let Ok(r) = c
+                        .post(&url)
+                        .header("x-hub-signature-256", "sha256=00")
+                        .body(body.clone())
+                        .send()
+                        .await
+                    else {
+                        counts[3].fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    };
+                    let status = r.status().as_u16();
+                    let retry_after = r.headers().get("retry-after").cloned();
+                    let err = r
+                        .json::<Value>()
+                        .await
+                        .ok()
+                        .and_then(|v| v["error"].as_str().map(String::from));
+                    let slot = match (status, err.as_deref()) {
+                        (202, _) => 0,
+                        (429, Some("quarantine_rate_limited")) => {
+                            assert!(retry_after.is_some(), "429 without Retry-After");
+                            1
+                        }
+                        (503, Some("quarantine_full")) => {
+                            assert_eq!(retry_after.unwrap(), "60");
+                            2
+                        }
+                        _ => 3,
+                    };
+                    counts[slot].fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    (tasks, counts)
+}
+
+/// A second source, `ok`, that verifies with Standard Webhooks and rejects failures.
+fn with_ok_source(url: &str) -> String {
+    format!(
+        r#"
+  ok:
+    verify: {{type: standard_webhooks, secret: {SINK_SECRET}}}
+    sinks:
+      - type: http
+        url: {url}
+        secret: {SINK_SECRET}
+"#
+    )
+}
+
+async fn post_ok(c: &reqwest::Client, g: &Gateway, i: usize) -> u16 {
+    let body = format!("{{\"ok\":{i}}}");
+    let mut req = c.post(g.url("/webhooks/ok")).body(body.clone());
+    for (k, v) in
+        standard_webhooks_headers(SINK_SECRET, &format!("m{i}"), now_secs(), body.as_bytes())
+    {
+        req = req.header(k, v);
+    }
+    req.send().await.expect("post").status().as_u16()
+}
+
+#[tokio::test]
+async fn a_forged_flood_is_limited_per_source_while_another_source_is_accepted() {
+    let rx = Receiver::start(|_, _| Reply::status(200)).await;
+    // Rate limited: 20 back to back, then 5 a second.
+    let text = config(
+        &rx.url("/in"),
+        STALE_SECRET,
+        "quarantine: {burst: 20, rate: 5}",
+    ) + &with_ok_source(&rx.url("/ok"));
+    let g = Gateway::start(&text);
+    let c = client();
+    let stop = Arc::new(AtomicBool::new(false));
+    let started = Instant::now();
+    let (tasks, counts) = flood(&c, g.url("/webhooks/gh"), 8, 100, stop.clone());
+    for i in 0..50 {
+        assert_eq!(
+            post_ok(&c, &g, i).await,
+            201,
+            "valid hook {i} during the flood"
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let [held, limited, full, other] = [0, 1, 2, 3].map(|i| counts[i].load(Ordering::Relaxed));
+    assert_eq!((full, other), (0, 0));
+    assert!(limited >= 20, "the flood was refused: {limited} 429s");
+    let most = 20 + (5.0 * secs).ceil() as usize + 1;
+    assert!(
+        held >= 20 && held <= most,
+        "{held} held in {secs:.1} s (at most {most})"
+    );
+    let page = g.admin_json(&c, "/v1/quarantine?limit=1000").await;
+    assert_eq!(
+        page["total"].as_u64(),
+        Some(held as u64),
+        "nothing stored for a 429"
+    );
+    drop(g);
+
+    // Capped: a pen of 20 kB fills, then refuses every source's failed hooks with 503; the
+    // other source's valid hooks are still accepted.
+    let text = config(
+        &rx.url("/in"),
+        STALE_SECRET,
+        "quarantine: {burst: 100000, rate: 100000, max_bytes: 20000}",
+    ) + &with_ok_source(&rx.url("/ok"));
+    let g = Gateway::start(&text);
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tasks, counts) = flood(&c, g.url("/webhooks/gh"), 8, 1000, stop.clone());
+    for i in 0..50 {
+        assert_eq!(
+            post_ok(&c, &g, i).await,
+            201,
+            "valid hook {i} while the pen is full"
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while counts[2].load(Ordering::Relaxed) < 50 {
+        assert!(Instant::now() < deadline, "the pen never filled");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(counts[3].load(Ordering::Relaxed), 0);
+    let page = g.admin_json(&c, "/v1/quarantine?limit=1000").await;
+    let bytes = page["bytes"].as_u64().unwrap();
+    assert!(bytes <= 20000, "the cap holds: {bytes}");
+    assert_eq!(
+        page["total"].as_u64(),
+        Some(counts[0].load(Ordering::Relaxed) as u64),
+        "every 202 is held, nothing else"
+    );
+}
+
+/// Admin requests with a bearer token.
+async fn admin(
+    c: &reqwest::Client,
+    g: &Gateway,
+    method: reqwest::Method,
+    token: &str,
+    path: &str,
+) -> (u16, Value) {
+    let r = c
+        .request(method, g.admin_url(path))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn purges_take_filters_and_a_limit_oldest_first_and_free_the_bytes() {
+    const ROOT: &str = "root-token-0123456789";
+    const ACME: &str = "acme-token-0123456789";
+    let rx = Receiver::start(|_, _| Reply::status(200)).await;
+    let extra = format!(
+        r#"
+admin:
+  tokens:
+    - {{token: {ROOT}, scopes: ["*"]}}
+    - {{token: {ACME}, scopes: [dlq:read, dlq:write, tenant:acme]}}
+"#
+    );
+    let text = config(&rx.url("/in"), STALE_SECRET, &extra)
+        + &format!(
+            r#"
+  beta:
+    tenant: beta
+    verify: {{type: github, secret: "{STALE_SECRET}"}}
+    on_verify_failure: quarantine
+    sinks:
+      - type: http
+        url: {}
+        secret: {SINK_SECRET}
+"#,
+            rx.url("/in")
+        );
+    let text = text.replacen("  gh:\n", "  gh:\n    tenant: acme\n", 1);
+    let g = Gateway::start(&text);
+    let c = client();
+    let mut gh = Vec::new();
+    for i in 0..4 {
+        gh.push(quarantine_one(&c, &g, "/webhooks/gh", i).await);
+    }
+    let mut beta = Vec::new();
+    for i in 0..3 {
+        beta.push(quarantine_one(&c, &g, "/webhooks/beta", 10 + i).await);
+    }
+    use reqwest::Method;
+    let (_, all) = admin(&c, &g, Method::GET, ROOT, "/v1/quarantine").await;
+    assert_eq!(all["total"], 7);
+    let size = |id: &str| -> u64 {
+        all["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["id"] == id)
+            .unwrap()["size"]
+            .as_u64()
+            .unwrap()
+    };
+
+    // A tenant-limited token sees and purges its tenant only.
+    let (s, mine) = admin(&c, &g, Method::GET, ACME, "/v1/quarantine").await;
+    assert_eq!(s, 200);
+    let mine: Vec<&str> = mine["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(mine.len(), 4);
+    assert!(mine.iter().all(|id| gh.iter().any(|g| g == id)));
+    let (s, v) = admin(&c, &g, Method::GET, ACME, "/v1/quarantine?tenant=beta").await;
+    assert_eq!((s, v["scope"].as_str()), (403, Some("tenant:beta")));
+    let (s, _) = admin(&c, &g, Method::DELETE, ACME, "/v1/quarantine?tenant=beta").await;
+    assert_eq!(s, 403);
+
+    // limit: the two oldest of source gh go, with their bytes.
+    let (s, v) = admin(
+        &c,
+        &g,
+        Method::DELETE,
+        ACME,
+        "/v1/quarantine?source_id=gh&limit=2",
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["deleted"], 2);
+    assert_eq!(v["bytes"].as_u64(), Some(size(&gh[0]) + size(&gh[1])));
+    // id: exactly one entry.
+    let (_, v) = admin(
+        &c,
+        &g,
+        Method::DELETE,
+        ROOT,
+        &format!("/v1/quarantine?id={}", beta[1]),
+    )
+    .await;
+    assert_eq!(v["deleted"], 1);
+    // since/until on received_at: nothing before the first hook.
+    let (_, v) = admin(&c, &g, Method::DELETE, ROOT, "/v1/quarantine?until=1000").await;
+    assert_eq!(v["deleted"], 0);
+    let (_, left) = admin(&c, &g, Method::GET, ROOT, "/v1/quarantine").await;
+    let left_ids: HashSet<&str> = left["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_str().unwrap())
+        .collect();
+    let want: HashSet<&str> = [&gh[2], &gh[3], &beta[0], &beta[2]]
+        .iter()
+        .map(|s| s.as_str())
+        .collect();
+    assert_eq!(left_ids, want);
+    let freed = size(&gh[0]) + size(&gh[1]) + size(&beta[1]);
+    assert_eq!(
+        left["bytes"].as_u64(),
+        Some(all["bytes"].as_u64().unwrap() - freed)
+    );
+    let m = g.metrics(&c).await;
+    assert_eq!(
+        metric(&m, "ankusa_quarantine_bytes "),
+        (all["bytes"].as_u64().unwrap() - freed) as f64
+    );
+
+    // Bad parameters name the field.
+    for (q, field) in [
+        ("limit=0", "limit"),
+        ("limit=10001", "limit"),
+        ("id=nope", "id"),
+        ("since=5&until=4", "since"),
+    ] {
+        let (s, v) = admin(&c, &g, Method::DELETE, ROOT, &format!("/v1/quarantine?{q}")).await;
+        assert_eq!((s, v["field"].as_str()), (400, Some(field)), "{q}: {v}");
+    }
+    // Everything else, oldest first, in one call.
+    let (_, v) = admin(&c, &g, Method::DELETE, ROOT, "/v1/quarantine").await;
+    assert_eq!(v["deleted"], 4);
+    let (_, v) = admin(&c, &g, Method::GET, ROOT, "/v1/quarantine").await;
+    assert_eq!(
+        (v["total"].as_u64(), v["bytes"].as_u64()),
+        (Some(0), Some(0))
+    );
+}
+
+#[tokio::test]
+async fn a_release_job_resumes_after_kill_9_and_releases_each_entry_once() {
+    let rx = Receiver::start(|_, _| Reply::status(200)).await;
+    let mut g = Gateway::start(&config(
+        &rx.url("/in"),
+        STALE_SECRET,
+        "quarantine: {burst: 1000}",
+    ));
+    let c = client();
+    let n = 200;
+    let mut held = HashSet::new();
+    for i in 0..n {
+        held.insert(quarantine_one(&c, &g, "/webhooks/gh", i).await);
+    }
+    g.write_config(&config(
+        &rx.url("/in"),
+        PROVIDER_SECRET,
+        "quarantine: {burst: 1000}",
+    ));
+    let r = c
+        .post(g.admin_url("/v1/config/reload"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    // 40 entries a second: the job is mid-scan when the process dies.
+    let r = c
+        .post(g.admin_url("/v1/replays"))
+        .json(&json!({"kind": "quarantine", "rate": 40}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 202);
+    let job_id = r.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let j = g.admin_json(&c, &format!("/v1/replays/{job_id}")).await;
+        if j["released"].as_u64().unwrap_or(0) >= 40 {
+            assert_eq!(j["state"], "running", "killed mid-job: {j}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no progress: {j}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    g.kill9();
+    g.spawn_again();
+    g.wait_ready(Duration::from_secs(30));
+    let c = client();
+    let done = wait_job_done(&c, &g, &job_id).await;
+    assert_eq!(
+        done["released"], n,
+        "each entry released exactly once: {done}"
+    );
+    assert_eq!(done["skipped"], 0, "{done}");
+    let page = g.admin_json(&c, "/v1/quarantine").await;
+    assert_eq!(page["total"], 0, "{page}");
+    // Delivery is at least once (a kill can repeat one): every held hook arrived.
+    let got: HashSet<String> = rx
+        .received()
+        .iter()
+        .filter(|r| r.header("x-ankusa-replay-id").as_deref() == Some(job_id.as_str()))
+        .filter_map(|r| r.header("x-ankusa-id"))
+        .collect();
+    assert_eq!(got, held);
+}
