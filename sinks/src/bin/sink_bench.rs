@@ -223,18 +223,13 @@ async fn kafka(n: u64) -> Result<(), BoxErr> {
     Ok(())
 }
 
-async fn rabbitmq(n: u64) -> Result<(), BoxErr> {
+/// A durable topic exchange (as the sink declares it) and a durable queue bound to all of it.
+async fn rabbit_topology(ch: &lapin::Channel, exchange: &str, queue: &str) -> Result<(), BoxErr> {
+    use lapin::ExchangeKind;
     use lapin::options::*;
     use lapin::types::FieldTable;
-    use lapin::{BasicProperties, Connection, ConnectionProperties, ExchangeKind};
-    let url = "amqp://guest:guest@127.0.0.1:5672/%2f";
-    let sfx = suffix();
-    let exchange = format!("bench.{sfx}");
-    let queue = format!("bench.q.{sfx}");
-    let conn = Connection::connect(url, ConnectionProperties::default()).await?;
-    let ch = conn.create_channel().await?;
     ch.exchange_declare(
-        exchange.as_str().into(),
+        exchange.into(),
         ExchangeKind::Topic,
         ExchangeDeclareOptions {
             durable: true,
@@ -244,7 +239,7 @@ async fn rabbitmq(n: u64) -> Result<(), BoxErr> {
     )
     .await?;
     ch.queue_declare(
-        queue.as_str().into(),
+        queue.into(),
         QueueDeclareOptions {
             durable: true,
             ..Default::default()
@@ -253,13 +248,26 @@ async fn rabbitmq(n: u64) -> Result<(), BoxErr> {
     )
     .await?;
     ch.queue_bind(
-        queue.as_str().into(),
-        exchange.as_str().into(),
+        queue.into(),
+        exchange.into(),
         "#".into(),
         QueueBindOptions::default(),
         FieldTable::default(),
     )
     .await?;
+    Ok(())
+}
+
+async fn rabbitmq(n: u64) -> Result<(), BoxErr> {
+    use lapin::options::*;
+    use lapin::{BasicProperties, Connection, ConnectionProperties};
+    let url = "amqp://guest:guest@127.0.0.1:5672/%2f";
+    let sfx = suffix();
+    let exchange = format!("bench.{sfx}");
+    let queue = format!("bench.q.{sfx}");
+    let conn = Connection::connect(url, ConnectionProperties::default()).await?;
+    let ch = conn.create_channel().await?;
+    rabbit_topology(&ch, &exchange, &queue).await?;
     let builder = SinkBuilder::new();
     let sink = build(
         &builder,
@@ -921,8 +929,7 @@ fn tls_line(name: &str, n: u64, p: (f64, u64), t: (f64, u64), how: &str) {
 /// The RabbitMQ sink through a plain relay and through a TLS relay to the same broker.
 async fn rabbitmq_tls(n: u64) -> Result<(), BoxErr> {
     use lapin::options::*;
-    use lapin::types::FieldTable;
-    use lapin::{Connection, ConnectionProperties, ExchangeKind};
+    use lapin::{Connection, ConnectionProperties};
     let dir = bench_pki("rabbitmq-tls", "DNS:localhost", "localhost")?;
     let (pl, plain_port) = bind_loopback().await?;
     let (tl, tls_port) = bind_loopback().await?;
@@ -937,33 +944,7 @@ async fn rabbitmq_tls(n: u64) -> Result<(), BoxErr> {
     )
     .await?;
     let ch = conn.create_channel().await?;
-    ch.exchange_declare(
-        exchange.as_str().into(),
-        ExchangeKind::Topic,
-        ExchangeDeclareOptions {
-            durable: true,
-            ..Default::default()
-        },
-        FieldTable::default(),
-    )
-    .await?;
-    ch.queue_declare(
-        queue.as_str().into(),
-        QueueDeclareOptions {
-            durable: true,
-            ..Default::default()
-        },
-        FieldTable::default(),
-    )
-    .await?;
-    ch.queue_bind(
-        queue.as_str().into(),
-        exchange.as_str().into(),
-        "#".into(),
-        QueueBindOptions::default(),
-        FieldTable::default(),
-    )
-    .await?;
+    rabbit_topology(&ch, &exchange, &queue).await?;
     let builder = SinkBuilder::new();
     let plain = build(
         &builder,
