@@ -789,10 +789,9 @@ async fn sqs(n: u64) -> Result<(), BoxErr> {
     Ok(())
 }
 
-async fn pubsub(n: u64) -> Result<(), BoxErr> {
-    let endpoint = "http://127.0.0.1:8085";
-    let project = "bench";
-    let topic = format!("bench-{}", suffix());
+/// A topic on the emulator and a subscription to it (the emulator drops what no subscription
+/// would keep).
+async fn pubsub_topic(endpoint: &str, project: &str, topic: &str) -> Result<(), BoxErr> {
     http_client()
         .put(format!("{endpoint}/v1/projects/{project}/topics/{topic}"))
         .send()
@@ -806,6 +805,14 @@ async fn pubsub(n: u64) -> Result<(), BoxErr> {
         .send()
         .await?
         .error_for_status()?;
+    Ok(())
+}
+
+async fn pubsub(n: u64) -> Result<(), BoxErr> {
+    let endpoint = "http://127.0.0.1:8085";
+    let project = "bench";
+    let topic = format!("bench-{}", suffix());
+    pubsub_topic(endpoint, project, &topic).await?;
     let builder = SinkBuilder::new();
     let mut cfg = GooglePubsubSinkConfig::new(project, &topic);
     cfg.auth = PubsubAuth::None;
@@ -1141,19 +1148,7 @@ async fn pubsub_tls(n: u64) -> Result<(), BoxErr> {
     let emulator = "http://127.0.0.1:8085";
     let project = "bench";
     let topic = format!("bench-tls-{}", suffix());
-    http_client()
-        .put(format!("{emulator}/v1/projects/{project}/topics/{topic}"))
-        .send()
-        .await?
-        .error_for_status()?;
-    http_client()
-        .put(format!(
-            "{emulator}/v1/projects/{project}/subscriptions/{topic}-sub"
-        ))
-        .json(&json!({"topic": format!("projects/{project}/topics/{topic}")}))
-        .send()
-        .await?
-        .error_for_status()?;
+    pubsub_topic(emulator, project, &topic).await?;
     let (plain, tls, dir) = relays("pubsub-tls", 8085).await?;
     let mut rates = Vec::new();
     for origin in [&plain, &tls] {
