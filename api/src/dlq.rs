@@ -115,6 +115,10 @@ pub struct DeadPage {
 pub struct DeleteDead {
     pub deleted: usize,
     pub bytes: u64,
+    /// Matching dead rows left in place because their hook is not archived (an archive is
+    /// configured and has not caught up, or none is configured and the bounds' reaper asked).
+    #[serde(default)]
+    pub unarchived: usize,
     /// The request stopped at its limit or at the examination bound: call again.
     pub more: bool,
 }

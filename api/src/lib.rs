@@ -11,11 +11,14 @@ mod node;
 mod replay;
 
 pub use dlq::{DeadEntry, DeadFilter, DeadPage, DeleteDead, FilterError};
-pub use node::{FieldError, MAX_SINK_ERROR_BYTES, ReloadError, ReloadReply, SinkFailure, Status};
+pub use node::{
+    ArchiveStatus, DlqStatus, FieldError, MAX_SINK_ERROR_BYTES, PenSourceStatus, PenStatus,
+    ReloadError, ReloadReply, SinkFailure, Status,
+};
 pub use replay::{
-    CreateReplay, DEFAULT_MAX_LAG_MS, DEFAULT_PAUSE_AFTER_DEAD, DEFAULT_RATE, JobList, JobState,
-    JobView, KIND_DLQ, KIND_QUARANTINE, MAX_RATE, PatchReplay, ReplayJob, TopLevelFilter,
-    check_rate,
+    ArchiveWindow, CreateReplay, DEFAULT_MAX_LAG_MS, DEFAULT_PAUSE_AFTER_DEAD, DEFAULT_RATE,
+    JobList, JobState, JobView, KIND_ARCHIVE, KIND_DLQ, KIND_QUARANTINE, MAX_ARCHIVE_SINKS,
+    MAX_RATE, PatchReplay, ReplayJob, TopLevelFilter, check_rate,
 };
 
 /// `GET /v1/sources/{id}/deliveries`: a source's queued (pending or in flight) and dead rows.

@@ -31,6 +31,71 @@ pub struct Status {
     /// latest attempt succeeded (or on a node without the `dispatch` role).
     #[serde(default)]
     pub failing_sinks: Vec<SinkFailure>,
+    /// The quarantine pen: totals and, per source holding entries, its share.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quarantine: Option<PenStatus>,
+    /// The archive, when `storage` is configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archive: Option<ArchiveStatus>,
+    /// The dead-letter queue: size and whether it refuses new hooks (`dlq_full`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dlq: Option<DlqStatus>,
+}
+
+/// The pen on one node (`GET /v1/status`, `quarantine`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PenStatus {
+    pub entries: i64,
+    pub bytes: i64,
+    /// `quarantine.max_bytes`.
+    pub max_bytes: u64,
+    /// Unix ms the oldest entry was received, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oldest_received_at: Option<u64>,
+    /// Sources with entries, by id.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<PenSourceStatus>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PenSourceStatus {
+    pub source: String,
+    pub entries: i64,
+    pub bytes: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oldest_received_at: Option<u64>,
+}
+
+/// The archive on one node (`GET /v1/status`, `archive`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArchiveStatus {
+    /// `local` or `s3`.
+    pub store: String,
+    /// Hooks accepted and not yet in an uploaded segment.
+    pub pending: i64,
+    /// Segments uploaded and catalogued on this node.
+    pub segments: i64,
+    /// Hooks archived (catalogued) on this node.
+    pub archived: i64,
+    /// Unix ms of the last segment upload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_upload_at: Option<u64>,
+    /// Failed uploads in a row (0 when the last one succeeded).
+    #[serde(default)]
+    pub failures: u64,
+    /// The last upload's error (no secrets, no URLs with credentials).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+/// The DLQ on one node (`GET /v1/status`, `dlq`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DlqStatus {
+    pub rows: i64,
+    pub bytes: i64,
+    /// Over a `queue.dlq` bound with nothing archived left to evict: new hooks get
+    /// `503 dlq_full`.
+    pub full: bool,
 }
 
 /// Longest `SinkFailure::error` a node reports, in bytes (cut on a character boundary, `…`

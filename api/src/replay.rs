@@ -42,6 +42,76 @@ pub struct CreateReplay {
     pub max_lag_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pause_after_dead: Option<u32>,
+    /// `archive` jobs: hooks received at or after this time (unix ms). Required there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<u64>,
+    /// `archive` jobs: hooks received before this time (unix ms). Required there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<u64>,
+    /// `archive` jobs: the sinks (indexes in the source's `sinks`) to send to; absent: all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sinks: Option<Vec<u16>>,
+}
+
+/// An `archive` job's window and sink subset, checked.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArchiveWindow {
+    /// Received at or after (unix ms).
+    pub from: u64,
+    /// Received before (unix ms).
+    pub to: u64,
+    /// Sink indexes; empty: every sink of the source.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sinks: Vec<u16>,
+}
+
+/// Most sinks an archive job names.
+pub const MAX_ARCHIVE_SINKS: usize = 64;
+
+impl CreateReplay {
+    /// The archive window of an `archive` request (`from` and `to` required, `from < to`,
+    /// distinct sinks); `None` for other kinds, which must not carry one.
+    pub fn archive_window(&self) -> Result<Option<ArchiveWindow>, FilterError> {
+        if self.kind != KIND_ARCHIVE {
+            for (set, field) in [
+                (self.from.is_some(), "from"),
+                (self.to.is_some(), "to"),
+                (self.sinks.is_some(), "sinks"),
+            ] {
+                if set {
+                    return Err(FilterError::new(field, "is a filter of kind archive only"));
+                }
+            }
+            return Ok(None);
+        }
+        let from = self
+            .from
+            .ok_or_else(|| FilterError::new("from", "is required for kind archive (unix ms)"))?;
+        let to = self
+            .to
+            .ok_or_else(|| FilterError::new("to", "is required for kind archive (unix ms)"))?;
+        if from >= to {
+            return Err(FilterError::new("from", "must be before to"));
+        }
+        let mut sinks = self.sinks.clone().unwrap_or_default();
+        if sinks.len() > MAX_ARCHIVE_SINKS {
+            return Err(FilterError::new(
+                "sinks",
+                format!("names at most {MAX_ARCHIVE_SINKS} sinks"),
+            ));
+        }
+        sinks.sort_unstable();
+        let n = sinks.len();
+        sinks.dedup();
+        if sinks.len() != n {
+            return Err(FilterError::new("sinks", "names a sink twice"));
+        }
+        Ok(Some(ArchiveWindow { from, to, sinks }))
+    }
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 fn default_kind() -> String {
@@ -51,6 +121,8 @@ fn default_kind() -> String {
 /// Job kinds: dead letters back to due, or quarantined hooks that now verify into the queue.
 pub const KIND_DLQ: &str = "dlq";
 pub const KIND_QUARANTINE: &str = "quarantine";
+/// Archived hooks received in a window, sent again (to all or some of their source's sinks).
+pub const KIND_ARCHIVE: &str = "archive";
 
 /// `CreateReplay`'s filter keys given at the top level of the body.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -179,9 +251,17 @@ pub struct ReplayJob {
     #[serde(default)]
     pub released: u64,
     /// `quarantine` jobs: entries that still fail verification (they stay in the pen) or
-    /// duplicate a hook already accepted (they leave it).
+    /// duplicate a hook already accepted (they leave it). `archive` jobs: archived hooks in
+    /// the window whose source is gone or that matched no sink.
     #[serde(default)]
     pub skipped: u64,
+    /// `archive` jobs: the window and sink subset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archive: Option<ArchiveWindow>,
+    /// `archive` jobs: segments whose sha256 or index did not check out (reported, their
+    /// hooks not sent).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub corrupt_segments: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }

@@ -33,6 +33,11 @@ pub struct Config {
     pub claim_check: ClaimCheckConfig,
     /// The pen of sources with `on_verify_failure: quarantine`.
     pub quarantine: QuarantineConfig,
+    /// The archive: hooks packed into segments in a blob store. Absent: no archive.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub storage: Option<crate::storage::StorageConfig>,
+    /// Bounds of the queue (`queue.dlq`).
+    pub queue: crate::storage::QueueConfig,
     /// Sources by id (`[A-Za-z0-9_-]{1,64}`); the id is the last path segment of the ingest URL.
     pub sources: BTreeMap<String, SourceConfig>,
 }

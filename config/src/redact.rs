@@ -156,6 +156,22 @@ const SHOWN: &[&str] = &[
     // the quarantine pen's bounds (burst and rate are listed above)
     "quarantine",
     "max_bytes",
+    // the archive's store (access_key_id, secret_access_key and session_token stay redacted)
+    // and the DLQ's bounds
+    "storage",
+    "key_prefix",
+    "roll_bytes",
+    "roll_ms",
+    "interval_ms",
+    "local",
+    "dir",
+    "s3",
+    "bucket",
+    "force_path_style",
+    "queue",
+    "dlq",
+    "max_rows",
+    "reap_interval_ms",
 ];
 
 /// Keys holding a URL, or a list of `host:port` / URL entries, that may carry userinfo:

@@ -66,6 +66,10 @@ pub fn validate(c: &Config) -> Result<(), ConfigError> {
     egress(&c.egress)?;
     claim_check(c)?;
     quarantine(&c.quarantine)?;
+    if let Some(s) = &c.storage {
+        crate::storage::validate_storage(s)?;
+    }
+    crate::storage::validate_queue(&c.queue)?;
     ports(c)?;
     for (id, s) in &c.sources {
         source(c, id, s)?;

@@ -41,6 +41,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/config/reload", post(reload_config))
         .route("/v1/wal", get(wal))
         .route("/v1/hooks/{id}", get(get_hook))
+        .route("/v1/archive/hooks/{id}", get(get_archived_hook))
         .route("/v1/dlq", get(list_dlq).delete(delete_dlq))
         .route("/v1/replays", get(list_replays).post(create_replay))
         .route("/v1/replays/{id}", get(get_replay).patch(patch_replay))
@@ -229,6 +230,16 @@ async fn metrics(State(app): State<Arc<App>>) -> Response {
         m.commit_queued.set(c.queued() as i64);
     }
     crate::quarantine::gauges(&app);
+    {
+        let a = app.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            a.dlq.status();
+            if let Some(x) = &a.archive {
+                x.gauges();
+            }
+        })
+        .await;
+    }
     for (class, n) in app.store.health.failures() {
         let c = m.store_write_failures.with_label_values(&[class]);
         c.inc_by(n.saturating_sub(c.get()));
@@ -293,7 +304,60 @@ async fn status(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
     if let Some(d) = &app.dispatcher {
         st.failing_sinks = d.health.snapshot(&app.config.live());
     }
+    let a = app.clone();
+    let (pen, archive, dlq) = tri!(
+        blocking(move || Ok((
+            crate::quarantine::status(&a)?,
+            a.archive.as_ref().map(|x| x.status()),
+            a.dlq.status(),
+        )))
+        .await
+    );
+    st.quarantine = Some(pen);
+    st.archive = archive;
+    st.dlq = Some(dlq);
     Json(st).into_response()
+}
+
+/// `GET /v1/archive/hooks/{id}`: one archived hook read back from the blob store (a ranged GET
+/// checked against its catalogued sha256), body as base64.
+async fn get_archived_hook(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    use base64::Engine;
+    let caller = tri!(authorize(&app, &headers, "hooks:read"));
+    let Ok(id) = uuid::Uuid::parse_str(&id) else {
+        return error(StatusCode::BAD_REQUEST, "invalid_id", None);
+    };
+    let Some(archive) = &app.archive else {
+        return error(StatusCode::NOT_FOUND, "archive_not_configured", None);
+    };
+    let (h, seg) = match archive.fetch(&id).await {
+        Ok(Some(found)) => found,
+        Ok(None) => return error(StatusCode::NOT_FOUND, "hook_not_archived", None),
+        Err(crate::archive::ArchiveError::Corrupt(why)) => {
+            tracing::error!(hook = %id, error = %why, "an archived record failed its sha256 check");
+            return error(StatusCode::INTERNAL_SERVER_ERROR, "archive_corrupt", None);
+        }
+        Err(e) => {
+            tracing::warn!(hook = %id, error = %e, "archive read failed");
+            return error(StatusCode::SERVICE_UNAVAILABLE, "archive_unavailable", None);
+        }
+    };
+    if !caller.sees_tenant(Some(&h.tenant)) {
+        return error(StatusCode::NOT_FOUND, "hook_not_archived", None);
+    }
+    use sha2::Digest;
+    Json(json!({
+        "id": h.id, "seq": h.seq, "tenant": h.tenant, "source_id": h.source_id,
+        "received_at": h.received_at, "size": h.body.len(), "content_type": h.content_type,
+        "dedupe_key": h.dedupe_key, "segment": seg.key,
+        "body_sha256": hex::encode(sha2::Sha256::digest(&h.body)),
+        "body_base64": base64::engine::general_purpose::STANDARD.encode(&h.body),
+    }))
+    .into_response()
 }
 
 async fn get_config(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {

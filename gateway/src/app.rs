@@ -12,6 +12,8 @@ use ankusa_sinks::SinkBuilder;
 use ankusa_sinks::http::HttpPools;
 use tokio::net::TcpListener;
 
+use crate::archive::Archive;
+use crate::archive::dlq_bounds::DlqGuard;
 use crate::claim_check::LocalClaimCheck;
 use crate::commit::{CommitListener, Committer};
 use crate::dispatch::{self, Dispatcher};
@@ -44,6 +46,10 @@ pub struct App {
     pub replayer: Option<Arc<Replayer>>,
     /// The quarantine pen (`on_verify_failure: quarantine`).
     pub pen: Arc<Pen>,
+    /// The archive's compactor and reader, when `storage` is configured.
+    pub archive: Option<Arc<Archive>>,
+    /// The DLQ's bounds: `503 dlq_full` while over one with nothing archived to evict.
+    pub dlq: Arc<DlqGuard>,
     /// Per tenant (`rate_limits`).
     pub limiter: RateLimiter,
     /// Per client address (`http.client_rate_limit`).
@@ -96,6 +102,26 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
         tokio::task::spawn_blocking(move || Pen::start(store)).await??
     };
     let metrics = Arc::new(Metrics::new());
+    let archive = match &config.storage {
+        Some(cfg) => Some(
+            Archive::start(store.clone(), cfg, &config.node.instance, metrics.clone())
+                .map_err(|e| anyhow::anyhow!(e))?,
+        ),
+        None => {
+            let s = store.clone();
+            let dropped =
+                tokio::task::spawn_blocking(move || crate::archive::drop_stale_obligations(&s))
+                    .await??;
+            if dropped > 0 {
+                tracing::warn!(
+                    dropped,
+                    "storage is not configured: archive obligations of hooks accepted while it was were dropped"
+                );
+            }
+            None
+        }
+    };
+    let dlq = DlqGuard::new(store.clone(), metrics.clone());
     let sinks = Arc::new(SinkBuilder::with_pools(HttpPools::new(
         &config.egress.pools,
     )));
@@ -155,6 +181,7 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
             metrics.clone(),
             handle.clone(),
             pen.clone(),
+            archive.clone(),
         )
         .await?;
         (Some(d), Some(r))
@@ -182,6 +209,8 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
         dispatcher: dispatcher.clone(),
         replayer,
         pen,
+        archive,
+        dlq: dlq.clone(),
         limiter: RateLimiter::default(),
         client_limiter: RateLimiter::default(),
         body_budget: Arc::new(tokio::sync::Semaphore::new(
@@ -269,6 +298,7 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
             });
         }
     }
+    dlq.start(handle.clone());
     spawn_reload_triggers(app.clone());
     spawn_housekeeping(app.clone());
     tracing::warn!(

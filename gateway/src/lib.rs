@@ -5,10 +5,14 @@
 //! after group `commit` has fsynced the hook into the `store`; `dispatch` claims due delivery
 //! rows and runs attempts against the sinks of `ankusa-sinks`; `replay` moves dead rows back;
 //! `admin` exposes it all. `quarantine` holds the hooks a source's `on_verify_failure:
-//! quarantine` keeps instead of refusing, until a replay job releases them. `live` is the config in force and its reloads.
+//! quarantine` keeps instead of refusing, until a replay job releases them. `archive` packs hooks
+//! into segments in a `blob` store (and bounds the DLQ by what is archived). `live` is the config
+//! in force and its reloads.
 
 pub mod admin;
 pub mod app;
+pub mod archive;
+pub mod blob;
 pub mod claim_check;
 pub mod cli;
 pub mod commit;

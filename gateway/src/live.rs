@@ -279,6 +279,7 @@ impl ConfigHandle {
         pin!(http.connections, "http.connections");
         pin!(http.max_inflight_body_bytes, "http.max_inflight_body_bytes");
         pin!(claim_check, "claim_check");
+        pin!(storage, "storage");
         pin!(batcher, "batcher");
         pin!(log, "log");
         changed
@@ -310,6 +311,10 @@ impl ConfigHandle {
             roles: live.config.node.roles.clone(),
             // Dispatch's to fill (`admin::status`): the config knows nothing of deliveries.
             failing_sinks: Vec::new(),
+            // The admin's to fill, from the pen, the archive and the DLQ.
+            quarantine: None,
+            archive: None,
+            dlq: None,
         }
     }
 }

@@ -59,6 +59,17 @@ pub struct Metrics {
     pub http_connections: IntGaugeVec,
     pub http_connections_refused: IntCounterVec,
     pub http_timeouts: IntCounterVec,
+    pub archive_pending: IntGauge,
+    pub archive_oldest_unarchived_age_seconds: prometheus::Gauge,
+    pub archive_failures: IntCounter,
+    pub archive_segments: IntCounter,
+    pub archive_hooks: IntCounter,
+    pub archive_upload_seconds: Histogram,
+    pub dlq_rows: IntGauge,
+    pub dlq_bytes: IntGauge,
+    pub dlq_full: IntGauge,
+    pub dlq_oldest_age_seconds: prometheus::Gauge,
+    pub dlq_evicted: IntCounterVec,
 }
 
 fn gauge_vec(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
@@ -81,6 +92,12 @@ fn counter(r: &Registry, name: &str, help: &str) -> IntCounter {
 
 fn gauge(r: &Registry, name: &str, help: &str) -> IntGauge {
     let g = IntGauge::new(name, help).expect("valid metric");
+    r.register(Box::new(g.clone())).expect("unique metric");
+    g
+}
+
+fn float_gauge(r: &Registry, name: &str, help: &str) -> prometheus::Gauge {
+    let g = prometheus::Gauge::new(name, help).expect("valid metric");
     r.register(Box::new(g.clone())).expect("unique metric");
     g
 }
@@ -361,6 +378,55 @@ impl Metrics {
                 &r,
                 "ankusa_quarantine_entries",
                 "Entries the quarantine pen holds",
+            ),
+            archive_pending: gauge(
+                &r,
+                "ankusa_queue_archive_pending",
+                "Hooks accepted while the archive is on and not yet in an uploaded segment",
+            ),
+            archive_oldest_unarchived_age_seconds: float_gauge(
+                &r,
+                "ankusa_archive_oldest_unarchived_age_seconds",
+                "Age of the oldest hook waiting for the archive (0 when none waits)",
+            ),
+            archive_failures: counter(
+                &r,
+                "ankusa_archive_failures_total",
+                "Segment uploads or catalogue commits that failed (retried with backoff)",
+            ),
+            archive_segments: counter(
+                &r,
+                "ankusa_archive_segments_total",
+                "Segments uploaded and catalogued",
+            ),
+            archive_hooks: counter(
+                &r,
+                "ankusa_archive_hooks_total",
+                "Hooks archived (in an uploaded, catalogued segment)",
+            ),
+            archive_upload_seconds: histogram(
+                &r,
+                "ankusa_archive_upload_seconds",
+                "Time to upload one segment and its index",
+                vec![0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0],
+            ),
+            dlq_rows: gauge(&r, "ankusa_dlq_rows", "Dead rows (the DLQ)"),
+            dlq_bytes: gauge(&r, "ankusa_dlq_bytes", "Body bytes of dead rows"),
+            dlq_full: gauge(
+                &r,
+                "ankusa_dlq_full",
+                "1 while the DLQ is over a queue.dlq bound with nothing archived to evict: new hooks get 503 dlq_full",
+            ),
+            dlq_oldest_age_seconds: float_gauge(
+                &r,
+                "ankusa_dlq_oldest_age_seconds",
+                "Age of the oldest dead row (0 when none)",
+            ),
+            dlq_evicted: counter_vec(
+                &r,
+                "ankusa_dlq_evicted_total",
+                "Dead rows evicted by the DLQ's bounds (their hooks archived)",
+                &["reason"],
             ),
             registry: r,
         }

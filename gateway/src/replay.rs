@@ -1,7 +1,8 @@
 //! Replay jobs: durable, paced moves of dead rows back into the delivery queue (`kind: dlq`),
-//! and releases of quarantined hooks that verify now (`kind: quarantine`: each pen entry is
+//! releases of quarantined hooks that verify now (`kind: quarantine`: each pen entry is
 //! judged by its source's current verifier; a pass is committed as a hook with its original id
-//! in one synced batch with the pen delete and the job's cursor, see `store::pen`).
+//! in one synced batch with the pen delete and the job's cursor, see `store::pen`), and
+//! re-sends of archived hooks received in a window (`kind: archive`, see `archive::replay`).
 //!
 //! The replayer is the only writer of job records. Each tick it gives every running job
 //! tokens at its `rate` and moves that many rows, but only while dispatch's oldest due row is
@@ -17,11 +18,13 @@ use std::time::{Duration, Instant};
 
 use ankusa_api::{
     CreateReplay, DEFAULT_MAX_LAG_MS, DEFAULT_PAUSE_AFTER_DEAD, DEFAULT_RATE, FilterError,
-    JobState, JobView, KIND_DLQ, KIND_QUARANTINE, ReplayJob,
+    JobState, JobView, KIND_ARCHIVE, KIND_DLQ, KIND_QUARANTINE, ReplayJob,
 };
 use ankusa_core::now_ms;
 use tokio::sync::{Mutex, mpsc};
 
+use crate::archive::Archive;
+use crate::archive::replay::Cached;
 use crate::dispatch::Dispatcher;
 use crate::live::ConfigHandle;
 use crate::metrics::Metrics;
@@ -164,6 +167,8 @@ struct JobRt {
     tokens: f64,
     last: Instant,
     settled: Settled,
+    /// `archive` jobs: the segment being sent.
+    segment: Option<Cached>,
 }
 
 impl JobRt {
@@ -173,6 +178,7 @@ impl JobRt {
             tokens: 0.0,
             last: Instant::now(),
             settled: Settled::default(),
+            segment: None,
         }
     }
 }
@@ -203,6 +209,8 @@ pub struct Replayer {
     /// The sources' current verifiers, for `quarantine` jobs.
     config: Arc<ConfigHandle>,
     pen: Arc<Pen>,
+    /// The archive, for `archive` jobs.
+    archive: Option<Arc<Archive>>,
     jobs: Mutex<Jobs>,
     wake: tokio::sync::Notify,
 }
@@ -216,6 +224,7 @@ impl Replayer {
         metrics: Arc<Metrics>,
         config: Arc<ConfigHandle>,
         pen: Arc<Pen>,
+        archive: Option<Arc<Archive>>,
     ) -> Result<Arc<Replayer>, StoreError> {
         let s = store.clone();
         let stored = blocking(move || s.list_jobs()).await?;
@@ -232,6 +241,7 @@ impl Replayer {
             metrics,
             config,
             pen,
+            archive,
             jobs: Mutex::new(Jobs {
                 map: jobs,
                 feedback,
@@ -245,13 +255,37 @@ impl Replayer {
     /// Creates a job, or returns the existing one for the same `job_id`, kind and filter.
     /// Returns (view, created).
     pub async fn create(&self, req: CreateReplay) -> Result<(JobView, bool), ReplayError> {
-        if req.kind != KIND_DLQ && req.kind != KIND_QUARANTINE {
+        if ![KIND_DLQ, KIND_QUARANTINE, KIND_ARCHIVE].contains(&req.kind.as_str()) {
             return Err(invalid(
                 "kind",
-                "unsupported kind; this release replays kind dlq or quarantine",
+                "unsupported kind; this release replays kind dlq, archive or quarantine",
             ));
         }
         let filter = req.filter()?;
+        let window = req.archive_window()?;
+        // An archived hook is chosen by its source, tenant, id and receive time (`from`, `to`):
+        // it has no dead time, sink or error class of its own.
+        if req.kind == KIND_ARCHIVE {
+            if self.archive.is_none() {
+                return Err(invalid(
+                    "kind",
+                    "kind archive needs an archive (storage is not configured on this node)",
+                ));
+            }
+            for (set, field) in [
+                (filter.sink.is_some(), "sink"),
+                (filter.error_class.is_some(), "error_class"),
+                (filter.since.is_some(), "since"),
+                (filter.until.is_some(), "until"),
+            ] {
+                if set {
+                    return Err(invalid(
+                        field,
+                        "is not a filter of kind archive (use from, to and sinks)",
+                    ));
+                }
+            }
+        }
         // A pen entry has no sink and no error class yet.
         if req.kind == KIND_QUARANTINE {
             if filter.sink.is_some() {
@@ -276,7 +310,10 @@ impl Replayer {
         };
         let mut jobs = self.jobs.lock().await;
         if let Some(existing) = jobs.map.get(&id) {
-            if existing.job.kind == req.kind && existing.job.filter == filter {
+            if existing.job.kind == req.kind
+                && existing.job.filter == filter
+                && existing.job.archive == window
+            {
                 let job = existing.job.clone();
                 drop(jobs);
                 return Ok((self.view(job).await?, false));
@@ -314,6 +351,8 @@ impl Replayer {
             scanned: 0,
             released: 0,
             skipped: 0,
+            archive: window,
+            corrupt_segments: 0,
             reason: None,
         };
         let store = self.store.clone();
@@ -499,6 +538,63 @@ impl Replayer {
         Ok(looked)
     }
 
+    /// One step of an `archive` job (see `archive::replay`); returns the records it examined.
+    async fn archive_step(&self, rt: &mut JobRt, n: usize) -> Result<u64, StoreError> {
+        let Some(archive) = &self.archive else {
+            // The archive was configured when the job was made, and is not now.
+            rt.job.state = JobState::Paused;
+            rt.job.reason = Some("paused: storage is not configured on this node".into());
+            let store = self.store.clone();
+            let job = rt.job.clone();
+            return blocking(move || store.put_job(&job)).await.map(|_| 0);
+        };
+        let mut job = rt.job.clone();
+        let at = now_ms();
+        let live = self.config.live();
+        let ctx = crate::archive::replay::StepCtx {
+            archive,
+            store: &self.store,
+            live: &live,
+            metrics: &self.metrics,
+        };
+        let stepped = match crate::archive::replay::step(ctx, &mut job, &mut rt.segment, n, at)
+            .await
+        {
+            Ok(s) => s,
+            Err(crate::archive::ArchiveError::Store(e)) => return Err(e),
+            Err(e) => {
+                // The blob store is unreachable: the job waits (its cursor has not moved).
+                tracing::warn!(job = %job.id, error = %e, "archive replay step failed; retrying");
+                return Ok(0);
+            }
+        };
+        match &stepped.committed {
+            Some(c) => {
+                let rows = job.moved - rt.job.moved;
+                if rows > 0 {
+                    self.metrics
+                        .replay_moved
+                        .with_label_values(&[KIND_ARCHIVE])
+                        .inc_by(rows);
+                    self.dispatcher
+                        .wake_lanes(stepped.tenants.clone(), at, c.lanes.clone());
+                }
+            }
+            // Nothing committed (finished, or a segment skipped): the job alone is stored.
+            None => {
+                let store = self.store.clone();
+                let to_store = job.clone();
+                blocking(move || store.put_job(&to_store)).await?;
+            }
+        }
+        if job.state == JobState::Completed && rt.job.state != JobState::Completed {
+            tracing::info!(job = %job.id, released = job.released, skipped = job.skipped, corrupt_segments = job.corrupt_segments, "archive job finished its scan");
+        }
+        rt.job = job;
+        // A step that only moved past segments still made progress: count it as one look.
+        Ok(stepped.looked.max(1))
+    }
+
     async fn tick(&self) -> Result<(), StoreError> {
         let lag = self
             .dispatcher
@@ -545,6 +641,14 @@ impl Replayer {
             }
             let n = rt.tokens.floor() as usize;
             if n == 0 {
+                continue;
+            }
+            if rt.job.kind == KIND_ARCHIVE {
+                let looked = self.archive_step(rt, n).await?;
+                rt.tokens -= looked as f64;
+                if looked == 0 {
+                    rt.tokens = 0.0;
+                }
                 continue;
             }
             if rt.job.kind == KIND_QUARANTINE {

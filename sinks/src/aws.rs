@@ -86,13 +86,67 @@ pub fn sign_headers(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> Result<Vec<(String, String)>, String> {
+    let req = Unsigned {
+        method,
+        url,
+        headers,
+        body,
+    };
+    sign_with(creds, region, service, SigningSettings::default(), req)
+}
+
+/// S3's flavour of SigV4: the payload's sha256 in `x-amz-content-sha256` (S3 requires it), the
+/// path signed as sent (no normalisation, no double encoding).
+pub fn sign_headers_s3(
+    creds: Credentials,
+    region: &str,
+    method: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Result<Vec<(String, String)>, String> {
+    let mut settings = SigningSettings::default();
+    settings.payload_checksum_kind = aws_sigv4::http_request::PayloadChecksumKind::XAmzSha256;
+    settings.percent_encoding_mode = aws_sigv4::http_request::PercentEncodingMode::Single;
+    settings.uri_path_normalization_mode =
+        aws_sigv4::http_request::UriPathNormalizationMode::Disabled;
+    let req = Unsigned {
+        method,
+        url,
+        headers,
+        body,
+    };
+    sign_with(creds, region, "s3", settings, req)
+}
+
+/// A request to sign.
+struct Unsigned<'a> {
+    method: &'a str,
+    url: &'a str,
+    headers: &'a [(&'a str, &'a str)],
+    body: &'a [u8],
+}
+
+fn sign_with(
+    creds: Credentials,
+    region: &str,
+    service: &str,
+    settings: SigningSettings,
+    req: Unsigned<'_>,
+) -> Result<Vec<(String, String)>, String> {
+    let Unsigned {
+        method,
+        url,
+        headers,
+        body,
+    } = req;
     let identity = creds.into();
     let params = v4::SigningParams::builder()
         .identity(&identity)
         .region(region)
         .name(service)
         .time(SystemTime::now())
-        .settings(SigningSettings::default())
+        .settings(settings)
         .build()
         .map_err(|e| format!("sigv4 params: {e}"))?
         .into();

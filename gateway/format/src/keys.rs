@@ -125,6 +125,11 @@ pub const IX_DEDUPE_EXPIRY: u8 = b'e';
 pub const IX_HOOK_ID: u8 = b'i';
 pub const IX_LANE_PENDING: u8 = b'P';
 pub const IX_LANE_HEAD: u8 = b'H';
+/// Archive obligations (`a<seq:8>`), uploaded segments (`S<first_seq:8>`) and archived hooks
+/// (`c<uuid:16>`).
+pub const IX_ARCHIVE_DUE: u8 = b'a';
+pub const IX_ARCHIVE_SEGMENT: u8 = b'S';
+pub const IX_ARCHIVE_HOOK: u8 = b'c';
 
 fn tenant_prefix(tag: u8, tenant: &str) -> Vec<u8> {
     let mut k = Vec::with_capacity(2 + tenant.len() + 18);
@@ -356,6 +361,47 @@ pub fn parse_corrupt(k: &[u8]) -> Option<(&str, &[u8])> {
     let family = std::str::from_utf8(&k[1..nul]).ok()?;
     Some((family, &k[nul + 1..]))
 }
+
+/// A hook still to archive: `a<seq:8>` → empty.
+pub fn archive_due(seq: u64) -> [u8; 9] {
+    let mut k = [0u8; 9];
+    k[0] = IX_ARCHIVE_DUE;
+    k[1..].copy_from_slice(&seq.to_be_bytes());
+    k
+}
+
+/// An uploaded segment: `S<first_seq:8>` → `SegmentRow`.
+pub fn archive_segment(first_seq: u64) -> [u8; 9] {
+    let mut k = [0u8; 9];
+    k[0] = IX_ARCHIVE_SEGMENT;
+    k[1..].copy_from_slice(&first_seq.to_be_bytes());
+    k
+}
+
+/// An archived hook: `c<uuid:16>` → `CatalogueEntry`.
+pub fn archive_hook(id: &uuid::Uuid) -> [u8; 17] {
+    let mut k = [0u8; 17];
+    k[0] = IX_ARCHIVE_HOOK;
+    k[1..].copy_from_slice(id.as_bytes());
+    k
+}
+
+/// The seq of an `a`/`S` key.
+pub fn parse_archive_seq(k: &[u8]) -> Option<u64> {
+    match k.first() {
+        Some(&IX_ARCHIVE_DUE) | Some(&IX_ARCHIVE_SEGMENT) => be64(&k[1..]),
+        _ => None,
+    }
+}
+
+/// Counters of the archive: hooks waiting for a segment, hooks and segments catalogued.
+pub const C_ARCHIVE_PENDING: &[u8] = b"c:archive_pending";
+pub const C_ARCHIVED: &[u8] = b"c:archived";
+pub const C_SEGMENTS: &[u8] = b"c:segments";
+/// Body bytes of dead rows (each dead row counts its hook's body once).
+pub const C_DEAD_BYTES: &[u8] = b"c:dead_bytes";
+/// Set once `C_DEAD_BYTES` has been computed from the dead rows (stores made before it).
+pub const META_DEAD_BYTES_V1: &[u8] = b"m:dead_bytes_v1";
 
 /// Hook id → seq: `i<uuid:16>` → `<seq:8>`.
 pub fn hook_id(id: &uuid::Uuid) -> [u8; 17] {

@@ -12,6 +12,7 @@ pub mod http;
 pub mod keys;
 pub mod message;
 pub mod request;
+pub mod segment;
 
 /// Bytes that do not decode. The message says where and what kind, never the bytes themselves
 /// (stored rows hold tenants' data; the message reaches logs and the admin API).

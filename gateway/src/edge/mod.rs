@@ -352,6 +352,18 @@ async fn handle(app: &App, req: Request, body_read: &mut bool) -> (&'static str,
         envelope,
         sinks: source.sink_types.clone(),
     };
+    // The DLQ is over a bound and nothing archived is left to evict: taking more hooks would
+    // grow it without end (or make the reaper delete what it must not).
+    if app.dlq.is_full() {
+        app.metrics
+            .ingest_refused
+            .with_label_values(&["dlq_full"])
+            .inc();
+        return (
+            "dlq_full",
+            with_retry_after(error(StatusCode::SERVICE_UNAVAILABLE, "dlq_full", None), 60),
+        );
+    }
     let Some(commit) = &app.commit else {
         return (
             "store_unavailable",

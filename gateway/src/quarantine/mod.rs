@@ -207,6 +207,20 @@ impl Pen {
     }
 }
 
+/// `GET /v1/status`'s `quarantine`: totals from the pen's counters, and per source its
+/// entries, bytes and oldest entry (from a bounded scan).
+pub fn status(app: &crate::app::App) -> Result<ankusa_api::PenStatus, StoreError> {
+    let (sources, _complete) = app.store.pen_by_source()?;
+    let oldest = sources.iter().filter_map(|s| s.oldest_received_at).min();
+    Ok(ankusa_api::PenStatus {
+        entries: app.pen.entries(),
+        bytes: i64::try_from(app.pen.bytes()).unwrap_or(i64::MAX),
+        max_bytes: app.config.live().config.quarantine.max_bytes,
+        oldest_received_at: oldest,
+        sources,
+    })
+}
+
 /// Copies the pen's state into its gauges (on scrape and every few seconds).
 pub fn gauges(app: &crate::app::App) {
     let m = &app.metrics;

@@ -257,6 +257,16 @@ fn check_row(family: &str, k: &[u8], v: &[u8]) -> Result<(), StoreError> {
             Some(keys::IX_DEAD_TENANT) => {
                 keys::parse_dead_tenant(k).ok_or_else(bad_key)?;
             }
+            Some(keys::IX_ARCHIVE_DUE) => {
+                keys::parse_archive_seq(k).ok_or_else(bad_key)?;
+            }
+            Some(keys::IX_ARCHIVE_SEGMENT) => {
+                keys::parse_archive_seq(k).ok_or_else(bad_key)?;
+                ankusa_format::segment::SegmentRow::decode(v)?;
+            }
+            Some(keys::IX_ARCHIVE_HOOK) => {
+                ankusa_format::segment::CatalogueEntry::decode(v)?;
+            }
             _ => {}
         },
         _ => {

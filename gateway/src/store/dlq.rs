@@ -145,9 +145,21 @@ impl Store {
         })
     }
 
-    /// Deletes up to `limit` dead rows matching the filter, oldest first; their hooks go with
-    /// their last row.
+    /// `DELETE /v1/dlq`: with an archive, the eviction the reaper runs (only archived hooks'
+    /// rows go); without one, an explicit purge of the matching rows.
     pub fn delete_dead(&self, f: &DeadFilter, limit: usize) -> Result<DeleteDead, StoreError> {
+        self.evict_dead(f, limit, self.archiving())
+    }
+
+    /// Deletes up to `limit` dead rows matching the filter, oldest first; their hooks go with
+    /// their last row. With `require_archived`, a row whose hook is not in the archive's
+    /// catalogue stays and is counted `unarchived`.
+    pub fn evict_dead(
+        &self,
+        f: &DeadFilter,
+        limit: usize,
+        require_archived: bool,
+    ) -> Result<DeleteDead, StoreError> {
         let _rows = self.rows_guard();
         let db = self.db()?;
         let ix = Self::cf(&db, keys::CF_INDEX)?;
@@ -165,6 +177,7 @@ impl Store {
         let mut deleted_keys = HashSet::new();
         let mut victims = Vec::new();
         let mut stale = 0usize;
+        let mut unarchived = 0usize;
         let mut bytes = 0u64;
         let mut more = false;
         let mut examined = 0;
@@ -212,6 +225,15 @@ impl Store {
                 stale += 1;
                 continue;
             };
+            if require_archived
+                && db
+                    .get_pinned_cf(ix, keys::archive_hook(&row.hook_id))
+                    .map_err(|e| classify(&e))?
+                    .is_none()
+            {
+                unarchived += 1;
+                continue;
+            }
             batch.delete_cf(deliveries, keys::delivery(seq, sink));
             index::delete_dead(&mut batch, ix, seq, sink, &row);
             index::count(&mut batch, &row, 0, -1);
@@ -231,6 +253,7 @@ impl Store {
         Ok(DeleteDead {
             deleted: victims.len(),
             bytes,
+            unarchived,
             more,
         })
     }

@@ -24,6 +24,10 @@ pub(super) fn count(batch: &mut WriteBatch, row: &DeliveryRow, pending: i64, dea
     }
     if dead != 0 {
         batch.merge(keys::C_DEAD, dead.to_le_bytes());
+        batch.merge(
+            keys::C_DEAD_BYTES,
+            dead.saturating_mul(row.size as i64).to_le_bytes(),
+        );
         batch.merge(keys::c_dead_tenant(&row.tenant), dead.to_le_bytes());
         batch.merge(keys::c_dead_source(&row.source_id), dead.to_le_bytes());
     }
@@ -160,8 +164,24 @@ impl Store {
         }
         let hooks = Self::cf(db, keys::CF_HOOKS)?;
         let index = Self::cf(db, keys::CF_INDEX)?;
+        // A hook not yet archived stays for the compactor, which reclaims it once it is.
+        if db
+            .get_pinned_cf(index, keys::archive_due(seq))
+            .map_err(|e| classify(&e))?
+            .is_some()
+        {
+            return Ok(());
+        }
         batch.delete_cf(hooks, keys::hook(seq));
-        batch.delete_cf(index, keys::hook_id(&row.hook_id));
+        // An archive replay queues a hook again under a new seq with the same id: the id then
+        // names that copy, which keeps it.
+        let points_here = db
+            .get_pinned_cf(index, keys::hook_id(&row.hook_id))
+            .map_err(|e| classify(&e))?
+            .is_none_or(|v| keys::be64(&v) == Some(seq));
+        if points_here {
+            batch.delete_cf(index, keys::hook_id(&row.hook_id));
+        }
         batch.merge(keys::C_HOOKS, (-1i64).to_le_bytes());
         batch.merge(keys::C_HOOK_BYTES, (-(row.size as i64)).to_le_bytes());
         Ok(())

@@ -71,6 +71,20 @@ pub enum IngestResult {
     },
 }
 
+/// How `ingest_into` commits: what the ack path, a quarantine release and an archive replay
+/// each need.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct CommitOpts<'a> {
+    /// Sweep expired dedupe keys in the same batch.
+    pub sweep: bool,
+    /// Marks every delivery row (a replay: the job's id).
+    pub replay_id: Option<&'a str>,
+    /// Writes each hook's archive obligation (the archive is on, and the hook is new to it).
+    pub archive: bool,
+    /// Rows only for these sink indexes (an archive replay's subset); `None`: every sink.
+    pub only_sinks: Option<&'a [u16]>,
+}
+
 /// Expired dedupe keys swept per commit, so a sweep never delays an ack by much.
 const SWEEP_PER_COMMIT: usize = 64;
 
@@ -108,15 +122,19 @@ impl Store {
             .map(|r| r.envelope.body.len() + 768 * (1 + r.sinks.len()))
             .sum();
         let mut batch = WriteBatch::with_capacity_bytes(estimate);
-        let committed = self.ingest_into(&db, &mut batch, records, encoded, now, sweep, None)?;
+        let opts = CommitOpts {
+            sweep,
+            archive: self.archiving(),
+            ..Default::default()
+        };
+        let committed = self.ingest_into(&db, &mut batch, records, encoded, now, opts)?;
         self.write(&db, batch, true)?;
         Ok(committed)
     }
 
     /// Adds the commit of `records` to `batch` (the caller writes it, synced): what
-    /// `commit_encoded` writes alone, and a quarantine release writes together with the pen's
-    /// deletes. `replay_id` marks every delivery row (a release: the job's id).
-    #[allow(clippy::too_many_arguments)]
+    /// `commit_encoded` writes alone, and a quarantine release or an archive replay writes
+    /// together with the pen's deletes or the job's cursor.
     pub(crate) fn ingest_into(
         &self,
         db: &rocksdb::DB,
@@ -124,9 +142,14 @@ impl Store {
         records: &[IngestRecord],
         encoded: &[Vec<u8>],
         now: u64,
-        sweep: bool,
-        replay_id: Option<&str>,
+        opts: CommitOpts<'_>,
     ) -> Result<Committed, StoreError> {
+        let CommitOpts {
+            sweep,
+            replay_id,
+            archive,
+            only_sinks,
+        } = opts;
         let hooks = Self::cf(db, keys::CF_HOOKS)?;
         let deliveries = Self::cf(db, keys::CF_DELIVERIES)?;
         let ix = Self::cf(db, keys::CF_INDEX)?;
@@ -140,6 +163,7 @@ impl Store {
         let first_seq = self.reserve_seqs(fresh);
         let mut seq = first_seq;
         let mut accepted = 0i64;
+        let mut archived = 0i64;
         let mut rows = 0i64;
         let mut bytes = 0i64;
         let mut per_tenant: HashMap<&str, i64> = HashMap::new();
@@ -167,8 +191,13 @@ impl Store {
             let env = &rec.envelope;
             batch.put_cf(&hooks, keys::hook(seq), value);
             batch.put_cf(&ix, keys::hook_id(&env.id), seq.to_be_bytes());
+            let mut row_count = 0i64;
             for (i, sink_type) in rec.sinks.iter().enumerate() {
                 let sink = i as u16;
+                if only_sinks.is_some_and(|only| !only.contains(&sink)) {
+                    continue;
+                }
+                row_count += 1;
                 let row = DeliveryRow {
                     sink_type: (*sink_type).to_string(),
                     tenant: env.tenant.clone(),
@@ -211,11 +240,15 @@ impl Store {
                 batch.put_cf(&ix, keys::dedupe_expiry(expires_at, dkey), []);
                 taken_here.insert(dkey.as_slice(), env.id);
             }
+            if archive {
+                batch.put_cf(&ix, keys::archive_due(seq), []);
+                archived += 1;
+            }
             accepted += 1;
-            rows += rec.sinks.len() as i64;
+            rows += row_count;
             bytes += env.body.len() as i64;
-            *per_tenant.entry(env.tenant.as_str()).or_default() += rec.sinks.len() as i64;
-            *per_source.entry(env.source_id.as_str()).or_default() += rec.sinks.len() as i64;
+            *per_tenant.entry(env.tenant.as_str()).or_default() += row_count;
+            *per_source.entry(env.source_id.as_str()).or_default() += row_count;
             results.push(IngestResult::Accepted { id: env.id, seq });
             seq += 1;
         }
@@ -225,6 +258,9 @@ impl Store {
             batch.merge(keys::C_HOOKS, accepted.to_le_bytes());
             batch.merge(keys::C_HOOK_BYTES, bytes.to_le_bytes());
             batch.merge(keys::C_PENDING, rows.to_le_bytes());
+            if archived > 0 {
+                batch.merge(keys::C_ARCHIVE_PENDING, archived.to_le_bytes());
+            }
             for (tenant, n) in per_tenant {
                 batch.merge(keys::c_pending_tenant(tenant), n.to_le_bytes());
             }

@@ -229,6 +229,8 @@ mod tests {
             scanned: 0,
             released: 0,
             skipped: 0,
+            archive: None,
+            corrupt_segments: 0,
             reason: None,
         }
     }

@@ -9,6 +9,7 @@
 //! asks for a reopen (at most once per 5 s) so a latched RocksDB error clears once the cause
 //! (a full disk, a read-only remount) is gone; unreadable state is never treated as empty.
 
+mod archive;
 mod corrupt;
 mod dlq;
 mod index;
@@ -34,6 +35,7 @@ use rocksdb::{
 };
 use serde::Serialize;
 
+pub use archive::{ArchiveCandidate, ArchiveCounts, ArchivedHook};
 pub use codec::{DeliveryRow, Envelope, ErrorClass, PenSummary, RowState, encode_envelope};
 pub use corrupt::{CheckReport, CorruptEntry};
 pub use dlq::MAX_EXAMINED;
@@ -192,6 +194,9 @@ pub struct Store {
     /// Serialises the pen's deletes (purges and releases): each reads entries and then deletes
     /// them with their bytes; two of them on one entry would count its bytes off twice.
     pen: Mutex<()>,
+    /// The archive is on: every new hook gets an archive obligation, and its rows' last
+    /// delivery leaves it to the compactor (`archive`).
+    archiving: std::sync::atomic::AtomicBool,
 }
 
 fn merge(key: &[u8], existing: Option<&[u8]>, ops: &MergeOperands) -> Option<Vec<u8>> {
@@ -311,12 +316,14 @@ impl Store {
             rows: Mutex::new(()),
             pen: Mutex::new(()),
             last_reopen_attempt_ms: AtomicU64::new(0),
+            archiving: Default::default(),
         };
         store.check_format()?;
         store
             .next_seq
             .store(store.recover_next_seq()?, Ordering::SeqCst);
         let recovered = store.recover_inflight()?;
+        store.init_dead_bytes()?;
         tracing::info!(
             path = %path.display(),
             next_seq = store.next_seq.load(Ordering::SeqCst),
@@ -352,6 +359,7 @@ impl Store {
             rows: Mutex::new(()),
             pen: Mutex::new(()),
             last_reopen_attempt_ms: AtomicU64::new(0),
+            archiving: Default::default(),
         })
     }
 
@@ -421,6 +429,15 @@ impl Store {
     /// Reserves `n` consecutive seqs; the first is returned.
     pub(crate) fn reserve_seqs(&self, n: u64) -> u64 {
         self.next_seq.fetch_add(n, Ordering::SeqCst)
+    }
+
+    /// Turns archive obligations on (the archive is configured) or off.
+    pub fn set_archiving(&self, on: bool) {
+        self.archiving.store(on, Ordering::SeqCst);
+    }
+
+    pub fn archiving(&self) -> bool {
+        self.archiving.load(Ordering::SeqCst)
     }
 
     pub fn next_seq(&self) -> u64 {
@@ -528,7 +545,7 @@ impl Store {
     }
 
     /// Reads a counter (`keys::C_*`, `keys::c_*`).
-    fn counter(&self, key: &[u8]) -> Result<i64, StoreError> {
+    pub(crate) fn counter(&self, key: &[u8]) -> Result<i64, StoreError> {
         let db = self.db()?;
         let v = db.get(key).map_err(|e| classify(&e))?;
         Ok(v.filter(|v| v.len() == 8)

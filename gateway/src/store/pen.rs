@@ -105,6 +105,47 @@ impl Store {
         ))
     }
 
+    /// Per source holding entries: its entries, bytes and oldest `received_at`, from one
+    /// forward scan of the summaries (oldest first) that examines at most `PEN_MAX_EXAMINED`;
+    /// the flag says whether the scan saw every entry (else the counts are lower bounds).
+    pub fn pen_by_source(&self) -> Result<(Vec<ankusa_api::PenSourceStatus>, bool), StoreError> {
+        let db = self.db()?;
+        let cf = Self::cf(&db, keys::CF_QUARANTINE)?;
+        let mut ro = ReadOptions::default();
+        ro.set_iterate_upper_bound(vec![keys::PEN_SUMMARY + 1]);
+        let start = [keys::PEN_SUMMARY];
+        let mut by: std::collections::BTreeMap<String, ankusa_api::PenSourceStatus> =
+            Default::default();
+        let mut complete = true;
+        for (examined, item) in db
+            .iterator_cf_opt(
+                cf,
+                ro,
+                IteratorMode::From(&start, rocksdb::Direction::Forward),
+            )
+            .enumerate()
+        {
+            if examined >= PEN_MAX_EXAMINED {
+                complete = false;
+                break;
+            }
+            let (_, v) = item.map_err(|e| classify(&e))?;
+            if let Some(s) = decode_summary(&v) {
+                let e =
+                    by.entry(s.source_id.clone())
+                        .or_insert_with(|| ankusa_api::PenSourceStatus {
+                            source: s.source_id.clone(),
+                            oldest_received_at: Some(s.received_at),
+                            ..Default::default()
+                        });
+                e.entries += 1;
+                e.bytes += s.size as i64;
+                e.oldest_received_at = e.oldest_received_at.min(Some(s.received_at));
+            }
+        }
+        Ok((by.into_values().collect(), complete))
+    }
+
     /// Holds `writes` with one synced write: all of them or none.
     pub fn pen_put(&self, writes: &[PenWrite]) -> Result<(), StoreError> {
         let db = self.db()?;
@@ -307,15 +348,13 @@ impl Store {
             }
         }
         let mut batch = WriteBatch::default();
-        let committed = self.ingest_into(
-            &db,
-            &mut batch,
-            &keep_records,
-            &keep_encoded,
-            now,
-            false,
-            Some(job.id.as_str()),
-        )?;
+        let opts = super::ingest::CommitOpts {
+            replay_id: Some(job.id.as_str()),
+            archive: self.archiving(),
+            ..Default::default()
+        };
+        let committed =
+            self.ingest_into(&db, &mut batch, &keep_records, &keep_encoded, now, opts)?;
         let removed = remove(&mut batch, cf, &keep_summaries);
         let mut out = PenRelease {
             removed,

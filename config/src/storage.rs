@@ -1,0 +1,374 @@
+//! The archive (`storage`) and the dead-letter queue's bounds (`queue.dlq`).
+//!
+//! The archive packs every hook accepted while it is configured into segments in a blob store
+//! (a local directory or an S3-compatible bucket), so a hook can be fetched back by id, re-sent
+//! by a `kind: archive` replay, and evicted from a full DLQ without being lost.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+#[cfg(feature = "schema")]
+use schemars::JsonSchema;
+
+use crate::ConfigError;
+use crate::secrets::{Secret, SecretUrl};
+
+/// Segments roll at this many bytes by default (16 MiB).
+pub const DEFAULT_ROLL_BYTES: u64 = 16 * 1024 * 1024;
+/// Largest `roll_bytes` (32 MiB): a segment is at most this (or one hook, when a hook alone is
+/// larger), well under the 64 MiB a node reads back in one piece.
+pub const MAX_ROLL_BYTES: u64 = 32 * 1024 * 1024;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum BlobStoreType {
+    /// A directory on this node (`storage.local.dir`).
+    Local,
+    /// An S3-compatible bucket (AWS, MinIO, R2, ...).
+    S3,
+}
+
+/// Where and how hooks are archived. Absent: no archive (a hook's rows go once delivered).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct StorageConfig {
+    #[serde(rename = "type")]
+    pub store_type: BlobStoreType,
+    /// Prefix of every object this node writes (`<key_prefix>/archive/v1/dt=<day>/<node>/...`);
+    /// give each node its own in a shared bucket. Default: none (keys start at `archive/`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_prefix: Option<String>,
+    /// A segment is closed at this size (bytes of packed hooks).
+    #[serde(default = "d_roll_bytes")]
+    pub roll_bytes: u64,
+    /// ... or when its oldest hook has waited this long.
+    #[serde(default = "d_roll_ms")]
+    pub roll_ms: u64,
+    /// How often the compactor looks for hooks to archive.
+    #[serde(default = "d_interval_ms")]
+    pub interval_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local: Option<LocalStoreConfig>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s3: Option<S3StoreConfig>,
+}
+
+fn d_roll_bytes() -> u64 {
+    DEFAULT_ROLL_BYTES
+}
+fn d_roll_ms() -> u64 {
+    30_000
+}
+fn d_interval_ms() -> u64 {
+    1_000
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct LocalStoreConfig {
+    /// The directory objects are written under (created if missing).
+    pub dir: PathBuf,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct S3StoreConfig {
+    pub bucket: String,
+    /// Signing region; default `AWS_REGION`, else `us-east-1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    /// An S3-compatible endpoint (MinIO, R2, a VPC endpoint); default
+    /// `https://s3.<region>.amazonaws.com`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<SecretUrl>,
+    /// Path-style addressing (`<endpoint>/<bucket>/<key>`); default true with an `endpoint`,
+    /// virtual-hosted style on AWS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub force_path_style: Option<bool>,
+    /// Static credentials; absent: `AWS_*` env, web identity (IRSA), profile, IMDSv2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_key_id: Option<Secret>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_access_key: Option<Secret>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_token: Option<Secret>,
+    /// Per request, connect to response (ms).
+    #[serde(default = "d_timeout_ms")]
+    pub timeout_ms: u64,
+}
+
+fn d_timeout_ms() -> u64 {
+    30_000
+}
+
+/// The queue's bounds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
+#[serde(deny_unknown_fields, default)]
+pub struct QueueConfig {
+    pub dlq: DlqBounds,
+}
+
+/// Bounds of the dead-letter queue. Past a bound, the oldest dead rows are evicted, but only
+/// once their hook is archived; until then new hooks get `503 dlq_full`. All off by default.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
+#[serde(deny_unknown_fields, default)]
+pub struct DlqBounds {
+    /// Dead rows older than this many days are evicted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retention_days: Option<u32>,
+    /// Most dead rows kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_rows: Option<u64>,
+    /// Most body bytes of dead rows kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_bytes: Option<u64>,
+    /// How often the reaper runs (ms).
+    #[serde(skip_serializing_if = "is_default_reap")]
+    pub reap_interval_ms: u64,
+}
+
+const DEFAULT_REAP_MS: u64 = 5_000;
+
+fn is_default_reap(v: &u64) -> bool {
+    *v == DEFAULT_REAP_MS
+}
+
+impl Default for DlqBounds {
+    fn default() -> Self {
+        DlqBounds {
+            retention_days: None,
+            max_rows: None,
+            max_bytes: None,
+            reap_interval_ms: DEFAULT_REAP_MS,
+        }
+    }
+}
+
+impl DlqBounds {
+    pub fn is_bounded(&self) -> bool {
+        self.retention_days.is_some() || self.max_rows.is_some() || self.max_bytes.is_some()
+    }
+    /// The reaper's period.
+    pub fn reap_every_ms(&self) -> u64 {
+        self.reap_interval_ms.max(1)
+    }
+}
+
+fn err(field: &str, msg: impl Into<String>) -> ConfigError {
+    ConfigError::field(field, msg)
+}
+
+/// `storage`: one store section matching `type`, sane sizes, a prefix that stays a prefix.
+pub(crate) fn validate_storage(s: &StorageConfig) -> Result<(), ConfigError> {
+    if s.roll_bytes < 1024 || s.roll_bytes > MAX_ROLL_BYTES {
+        return Err(err(
+            "storage.roll_bytes",
+            format!("must be 1024..={MAX_ROLL_BYTES}, got {}", s.roll_bytes),
+        ));
+    }
+    if s.roll_ms == 0 {
+        return Err(err("storage.roll_ms", "must be >= 1, got 0"));
+    }
+    if s.interval_ms < 10 || s.interval_ms > 3_600_000 {
+        return Err(err(
+            "storage.interval_ms",
+            format!("must be 10..=3600000, got {}", s.interval_ms),
+        ));
+    }
+    if let Some(p) = &s.key_prefix {
+        let ok = !p.is_empty()
+            && p.len() <= 256
+            && !p.starts_with('/')
+            && !p.ends_with('/')
+            && p.split('/').all(|seg| {
+                !seg.is_empty()
+                    && seg != "."
+                    && seg != ".."
+                    && seg
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"-_.=".contains(&b))
+            });
+        if !ok {
+            return Err(err(
+                "storage.key_prefix",
+                "must be 1-256 characters of [A-Za-z0-9-_.=] in /-separated segments, without leading, trailing or empty segments or . and ..",
+            ));
+        }
+    }
+    match s.store_type {
+        BlobStoreType::Local => {
+            if s.s3.is_some() {
+                return Err(err("storage.s3", "is set but storage.type is local"));
+            }
+            let Some(l) = &s.local else {
+                return Err(err(
+                    "storage.local",
+                    "is required when storage.type is local",
+                ));
+            };
+            if !l.dir.is_absolute() {
+                return Err(err("storage.local.dir", "must be an absolute path"));
+            }
+        }
+        BlobStoreType::S3 => {
+            if s.local.is_some() {
+                return Err(err("storage.local", "is set but storage.type is s3"));
+            }
+            let Some(s3) = &s.s3 else {
+                return Err(err("storage.s3", "is required when storage.type is s3"));
+            };
+            let b = &s3.bucket;
+            let bucket_ok = (3..=63).contains(&b.len())
+                && b.bytes().all(|c| {
+                    c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-' || c == b'.'
+                })
+                && !b.starts_with(['-', '.'])
+                && !b.ends_with(['-', '.']);
+            if !bucket_ok {
+                return Err(err(
+                    "storage.s3.bucket",
+                    "must be an S3 bucket name: 3-63 characters of [a-z0-9.-], starting and ending with a letter or digit",
+                ));
+            }
+            if let Some(r) = &s3.region
+                && (r.is_empty()
+                    || r.len() > 64
+                    || !r.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-'))
+            {
+                return Err(err(
+                    "storage.s3.region",
+                    "must be a region name like eu-west-1",
+                ));
+            }
+            if let Some(ep) = &s3.endpoint {
+                let url = url::Url::parse(ep.expose())
+                    .map_err(|_| err("storage.s3.endpoint", "is not a URL"))?;
+                if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+                    return Err(err(
+                        "storage.s3.endpoint",
+                        "must be an http(s) URL with a host",
+                    ));
+                }
+                if url.query().is_some() || url.fragment().is_some() {
+                    return Err(err(
+                        "storage.s3.endpoint",
+                        "must not carry a query or a fragment",
+                    ));
+                }
+            }
+            if s3.access_key_id.is_some() != s3.secret_access_key.is_some() {
+                return Err(err(
+                    "storage.s3.secret_access_key",
+                    "access_key_id and secret_access_key are given together or not at all",
+                ));
+            }
+            if s3.timeout_ms == 0 || s3.timeout_ms > 600_000 {
+                return Err(err(
+                    "storage.s3.timeout_ms",
+                    format!("must be 1..=600000, got {}", s3.timeout_ms),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `queue.dlq`: every bound given is at least one.
+pub(crate) fn validate_queue(q: &QueueConfig) -> Result<(), ConfigError> {
+    let d = &q.dlq;
+    if d.retention_days == Some(0) {
+        return Err(err("queue.dlq.retention_days", "must be >= 1, got 0"));
+    }
+    if d.max_rows == Some(0) {
+        return Err(err("queue.dlq.max_rows", "must be >= 1, got 0"));
+    }
+    if d.max_bytes == Some(0) {
+        return Err(err("queue.dlq.max_bytes", "must be >= 1, got 0"));
+    }
+    if !(100..=3_600_000).contains(&d.reap_interval_ms) {
+        return Err(err(
+            "queue.dlq.reap_interval_ms",
+            format!("must be 100..=3600000, got {}", d.reap_interval_ms),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Config, from_rendered_yaml, validate};
+
+    fn load(yaml: &str) -> Result<Config, ConfigError> {
+        let c = from_rendered_yaml(yaml)?;
+        validate(&c)?;
+        Ok(c)
+    }
+
+    #[test]
+    fn storage_reads_with_defaults_and_names_bad_fields() {
+        let c = load(
+            "storage:\n  type: s3\n  s3:\n    bucket: my-archive\n    endpoint: http://127.0.0.1:5000\nqueue:\n  dlq:\n    max_rows: 10\n",
+        )
+        .unwrap();
+        let s = c.storage.as_ref().unwrap();
+        assert_eq!(s.roll_bytes, DEFAULT_ROLL_BYTES);
+        assert_eq!(s.interval_ms, 1_000);
+        assert_eq!(c.queue.dlq.max_rows, Some(10));
+        assert!(c.queue.dlq.is_bounded());
+
+        let cases = [
+            ("storage:\n  type: s3\n", "storage.s3"),
+            ("storage:\n  type: local\n", "storage.local"),
+            (
+                "storage:\n  type: local\n  local:\n    dir: rel/dir\n",
+                "storage.local.dir",
+            ),
+            (
+                "storage:\n  type: s3\n  s3:\n    bucket: Bad_Bucket\n",
+                "storage.s3.bucket",
+            ),
+            (
+                "storage:\n  type: s3\n  s3:\n    bucket: okay\n    access_key_id: AKIA\n",
+                "storage.s3.secret_access_key",
+            ),
+            (
+                "storage:\n  type: s3\n  s3:\n    bucket: okay\n    endpoint: ftp://x\n",
+                "storage.s3.endpoint",
+            ),
+            (
+                "storage:\n  type: local\n  key_prefix: ../up\n  local:\n    dir: /tmp/a\n",
+                "storage.key_prefix",
+            ),
+            (
+                "storage:\n  type: local\n  roll_bytes: 1\n  local:\n    dir: /tmp/a\n",
+                "storage.roll_bytes",
+            ),
+            ("queue:\n  dlq:\n    max_rows: 0\n", "queue.dlq.max_rows"),
+            (
+                "queue:\n  dlq:\n    retention_days: 0\n",
+                "queue.dlq.retention_days",
+            ),
+        ];
+        for (yaml, field) in cases {
+            let e = load(yaml).expect_err(yaml);
+            assert_eq!(e.field.as_deref(), Some(field), "{yaml}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_secret_endpoint_is_never_echoed() {
+        let e = load(
+            "storage:\n  type: s3\n  s3:\n    bucket: okay\n    endpoint: 'http://user:hunter2@'\n",
+        )
+        .expect_err("no host");
+        assert!(!e.to_string().contains("hunter2"), "{e}");
+    }
+}

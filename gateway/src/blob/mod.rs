@@ -1,0 +1,144 @@
+//! Blob stores: where the archive's segments go. A local directory (`local`) or an
+//! S3-compatible bucket (`s3`: AWS, MinIO, R2), behind one small API: put an object, get it
+//! whole (bounded), get a byte range of it. Keys are the node's own (`archive/v1/...`), checked
+//! to stay under the store's root. Errors say which operation and class failed, never a
+//! credential.
+
+mod local;
+mod s3;
+
+use bytes::Bytes;
+
+use ankusa_config::{BlobStoreType, StorageConfig};
+
+pub use local::LocalStore;
+pub use s3::S3Store;
+
+/// Why a blob operation failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum BlobError {
+    #[error("{op} {key}: not found")]
+    NotFound { op: &'static str, key: String },
+    /// Worth retrying later: transport, 5xx, throttling, a local IO error.
+    #[error("{op} {key}: {message}")]
+    Transient {
+        op: &'static str,
+        key: String,
+        message: String,
+    },
+    /// The store refuses (credentials, a missing bucket, a bad key): retrying alone won't help.
+    #[error("{op} {key}: {message}")]
+    Refused {
+        op: &'static str,
+        key: String,
+        message: String,
+    },
+    /// An object larger than the reader's bound.
+    #[error("{op} {key}: larger than {max} bytes")]
+    TooLarge {
+        op: &'static str,
+        key: String,
+        max: u64,
+    },
+}
+
+/// A configured blob store.
+pub enum BlobStore {
+    Local(LocalStore),
+    /// Boxed: the client and credential cache are large beside a path.
+    S3(Box<S3Store>),
+}
+
+impl BlobStore {
+    pub fn from_config(cfg: &StorageConfig) -> Result<BlobStore, String> {
+        match cfg.store_type {
+            BlobStoreType::Local => {
+                let l = cfg
+                    .local
+                    .as_ref()
+                    .ok_or_else(|| "storage.local: is required".to_string())?;
+                Ok(BlobStore::Local(LocalStore::new(l.dir.clone())))
+            }
+            BlobStoreType::S3 => {
+                let s = cfg
+                    .s3
+                    .as_ref()
+                    .ok_or_else(|| "storage.s3: is required".to_string())?;
+                Ok(BlobStore::S3(Box::new(S3Store::new(s)?)))
+            }
+        }
+    }
+
+    /// `local` or `s3`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            BlobStore::Local(_) => "local",
+            BlobStore::S3(_) => "s3",
+        }
+    }
+
+    /// Writes an object durably (a local write is synced before this returns; S3 answers 200
+    /// only once it stored the object).
+    pub async fn put(&self, key: &str, bytes: Bytes) -> Result<(), BlobError> {
+        check_key("put", key)?;
+        match self {
+            BlobStore::Local(s) => s.put(key, bytes).await,
+            BlobStore::S3(s) => s.put(key, bytes).await,
+        }
+    }
+
+    /// The whole object, at most `max` bytes.
+    pub async fn get(&self, key: &str, max: u64) -> Result<Bytes, BlobError> {
+        check_key("get", key)?;
+        match self {
+            BlobStore::Local(s) => s.get(key, max).await,
+            BlobStore::S3(s) => s.get(key, max).await,
+        }
+    }
+
+    /// `len` bytes from `offset`: a ranged GET.
+    pub async fn get_range(&self, key: &str, offset: u64, len: u32) -> Result<Bytes, BlobError> {
+        check_key("get", key)?;
+        match self {
+            BlobStore::Local(s) => s.get_range(key, offset, len).await,
+            BlobStore::S3(s) => s.get_range(key, offset, len).await,
+        }
+    }
+}
+
+/// Keys are relative, `/`-separated, of `[A-Za-z0-9-_.=]` segments, never `.` or `..`: a key
+/// the node did not make (one read back from the store's own catalogue) cannot leave the root.
+fn check_key(op: &'static str, key: &str) -> Result<(), BlobError> {
+    let ok = !key.is_empty()
+        && key.len() <= 1024
+        && key.split('/').all(|seg| {
+            !seg.is_empty()
+                && seg != "."
+                && seg != ".."
+                && seg
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.=".contains(&b))
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(BlobError::Refused {
+            op,
+            key: "(invalid key)".into(),
+            message: "the key is not a relative path of [A-Za-z0-9-_.=] segments".into(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_stay_under_the_root() {
+        for bad in ["", "/abs", "a//b", "../x", "a/./b", "a/b c", "a\\b", "a/b/"] {
+            assert!(check_key("put", bad).is_err(), "{bad:?}");
+        }
+        assert!(check_key("put", "p/archive/v1/dt=2026-12-01/node-0/1-2.seg").is_ok());
+    }
+}
