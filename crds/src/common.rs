@@ -36,13 +36,16 @@ pub mod condition {
     pub const PROGRESSING: &str = "Progressing";
     /// Something is wrong and needs attention (partial failure, refused config, ...).
     pub const DEGRADED: &str = "Degraded";
+    /// On a Source with `onVerifyFailure: quarantine`: a pod's quarantine pen holds 80% or
+    /// more of its `max_bytes` (at the cap, new quarantined hooks get `503 quarantine_full`).
+    pub const QUARANTINE_NEAR_FULL: &str = "QuarantineNearFull";
 }
 
 /// A status condition (the shape of `metav1.Condition`, with optional reason and message).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Condition {
-    /// `Ready`, `Progressing` or `Degraded`.
+    /// `Ready`, `Progressing` or `Degraded` (and `QuarantineNearFull` on a Source).
     #[serde(rename = "type")]
     pub type_: String,
     /// `True`, `False` or `Unknown`.

@@ -2,10 +2,11 @@
 //! the `Source` and `Sink` objects that refer to it.
 
 use ankusa_config::{
-    CommitConfig, DispatchConfig, EgressConfig, LogConfig, RateLimitsConfig, Routing,
+    BlobStoreType, CommitConfig, DispatchConfig, EgressConfig, LogConfig, QuarantineConfig,
+    QueueConfig, RateLimitsConfig, Routing,
 };
 use k8s_openapi::api::core::v1::{Affinity, ResourceRequirements, Toleration};
-use kube::CustomResource;
+use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -91,6 +92,86 @@ pub struct GatewaySpec {
     /// The NetworkPolicy the operator puts around the pods (on by default).
     #[serde(default)]
     pub network_policy: NetworkPolicySpec,
+    /// The archive: every pod packs the hooks it accepts into segments in a blob store (an S3
+    /// bucket, or a directory on its own volume), so they can be sent again by a ReplayJob of
+    /// kind `archive` and evicted from a full DLQ without being lost. Absent: no archive.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archive: Option<ArchiveSpec>,
+}
+
+/// Where the pods archive hooks (the gateway's `storage:` section, per pod). Credentials come
+/// from Secrets only.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[x_kube(
+    validation = Rule::new("self.type != 's3' || has(self.bucket)")
+        .message("archive.bucket is required for type s3"),
+    validation = Rule::new("self.type != 'local' || (!has(self.bucket) && !has(self.endpoint) && !has(self.region) && !has(self.forcePathStyle) && !has(self.credentials) && !has(self.timeoutMs))")
+        .message("archive.bucket, endpoint, region, forcePathStyle, credentials and timeoutMs are for type s3 only")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ArchiveSpec {
+    /// `s3` (an S3-compatible bucket: AWS, MinIO, R2, ...) or `local` (the directory
+    /// `archive` on each pod's own volume, which goes with the volume).
+    #[serde(rename = "type")]
+    pub type_: BlobStoreType,
+    /// The bucket (`s3`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bucket: Option<String>,
+    /// An S3-compatible endpoint (`https://minio.storage:9000`); default: AWS's endpoint of
+    /// the region. No credentials in the URL: give them in `credentials`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// Signing region; default `us-east-1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    /// Path-style addressing (`<endpoint>/<bucket>/<key>`); default true with an `endpoint`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub force_path_style: Option<bool>,
+    /// Prefix of every object key (`<keyPrefix>/archive/v1/dt=<day>/<pod>/...`); default
+    /// `<namespace>/<gateway>`, so Gateways sharing a bucket never write the same keys.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_prefix: Option<String>,
+    /// Static credentials, each a key of a Secret labelled `ankusa.dev/usable=true`. Absent:
+    /// the pods' environment (web identity, instance metadata).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials: Option<ArchiveCredentials>,
+    /// A segment is closed at this size (bytes; default 16 MiB, at most 64 MiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub roll_bytes: Option<u64>,
+    /// ... or when its oldest hook has waited this long (ms; default 30000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub roll_ms: Option<u64>,
+    /// How often each pod looks for hooks to archive (ms; default 1000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval_ms: Option<u64>,
+    /// Per S3 request, connect to response (ms; default 30000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+
+/// S3 credentials as Secret keys (`accessKeyId` and `secretAccessKey` together).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ArchiveCredentials {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_key_id: Option<SecretKeyRef>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_access_key: Option<SecretKeyRef>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_token: Option<SecretKeyRef>,
+}
+
+impl ArchiveCredentials {
+    /// `(field, reference)` of each credential given, by its name in the spec.
+    pub fn refs(&self) -> impl Iterator<Item = (&'static str, &SecretKeyRef)> {
+        [
+            ("accessKeyId", &self.access_key_id),
+            ("secretAccessKey", &self.secret_access_key),
+            ("sessionToken", &self.session_token),
+        ]
+        .into_iter()
+        .filter_map(|(f, r)| Some((f, r.as_ref()?)))
+    }
 }
 
 fn default_replicas() -> i32 {
@@ -247,6 +328,14 @@ pub struct GatewaySettings {
     /// The claim check: where bodies over a queue sink's inline limit are kept and served.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claim_check: Option<ClaimCheckSettings>,
+    /// The quarantine pen of Sources with `onVerifyFailure: quarantine`: `burst`, `rate` (per
+    /// source) and `max_bytes` (the whole pen of a pod).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quarantine: Option<QuarantineConfig>,
+    /// Bounds of the dead-letter queue (`dlq: {retention_days, max_rows, max_bytes}`): past
+    /// one, archived dead rows are evicted; unarchived ones make new hooks `503 dlq_full`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<QueueConfig>,
 }
 
 /// Claim-check settings. The claim port listens on the pod network only when reader tokens
@@ -312,6 +401,44 @@ pub struct GatewayPodStatus {
     pub restart_required: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// The pod's archive, when `spec.archive` is set (counts refreshed at most every 20 s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archive: Option<PodArchiveStatus>,
+    /// The pod's dead-letter queue (counts refreshed at most every 20 s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dlq: Option<PodDlqStatus>,
+}
+
+/// A pod's archive (`archive` of its `GET /v1/status`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PodArchiveStatus {
+    /// Hooks accepted and not yet in an uploaded segment.
+    pub pending: i64,
+    /// Hooks archived on this pod.
+    #[serde(default)]
+    pub archived: i64,
+    /// When the last segment was uploaded (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_upload_at: Option<String>,
+    /// Failed uploads in a row (0 once one succeeds).
+    #[serde(default)]
+    pub failures: i64,
+    /// The last upload's error (never a credential).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+/// A pod's dead-letter queue (`dlq` of its `GET /v1/status`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PodDlqStatus {
+    pub rows: i64,
+    pub bytes: i64,
+    /// Over a `queue.dlq` bound with nothing archived to evict: the pod answers new hooks
+    /// `503 dlq_full` until the archive catches up.
+    #[serde(default)]
+    pub full: bool,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

@@ -3,7 +3,8 @@
 //! - [`Gateway`]: a StatefulSet of gateway pods and gateway-wide settings;
 //! - [`Source`]: an ingest endpoint, its verification (secrets as Secret refs) and its sinks;
 //! - [`Sink`]: a destination (type + options, credentials as Secret refs);
-//! - [`ReplayJob`]: a one-shot DLQ replay fanned out to every pod (immutable spec).
+//! - [`ReplayJob`]: a one-shot replay (dead letters, archived or quarantined hooks) fanned out
+//!   to every pod (immutable spec).
 //!
 //! The CRD YAML is generated from these types (`cargo run -p ankusa-crds --bin crdgen`) and
 //! committed in `crds/yaml/` and in the Helm chart; a test fails when they drift.
@@ -19,12 +20,18 @@ pub mod source;
 
 pub use common::{Condition, GROUP, LocalRef, SecretKeyRef, VERSION, condition, find_condition};
 pub use gateway::{
-    ClaimCheckSettings, Gateway, GatewayPodStatus, GatewaySettings, GatewaySpec, GatewayStatus,
-    RenderedSink, SinkDeliveryError,
+    ArchiveCredentials, ArchiveSpec, ClaimCheckSettings, Gateway, GatewayPodStatus,
+    GatewaySettings, GatewaySpec, GatewayStatus, PodArchiveStatus, PodDlqStatus, RenderedSink,
+    SinkDeliveryError,
 };
-pub use replay::{ReplayJob, ReplayJobSpec, ReplayJobStatus, ReplayPhase, ReplayPodStatus};
+pub use replay::{
+    ArchiveReplaySpec, ReplayJob, ReplayJobSpec, ReplayJobStatus, ReplayKind, ReplayPhase,
+    ReplayPodStatus,
+};
 pub use sink::{Sink, SinkSpec, SinkStatus, SinkType};
-pub use source::{Source, SourceSpec, SourceStatus, VerifySpec, VerifyType};
+pub use source::{
+    QuarantineOnPod, Source, SourceQuarantine, SourceSpec, SourceStatus, VerifySpec, VerifyType,
+};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;

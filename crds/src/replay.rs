@@ -1,5 +1,6 @@
-//! `ReplayJob`: a one-shot replay of dead-lettered deliveries on every pod of a Gateway.
-//! The spec is immutable; cancel by deleting the object.
+//! `ReplayJob`: a one-shot replay on every pod of a Gateway, of one kind: dead-lettered
+//! deliveries (`dlq`), archived hooks received in a window (`archive`), or quarantined hooks
+//! that now verify (`quarantine`). The spec is immutable; cancel by deleting the object.
 
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
@@ -7,7 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::common::{Condition, LocalRef, conditions_schema, optional_free_form_object};
 
-/// A replay of dead-lettered deliveries, fanned out to every pod of a Gateway.
+/// A replay fanned out to every pod of a Gateway: dead letters, archived hooks or quarantined
+/// hooks (`kind`).
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "ankusa.dev",
@@ -17,12 +19,13 @@ use crate::common::{Condition, LocalRef, conditions_schema, optional_free_form_o
     status = "ReplayJobStatus",
     shortname = "replay",
     category = "ankusa",
-    doc = "A replay of dead-lettered deliveries on every pod of a Gateway (spec immutable)",
+    doc = "A replay on every pod of a Gateway: dead letters, archived hooks or quarantined hooks (spec immutable)",
     printcolumn(
         name = "Gateway",
         type_ = "string",
         json_path = ".spec.gatewayRef.name"
     ),
+    printcolumn(name = "Kind", type_ = "string", json_path = ".spec.kind"),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(
         name = "Progress",
@@ -56,18 +59,38 @@ use crate::common::{Condition, LocalRef, conditions_schema, optional_free_form_o
         json_path = ".status.message"
     )
 )]
-#[x_kube(validation = Rule::new("self == oldSelf").message("ReplayJob spec is immutable; create a new ReplayJob"))]
+#[x_kube(
+    validation = Rule::new("self == oldSelf").message("ReplayJob spec is immutable; create a new ReplayJob"),
+    validation = Rule::new("!has(self.kind) || self.kind != 'archive' || has(self.archive)")
+        .message("kind archive requires archive.from and archive.to"),
+    validation = Rule::new("(has(self.kind) && self.kind == 'archive') || !has(self.archive)")
+        .message("archive is only for kind archive"),
+    validation = Rule::new("!has(self.kind) || self.kind != 'archive' || !has(self.filter) || (!has(self.filter.sink) && !has(self.filter.errorClass) && !has(self.filter.since) && !has(self.filter.until))")
+        .message("kind archive filters by filter.tenant, filter.source and filter.id only (the window is archive.from and archive.to, the sinks archive.sinks)"),
+    validation = Rule::new("!has(self.kind) || self.kind != 'quarantine' || !has(self.filter) || (!has(self.filter.sink) && !has(self.filter.errorClass))")
+        .message("kind quarantine takes no filter.sink or filter.errorClass"),
+    validation = Rule::new("!has(self.archive) || !has(self.archive.sinks) || size(self.archive.sinks) == 0 || (has(self.filter) && has(self.filter.source))")
+        .message("archive.sinks needs filter.source (the sinks are that Source's)")
+)]
 #[serde(rename_all = "camelCase")]
 pub struct ReplayJobSpec {
     /// The Gateway whose pods replay.
     pub gateway_ref: LocalRef,
-    /// What is replayed: `dlq` (dead-lettered deliveries).
+    /// What is replayed: `dlq` (dead-lettered deliveries, the default), `archive` (archived
+    /// hooks received in `archive.from`..`archive.to`, sent again) or `quarantine` (hooks held
+    /// in the quarantine pen, verified again and accepted when they pass).
     #[serde(default)]
     pub kind: ReplayKind,
-    /// Which dead deliveries; set fields combine with AND.
+    /// Which dead deliveries, archived hooks or quarantined hooks; set fields combine with AND.
+    /// `archive` takes `tenant`, `source` and `id` only; `quarantine` takes no `sink` or
+    /// `errorClass`.
     #[serde(default)]
     pub filter: ReplayFilterSpec,
-    /// Deliveries moved back per second, per pod (default 1000).
+    /// Kind `archive` only (and required there): the window of receive times and the sinks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archive: Option<ArchiveReplaySpec>,
+    /// Deliveries moved back (or hooks sent again, or entries released) per second, per pod
+    /// (default 1000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate: Option<u32>,
     /// Moves only while each pod's oldest due delivery is at most this late (default 2000).
@@ -81,8 +104,39 @@ pub struct ReplayJobSpec {
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ReplayKind {
+    /// Dead-lettered deliveries back to due.
     #[default]
     Dlq,
+    /// Archived hooks received in a window, sent again to all or some of their sinks.
+    Archive,
+    /// Quarantined hooks verified again against the source's current secrets; those that
+    /// pass are accepted (with their original id) and delivered.
+    Quarantine,
+}
+
+impl ReplayKind {
+    /// The gateway's name of the kind (`POST /v1/replays`, `kind`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReplayKind::Dlq => "dlq",
+            ReplayKind::Archive => "archive",
+            ReplayKind::Quarantine => "quarantine",
+        }
+    }
+}
+
+/// What a `kind: archive` replay sends again.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ArchiveReplaySpec {
+    /// Hooks received at or after this time (RFC 3339).
+    pub from: String,
+    /// Hooks received before this time (RFC 3339).
+    pub to: String,
+    /// Sink object names to send to, among `filter.source`'s sinks (resolved to their
+    /// positions there); empty: every sink of each hook's source.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sinks: Vec<String>,
 }
 
 /// Error classes of dead deliveries (the gateway's own type).
@@ -101,10 +155,15 @@ pub struct ReplayFilterSpec {
     pub sink: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_class: Option<ErrorClass>,
-    /// Dead-lettered at or after this time (RFC 3339).
+    /// One hook, by its id (a UUID).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// `dlq`: dead-lettered at or after this time; `quarantine`: received at or after it
+    /// (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since: Option<String>,
-    /// Dead-lettered at or before this time (RFC 3339).
+    /// `dlq`: dead-lettered at or before this time; `quarantine`: received at or before it
+    /// (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until: Option<String>,
 }
@@ -150,10 +209,25 @@ pub struct ReplayPodStatus {
     /// The gateway's job state: `running`, `paused`, `cancelled`, `completed`; `unknown` until
     /// the pod answered.
     pub state: String,
+    /// `dlq`: dead deliveries moved back; `archive` and `quarantine`: the deliveries queued
+    /// for the hooks sent again or released (one per sink).
     #[serde(default)]
     pub moved: i64,
     #[serde(default)]
     pub scanned: i64,
+    /// `archive`: hooks sent again; `quarantine`: entries that verified and were accepted as
+    /// hooks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub released: Option<i64>,
+    /// `quarantine`: entries that still fail verification (they stay in the pen) or repeat a
+    /// hook already accepted; `archive`: archived hooks whose source is gone or that matched
+    /// no sink.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<i64>,
+    /// `archive`: segments whose checksum or index did not check out; their hooks were not
+    /// sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub corrupt_segments: Option<i64>,
     #[serde(default)]
     pub delivered: i64,
     /// Replayed deliveries that dead-lettered again.
@@ -201,6 +275,15 @@ pub struct ReplayJobStatus {
     pub delivered: i64,
     #[serde(default)]
     pub failed: i64,
+    /// `archive`: hooks sent again, `quarantine`: entries released, on every pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub released: Option<i64>,
+    /// `quarantine` and `archive`: what every pod skipped (see the pods' `skipped`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<i64>,
+    /// `archive`: corrupt segments on every pod (their hooks were not sent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub corrupt_segments: Option<i64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pods: Vec<ReplayPodStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

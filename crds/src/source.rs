@@ -48,6 +48,13 @@ use crate::common::{Condition, LocalRef, SecretKeyRef, conditions_schema};
         json_path = ".status.path"
     ),
     printcolumn(
+        name = "Quarantined",
+        type_ = "integer",
+        priority = 1,
+        json_path = ".status.quarantine.entries",
+        description = "hooks of this source held in the gateway pods' quarantine pens"
+    ),
+    printcolumn(
         name = "Message",
         type_ = "string",
         priority = 1,
@@ -70,7 +77,9 @@ pub struct SourceSpec {
     /// How the provider's signature is verified.
     #[serde(default)]
     pub verify: VerifySpec,
-    /// `reject` (401, nothing stored; default) or `accept_flag` (stored, delivered flagged).
+    /// `reject` (401, nothing stored; default), `accept_flag` (stored, delivered flagged) or
+    /// `quarantine` (202, held in the pod's quarantine pen until a ReplayJob of kind
+    /// `quarantine` releases what then verifies).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_verify_failure: Option<OnVerifyFailure>,
     /// Where the provider's event id is found, to collapse repeats.
@@ -246,4 +255,43 @@ pub struct SourceStatus {
     /// Set while a deletion waits for queued deliveries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drain: Option<DrainStatus>,
+    /// This source's hooks in the pods' quarantine pens: with `onVerifyFailure: quarantine`,
+    /// or while entries are left (counts refreshed at most every 20 s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quarantine: Option<SourceQuarantine>,
+}
+
+/// A source's quarantined hooks on every pod of its Gateway.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceQuarantine {
+    /// Entries of this source, all pods together.
+    pub entries: i64,
+    /// Their stored bytes.
+    pub bytes: i64,
+    /// When the oldest was received (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oldest: Option<String>,
+    /// Pods holding entries of this source.
+    #[serde(default)]
+    pub pods_with_entries: i32,
+    /// Those pods (at most 10, the fullest first).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pods: Vec<QuarantineOnPod>,
+}
+
+/// A source's entries in one pod's pen, and how full that pen is (all sources).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct QuarantineOnPod {
+    pub pod: String,
+    pub entries: i64,
+    pub bytes: i64,
+    /// When its oldest entry of this source was received (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oldest: Option<String>,
+    /// Bytes the pod's whole pen holds (every source).
+    pub pen_bytes: i64,
+    /// The pen's cap (`quarantine.max_bytes`).
+    pub pen_max_bytes: i64,
 }

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use ankusa_crds::{Gateway, LocalRef, ReplayJob, ReplayJobSpec};
 use kube::CustomResourceExt;
+use serde_json::json;
 
 fn root() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
@@ -112,6 +113,7 @@ fn replay(source: &str) -> ReplayJob {
         gateway_ref: LocalRef { name: "gw".into() },
         kind: Default::default(),
         filter: Default::default(),
+        archive: None,
         rate: Some(100),
         max_lag_ms: None,
         pause_after_dead: None,
@@ -144,4 +146,168 @@ fn legacy_server_copy_drops_cel() {
             .unwrap()
             .contains("self == oldSelf")
     );
+}
+
+fn replay_of(spec: serde_json::Value) -> ReplayJob {
+    serde_json::from_value(json!({
+        "apiVersion": "ankusa.dev/v1alpha1", "kind": "ReplayJob",
+        "metadata": {"name": "r", "namespace": "ns"},
+        "spec": spec,
+    }))
+    .expect("a ReplayJob")
+}
+
+#[test]
+fn replay_kinds_and_their_filters_are_checked_by_cel() {
+    let window = json!({"from": "2026-01-01T00:00:00Z", "to": "2026-01-02T00:00:00Z"});
+    let ok = [
+        json!({"gatewayRef": {"name": "gw"}, "filter": {"source": "orders", "sink": "k", "errorClass": "transient"}}),
+        json!({"gatewayRef": {"name": "gw"}, "kind": "archive", "archive": window}),
+        json!({"gatewayRef": {"name": "gw"}, "kind": "archive", "archive": window,
+               "filter": {"id": "0190a5b2-1111-7222-8333-444455556666"}}),
+        json!({"gatewayRef": {"name": "gw"}, "kind": "archive", "filter": {"tenant": "acme", "source": "orders"},
+               "archive": {"from": "2026-01-01T00:00:00Z", "to": "2026-01-02T00:00:00Z", "sinks": ["k"]}}),
+        json!({"gatewayRef": {"name": "gw"}, "kind": "quarantine",
+               "filter": {"source": "orders", "id": "0190a5b2-1111-7222-8333-444455556666",
+                          "since": "2026-01-01T00:00:00Z", "until": "2026-01-02T00:00:00Z"}}),
+    ];
+    for spec in ok {
+        let r = replay_of(spec.clone());
+        assert!(
+            kube::core::cel::validate_cel(&r).is_ok(),
+            "{spec}: {:?}",
+            kube::core::cel::validate_cel(&r)
+        );
+    }
+    let refused = [
+        (
+            json!({"gatewayRef": {"name": "gw"}, "kind": "archive"}),
+            "kind archive requires archive.from and archive.to",
+        ),
+        (
+            json!({"gatewayRef": {"name": "gw"}, "archive": window}),
+            "archive is only for kind archive",
+        ),
+        (
+            json!({"gatewayRef": {"name": "gw"}, "kind": "quarantine", "archive": window}),
+            "archive is only for kind archive",
+        ),
+        (
+            json!({"gatewayRef": {"name": "gw"}, "kind": "archive", "archive": window,
+                   "filter": {"source": "orders", "since": "2026-01-01T00:00:00Z"}}),
+            "kind archive filters by filter.tenant, filter.source and filter.id only",
+        ),
+        (
+            json!({"gatewayRef": {"name": "gw"}, "kind": "archive", "archive": window,
+                   "filter": {"source": "orders", "sink": "k"}}),
+            "kind archive filters by filter.tenant, filter.source and filter.id only",
+        ),
+        (
+            json!({"gatewayRef": {"name": "gw"}, "kind": "quarantine", "filter": {"source": "orders", "sink": "k"}}),
+            "kind quarantine takes no filter.sink or filter.errorClass",
+        ),
+        (
+            json!({"gatewayRef": {"name": "gw"}, "kind": "quarantine", "filter": {"errorClass": "permanent"}}),
+            "kind quarantine takes no filter.sink or filter.errorClass",
+        ),
+        (
+            json!({"gatewayRef": {"name": "gw"}, "kind": "archive",
+                   "archive": {"from": "2026-01-01T00:00:00Z", "to": "2026-01-02T00:00:00Z", "sinks": ["k"]}}),
+            "archive.sinks needs filter.source",
+        ),
+    ];
+    for (spec, want) in refused {
+        let err = kube::core::cel::validate_cel(&replay_of(spec.clone()))
+            .expect_err(&format!("{spec} is refused"));
+        assert!(err.to_string().contains(want), "{spec}: {err}");
+    }
+}
+
+#[test]
+fn replay_jobs_list_their_kind() {
+    let crd = ReplayJob::crd();
+    let cols = crd.spec.versions[0]
+        .additional_printer_columns
+        .clone()
+        .unwrap();
+    let names: Vec<&str> = cols
+        .iter()
+        .filter(|c| c.priority.unwrap_or(0) == 0)
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "Gateway",
+            "Kind",
+            "Phase",
+            "Progress",
+            "Moved",
+            "Delivered",
+            "Age"
+        ]
+    );
+    let kind = cols.iter().find(|c| c.name == "Kind").unwrap();
+    assert_eq!(kind.json_path, ".spec.kind");
+    // The kind defaults to dlq, so an old ReplayJob lists as one.
+    let v = serde_json::to_value(&crd).unwrap();
+    let kind = &v["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        ["kind"];
+    assert_eq!(kind["default"], "dlq");
+    assert_eq!(kind["enum"], json!(["dlq", "archive", "quarantine"]));
+}
+
+fn gateway_of(archive: serde_json::Value) -> Gateway {
+    serde_json::from_value(json!({
+        "apiVersion": "ankusa.dev/v1alpha1", "kind": "Gateway",
+        "metadata": {"name": "gw", "namespace": "ns"},
+        "spec": {"archive": archive},
+    }))
+    .expect("a Gateway")
+}
+
+#[test]
+fn the_archive_takes_s3_fields_for_s3_only_by_cel() {
+    let ok = [
+        json!({"type": "s3", "bucket": "b", "endpoint": "http://minio:9000", "forcePathStyle": true,
+               "credentials": {"accessKeyId": {"name": "s", "key": "id"}, "secretAccessKey": {"name": "s", "key": "k"}}}),
+        json!({"type": "local", "keyPrefix": "x", "rollBytes": 65536}),
+    ];
+    for a in ok {
+        assert!(
+            kube::core::cel::validate_cel(&gateway_of(a.clone())).is_ok(),
+            "{a}"
+        );
+    }
+    let refused = [
+        (
+            json!({"type": "s3"}),
+            "archive.bucket is required for type s3",
+        ),
+        (json!({"type": "local", "bucket": "b"}), "for type s3 only"),
+        (
+            json!({"type": "local", "credentials": {"sessionToken": {"name": "s", "key": "t"}}}),
+            "for type s3 only",
+        ),
+    ];
+    for (a, want) in refused {
+        let err = kube::core::cel::validate_cel(&gateway_of(a.clone())).expect_err(&a.to_string());
+        assert!(err.to_string().contains(want), "{a}: {err}");
+    }
+    // Credentials are Secret references only: a literal key is not even a valid object.
+    let literal = serde_json::from_value::<Gateway>(json!({
+        "apiVersion": "ankusa.dev/v1alpha1", "kind": "Gateway", "metadata": {"name": "gw"},
+        "spec": {"archive": {"type": "s3", "bucket": "b", "credentials": {"accessKeyId": "AKIA..."}}}}));
+    assert!(literal.is_err());
+    let v = serde_json::to_value(Gateway::crd()).unwrap();
+    let creds = &v["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        ["archive"]["properties"]["credentials"]["properties"];
+    for k in ["accessKeyId", "secretAccessKey", "sessionToken"] {
+        assert_eq!(
+            creds[k]["required"],
+            json!(["key", "name"]),
+            "{k}: {}",
+            creds[k]
+        );
+    }
 }

@@ -11,8 +11,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use ankusa_config::{
-    AdminToken, Config, DedupeConfig, HmacVerify, OnVerifyFailure, Preset, RetryOverride,
-    SinkConfig, SourceConfig, TimedPreset, VerifyConfig,
+    AdminToken, BlobStoreType, Config, DedupeConfig, HmacVerify, OnVerifyFailure, Preset,
+    RetryOverride, SinkConfig, SourceConfig, StorageConfig, TimedPreset, VerifyConfig,
 };
 use ankusa_crds::names::DATA_MOUNT;
 use ankusa_crds::sink::SinkType;
@@ -178,7 +178,145 @@ pub fn base_config(gw: &Gateway, admin_token: &str) -> Config {
     if let Some(e) = &s.egress {
         c.egress = e.clone();
     }
+    if let Some(q) = &s.quarantine {
+        c.quarantine = q.clone();
+    }
+    if let Some(q) = &s.queue {
+        c.queue = q.clone();
+    }
     c
+}
+
+/// Where a `local` archive lives: a directory on the pod's own volume, beside its store.
+pub fn local_archive_dir() -> String {
+    format!("{DATA_MOUNT}/archive")
+}
+
+/// The spec field of a gateway `storage.*` key, for errors that name what the user wrote.
+fn archive_field(config_field: &str) -> String {
+    let rest = config_field
+        .strip_prefix("storage.")
+        .or_else(|| config_field.strip_prefix("storage"))
+        .unwrap_or(config_field);
+    let key = rest.strip_prefix("s3.").unwrap_or(rest);
+    let spec = match key {
+        "" | "." => return "spec.archive".into(),
+        "type" | "local" | "local.dir" | "s3" => "type",
+        "key_prefix" => "keyPrefix",
+        "roll_bytes" => "rollBytes",
+        "roll_ms" => "rollMs",
+        "interval_ms" => "intervalMs",
+        "timeout_ms" => "timeoutMs",
+        "force_path_style" => "forcePathStyle",
+        "access_key_id" => "credentials.accessKeyId",
+        "secret_access_key" => "credentials.secretAccessKey",
+        "session_token" => "credentials.sessionToken",
+        other => other,
+    };
+    format!("spec.archive.{spec}")
+}
+
+/// `spec.archive` → the gateway's `storage:` section: `local` is a directory on the pod's
+/// volume; `s3` takes its credentials from Secrets only. The key prefix defaults to
+/// `<namespace>/<gateway>`. Errors name the spec field and never a Secret's value.
+pub fn archive_storage(
+    gw: &Gateway,
+    secrets: &SecretValues,
+) -> Result<Option<StorageConfig>, String> {
+    let Some(a) = &gw.spec.archive else {
+        return Ok(None);
+    };
+    let mut obj = serde_json::Map::new();
+    let key_prefix = a
+        .key_prefix
+        .clone()
+        .unwrap_or_else(|| format!("{}/{}", gw.namespace().unwrap_or_default(), gw.name_any()));
+    obj.insert("key_prefix".into(), key_prefix.into());
+    for (k, v) in [
+        ("roll_bytes", a.roll_bytes),
+        ("roll_ms", a.roll_ms),
+        ("interval_ms", a.interval_ms),
+    ] {
+        if let Some(v) = v {
+            obj.insert(k.into(), v.into());
+        }
+    }
+    match a.type_ {
+        BlobStoreType::Local => {
+            let s3_only = [
+                ("bucket", a.bucket.is_some()),
+                ("endpoint", a.endpoint.is_some()),
+                ("region", a.region.is_some()),
+                ("forcePathStyle", a.force_path_style.is_some()),
+                ("credentials", a.credentials.is_some()),
+                ("timeoutMs", a.timeout_ms.is_some()),
+            ];
+            if let Some((f, _)) = s3_only.iter().find(|(_, set)| *set) {
+                return Err(format!("spec.archive.{f}: is for type s3 only"));
+            }
+            obj.insert("type".into(), "local".into());
+            obj.insert(
+                "local".into(),
+                serde_json::json!({ "dir": local_archive_dir() }),
+            );
+        }
+        BlobStoreType::S3 => {
+            let Some(bucket) = &a.bucket else {
+                return Err("spec.archive.bucket: is required for type s3".into());
+            };
+            let mut s3 = serde_json::Map::new();
+            s3.insert("bucket".into(), bucket.clone().into());
+            if let Some(r) = &a.region {
+                s3.insert("region".into(), r.clone().into());
+            }
+            if let Some(e) = &a.endpoint {
+                if url_has_userinfo(e) {
+                    return Err(
+                        "spec.archive.endpoint: carries credentials in its URL: give them in spec.archive.credentials (Secret references)"
+                            .into(),
+                    );
+                }
+                s3.insert("endpoint".into(), e.clone().into());
+            }
+            if let Some(f) = a.force_path_style {
+                s3.insert("force_path_style".into(), f.into());
+            }
+            if let Some(t) = a.timeout_ms {
+                s3.insert("timeout_ms".into(), t.into());
+            }
+            if let Some(c) = &a.credentials {
+                if c.access_key_id.is_some() != c.secret_access_key.is_some() {
+                    return Err("spec.archive.credentials: accessKeyId and secretAccessKey are given together or not at all".into());
+                }
+                for (field, r) in c.refs() {
+                    let v = secret_value(secrets, r)
+                        .map_err(|e| format!("spec.archive.credentials.{field}: {e}"))?;
+                    let key = match field {
+                        "accessKeyId" => "access_key_id",
+                        "secretAccessKey" => "secret_access_key",
+                        _ => "session_token",
+                    };
+                    s3.insert(key.into(), v.into());
+                }
+            }
+            obj.insert("type".into(), "s3".into());
+            obj.insert("s3".into(), serde_json::Value::Object(s3));
+        }
+    }
+    serde_path_to_error::deserialize::<_, StorageConfig>(serde_json::Value::Object(obj))
+        .map(Some)
+        .map_err(|e| {
+            let field = archive_field(&format!("storage.{}", e.path()));
+            // serde may quote the value, which may be a Secret's.
+            let inner = ankusa_config::value_free(&e.into_inner().to_string());
+            format!("{field}: {inner}")
+        })
+}
+
+/// `scheme://user[:password]@host...`: an S3 endpoint carries no userinfo, so any `@` is
+/// taken for one (a password may itself hold a `/` that would end the authority early).
+fn url_has_userinfo(s: &str) -> bool {
+    s.contains('@')
 }
 
 /// Option names that must come from a Secret (`secretRefs`), never from `options`.
@@ -565,13 +703,22 @@ pub fn sink_secret_names(sink: &Sink) -> impl Iterator<Item = &str> {
         .chain(sink.spec.secret_headers.values().map(|r| r.name.as_str()))
 }
 
-/// Secrets a Gateway's own settings read (the admin token is fetched on its own).
+/// Secrets a Gateway's own settings read (the admin token is fetched on its own): the
+/// claim check's reader tokens and the archive's credentials.
 pub fn gateway_secret_names(gw: &Gateway) -> impl Iterator<Item = &str> {
-    gw.spec
+    let claim = gw
+        .spec
         .settings
         .claim_check
         .iter()
-        .flat_map(|cc| cc.token_secret_refs.iter().map(|r| r.name.as_str()))
+        .flat_map(|cc| cc.token_secret_refs.iter().map(|r| r.name.as_str()));
+    let archive = gw
+        .spec
+        .archive
+        .iter()
+        .filter_map(|a| a.credentials.as_ref())
+        .flat_map(|c| c.refs().map(|(_, r)| r.name.as_str()));
+    claim.chain(archive)
 }
 
 /// The claim check's reader tokens; with at least one, the claim port listens on the pod
@@ -619,6 +766,36 @@ pub fn render(inputs: &Inputs) -> Rendered {
     }
     if let Err(e) = ankusa_config::validate(&base) {
         out.error = Some(format!("settings refused by the gateway's validation: {e}"));
+        return out;
+    }
+    if let Some(c) = inputs
+        .gateway
+        .spec
+        .archive
+        .as_ref()
+        .and_then(|a| a.credentials.as_ref())
+    {
+        out.secrets_used
+            .extend(c.refs().map(|(_, r)| r.name.clone()));
+    }
+    match archive_storage(inputs.gateway, inputs.secrets) {
+        Ok(storage) => base.storage = storage,
+        Err(e) => {
+            out.error = Some(e);
+            return out;
+        }
+    }
+    if let Err(e) = ankusa_config::validate(&base) {
+        // The settings passed above: what is refused is the archive.
+        let field = e
+            .field
+            .as_deref()
+            .map(archive_field)
+            .unwrap_or_else(|| "spec.archive".into());
+        out.error = Some(format!(
+            "{field}: refused by the gateway's validation: {}",
+            e.message
+        ));
         return out;
     }
 

@@ -1661,3 +1661,458 @@ fn i_network_policy_service_account_policy_and_rbac() {
         check_rbac(h, &sa, &cases).await;
     });
 }
+
+/// moto_server's S3 API (started by `tests/brokers/start.sh`).
+const MOTO: &str = "http://127.0.0.1:5000";
+
+/// Creates a bucket on moto (path style; moto takes any or no credentials).
+async fn create_bucket(bucket: &str) {
+    let r = http()
+        .put(format!("{MOTO}/{bucket}"))
+        .send()
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "moto_server is not answering on {MOTO} (start it with tests/brokers/start.sh): {e}"
+            )
+        });
+    assert!(
+        r.status().is_success(),
+        "create bucket {bucket}: {}",
+        r.status()
+    );
+}
+
+/// The scenario's Gateway archiving to `bucket` on moto with credentials from Secret
+/// `archive-s3`.
+fn archiving_gateway_yaml(h: &Harness, bucket: &str) -> String {
+    gateway_yaml(h, 3, Some(2))
+        + &format!(
+            r#"  archive:
+    type: s3
+    bucket: {bucket}
+    endpoint: {MOTO}
+    region: us-east-1
+    forcePathStyle: true
+    rollMs: 300
+    intervalMs: 100
+    credentials:
+      accessKeyId: {{name: archive-s3, key: access-key-id}}
+      secretAccessKey: {{name: archive-s3, key: secret-access-key}}
+"#
+        )
+}
+
+const ARCHIVE_SECRET: &str = r#"apiVersion: v1
+kind: Secret
+metadata:
+  name: archive-s3
+  labels:
+    ankusa.dev/usable: "true"
+stringData:
+  access-key-id: AKIAE2ETESTKEY000001
+  secret-access-key: e2e-secret-access-key-for-moto
+"#;
+
+/// Source `quar` quarantining what fails verification with Secret `github` key `key`.
+fn quarantining_source_yaml(key: &str) -> String {
+    format!(
+        r#"apiVersion: ankusa.dev/v1alpha1
+kind: Source
+metadata:
+  name: quar
+spec:
+  gatewayRef:
+    name: gw
+  onVerifyFailure: quarantine
+  verify:
+    type: github
+    secretRefs:
+    - name: github
+      key: {key}
+  sinks:
+  - name: receiver
+"#
+    )
+}
+
+fn replay_of_kind_yaml(name: &str, kind: &str, rest: &str) -> String {
+    format!(
+        r#"apiVersion: ankusa.dev/v1alpha1
+kind: ReplayJob
+metadata:
+  name: {name}
+spec:
+  gatewayRef:
+    name: gw
+  kind: {kind}
+  rate: 200
+{rest}"#
+    )
+}
+
+/// Waits until ReplayJob `name` succeeded; its status.
+async fn replay_succeeded(h: &Harness, name: &str) -> Value {
+    let t0 = Instant::now();
+    let st = eventually(
+        &format!("replayjob/{name} finished"),
+        Duration::from_secs(90),
+        || async {
+            let rj = get_json(h, &format!("replayjob/{name}")).await;
+            let phase = rj["status"]["phase"].as_str()?.to_string();
+            (phase == "Succeeded" || phase == "Failed" || phase == "Cancelled")
+                .then(|| rj["status"].clone())
+        },
+    )
+    .await;
+    eprintln!(
+        "[e2e] replayjob/{name} {} after {:.1}s",
+        st["phase"],
+        t0.elapsed().as_secs_f64()
+    );
+    assert_eq!(st["phase"], "Succeeded", "{st:#}");
+    assert_eq!(st["progress"], "3/3", "{st:#}");
+    st
+}
+
+/// `(pod, field)` of every pod record of a ReplayJob status, as integers.
+fn per_pod(st: &Value, fields: &[&str]) -> Vec<(String, Vec<Option<i64>>)> {
+    let mut out: Vec<(String, Vec<Option<i64>>)> = st["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["pod"].as_str().unwrap().to_string(),
+                fields.iter().map(|f| p[*f].as_i64()).collect(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// How many times each body arrived.
+fn arrivals(r: &Receiver) -> std::collections::BTreeMap<String, usize> {
+    let mut m = std::collections::BTreeMap::new();
+    for x in r.received() {
+        *m.entry(x.body).or_insert(0) += 1;
+    }
+    m
+}
+
+/// RFC 3339 of a unix second.
+fn rfc3339(secs: i64) -> String {
+    k8s_openapi::jiff::Timestamp::from_second(secs)
+        .unwrap()
+        .to_string()
+}
+
+fn unix_now() -> i64 {
+    k8s_openapi::jiff::Timestamp::now().as_second()
+}
+
+/// Issue 14 on a real control plane: a Gateway of 3 pods archiving to S3 (moto) with
+/// credentials from a Secret, and a ReplayJob of each kind across the 3 pods reaching
+/// `Succeeded` with per-pod counts: `dlq` (a sink outage), `archive` (a window of hooks sent
+/// again to a named Sink), `quarantine` (a rotation done wrong, fixed, released; forged hooks
+/// stay). The Source shows its quarantined hooks per pod, the Gateway each pod's archive.
+#[test]
+fn j_replay_jobs_of_every_kind_across_three_pods() {
+    scenario("j", async |h| {
+        let bucket = format!("ankusa-e2e-{:016x}", fastrand::u64(..));
+        create_bucket(&bucket).await;
+        let t_start = unix_now() - 1;
+        let receiver = Receiver::start("127.0.0.1").await.unwrap();
+        receiver.answer(500);
+        h.apply(&github_secret_yaml(&[
+            ("old", GH_OLD),
+            ("wrong", "wrong-secret-0003"),
+        ]))
+        .await
+        .unwrap();
+        h.apply(SIGNING_SECRET).await.unwrap();
+        h.apply(ARCHIVE_SECRET).await.unwrap();
+        h.apply(&archiving_gateway_yaml(h, &bucket)).await.unwrap();
+        h.apply(&sink_yaml("receiver", &receiver.url()))
+            .await
+            .unwrap();
+        h.apply(&source_yaml("orders", &["old"], "receiver"))
+            .await
+            .unwrap();
+        h.apply(&quarantining_source_yaml("wrong")).await.unwrap();
+        wait_ready(h, "gateway/gw", "180s").await;
+        wait_ready(h, "source/orders", "60s").await;
+        wait_ready(h, "source/quar", "60s").await;
+        let token = admin_token(h).await;
+        let cfg = admin_get(h, 0, &token, "/v1/config").await.to_string();
+        assert!(
+            cfg.contains(&bucket) && !cfg.contains("e2e-secret-access-key-for-moto"),
+            "the pod runs the archive, its credentials redacted in what it shows: {cfg}"
+        );
+
+        // 1. dlq: the sink fails, every hook dead-letters on its pod; fixed, a dlq job brings
+        // them back.
+        let t = Instant::now();
+        let sent = dead_letter_batch(h, &token, "dlq", 4).await;
+        receiver.answer(200);
+        h.apply(&replay_of_kind_yaml(
+            "replay-dlq",
+            "dlq",
+            "  filter:\n    source: orders\n",
+        ))
+        .await
+        .unwrap();
+        let st = replay_succeeded(h, "replay-dlq").await;
+        for (pod, counts) in per_pod(&st, &["moved", "delivered", "failed"]) {
+            assert_eq!(counts, [Some(4), Some(4), Some(0)], "{pod}: {st:#}");
+        }
+        assert!(
+            st.get("released").is_none() && st.get("corruptSegments").is_none(),
+            "{st:#}"
+        );
+        assert!(
+            sent.is_subset(&bodies(&receiver)),
+            "every dead hook delivered"
+        );
+        eprintln!("[e2e] dlq replay done in {:.1}s", t.elapsed().as_secs_f64());
+
+        // 2. archive: every hook is archived on its pod; a window replay sends them again to
+        // the Sink it names.
+        let t = Instant::now();
+        for pod in 0..3u8 {
+            eventually(
+                &format!("gw-{pod}'s 4 hooks archived"),
+                Duration::from_secs(60),
+                || async {
+                    let s = admin_get(h, pod, &token, "/v1/status").await;
+                    let a = &s["archive"];
+                    (a["pending"].as_i64() == Some(0) && a["archived"].as_i64() >= Some(4))
+                        .then_some(())
+                },
+            )
+            .await;
+        }
+        let before = arrivals(&receiver);
+        h.apply(&replay_of_kind_yaml(
+            "replay-archive",
+            "archive",
+            &format!(
+                "  filter:\n    source: orders\n  archive:\n    from: \"{}\"\n    to: \"{}\"\n    sinks: [receiver]\n",
+                rfc3339(t_start),
+                rfc3339(unix_now() + 1)
+            ),
+        ))
+        .await
+        .unwrap();
+        let st = replay_succeeded(h, "replay-archive").await;
+        for (pod, counts) in per_pod(
+            &st,
+            &[
+                "released",
+                "moved",
+                "delivered",
+                "failed",
+                "skipped",
+                "corruptSegments",
+            ],
+        ) {
+            assert_eq!(
+                counts,
+                [Some(4), Some(4), Some(4), Some(0), Some(0), Some(0)],
+                "{pod}: {st:#}"
+            );
+        }
+        assert_eq!(
+            st["request"]["sinks"],
+            serde_json::json!([0]),
+            "the Sink by its position"
+        );
+        let after = arrivals(&receiver);
+        for b in &sent {
+            assert_eq!(
+                after.get(b).copied().unwrap_or(0),
+                before.get(b).copied().unwrap_or(0) + 1,
+                "{b} sent again exactly once"
+            );
+        }
+        eprintln!(
+            "[e2e] archive replay done in {:.1}s",
+            t.elapsed().as_secs_f64()
+        );
+
+        // 3. quarantine: the provider signs with a secret the Source does not have: 202, held
+        // in each pod's pen, shown on the Source per pod. One forged hook per pod as well.
+        let t = Instant::now();
+        let http = http();
+        let mut held = BTreeSet::new();
+        for pod in 0..3u8 {
+            for i in 0..3 {
+                let body = format!(r#"{{"quarantined":{pod},"i":{i}}}"#);
+                assert_eq!(post_hook(&http, h, pod, "quar", GH_OLD, &body).await, 202);
+                held.insert(body);
+            }
+            let forged = format!(r#"{{"forged":{pod}}}"#);
+            assert_eq!(
+                post_hook(&http, h, pod, "quar", "forged-secret", &forged).await,
+                202
+            );
+        }
+        let q = eventually(
+            "Source quar shows 12 quarantined hooks on 3 pods",
+            Duration::from_secs(60),
+            || async {
+                let s = get_json(h, "source/quar").await;
+                let q = s["status"]["quarantine"].clone();
+                (q["entries"].as_i64() == Some(12)).then_some(q)
+            },
+        )
+        .await;
+        assert_eq!(q["podsWithEntries"], 3, "{q:#}");
+        for p in q["pods"].as_array().unwrap() {
+            assert_eq!(p["entries"], 4, "{p}");
+            assert!(
+                p["oldest"].is_string() && p["penBytes"].as_i64() > Some(0),
+                "{p}"
+            );
+        }
+        let src = get_json(h, "source/quar").await;
+        let near = src["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == "QuarantineNearFull")
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(near["status"], "False", "{near}");
+        assert!(
+            bodies(&receiver).is_disjoint(&held),
+            "nothing quarantined was delivered"
+        );
+        let out = h.kubectl(&["get", "sources", "-o", "wide"]).await.unwrap();
+        eprintln!("$ kubectl get sources -o wide\n{out}");
+        let column = out
+            .lines()
+            .next()
+            .and_then(|l| l.split_whitespace().position(|c| c == "QUARANTINED"))
+            .unwrap_or_else(|| panic!("a QUARANTINED column: {out}"));
+        let quar = out
+            .lines()
+            .find(|l| l.starts_with("quar "))
+            .unwrap_or_default();
+        assert_eq!(quar.split_whitespace().nth(column), Some("12"), "{out}");
+        let events = h
+            .kubectl(&[
+                "get",
+                "events",
+                "--field-selector",
+                "involvedObject.name=quar",
+            ])
+            .await
+            .unwrap();
+        assert!(events.contains("Quarantined"), "{events}");
+
+        // The Source's secret is fixed; a quarantine job releases what now verifies.
+        h.apply(&quarantining_source_yaml("old")).await.unwrap();
+        eventually(
+            "Source quar generation 2 programmed on every pod",
+            Duration::from_secs(60),
+            || async {
+                let s = get_json(h, "source/quar").await;
+                let generation = s["metadata"]["generation"].as_i64()?;
+                let ready = s["status"]["conditions"]
+                    .as_array()?
+                    .iter()
+                    .find(|c| c["type"] == "Ready")?
+                    .clone();
+                (ready["status"] == "True"
+                    && ready["observedGeneration"].as_i64() == Some(generation))
+                .then_some(())
+            },
+        )
+        .await;
+        h.apply(&replay_of_kind_yaml(
+            "replay-quarantine",
+            "quarantine",
+            "  filter:\n    source: quar\n",
+        ))
+        .await
+        .unwrap();
+        let st = replay_succeeded(h, "replay-quarantine").await;
+        for (pod, counts) in per_pod(
+            &st,
+            &["released", "skipped", "moved", "delivered", "failed"],
+        ) {
+            assert_eq!(
+                counts,
+                [Some(3), Some(1), Some(3), Some(3), Some(0)],
+                "{pod}: {st:#}"
+            );
+        }
+        assert_eq!(
+            (st["released"].as_i64(), st["skipped"].as_i64()),
+            (Some(9), Some(3)),
+            "{st:#}"
+        );
+        assert!(
+            receiver
+                .wait_for(Duration::from_secs(10), |got| {
+                    let got: BTreeSet<_> = got.iter().map(|r| r.body.clone()).collect();
+                    held.is_subset(&got)
+                })
+                .await,
+            "every released hook delivered"
+        );
+        for pod in 0..3u8 {
+            let pen = admin_get(h, pod, &token, "/v1/quarantine?source_id=quar").await;
+            let left = pen["entries"].as_array().map_or(0, Vec::len);
+            assert_eq!(left, 1, "gw-{pod}: only the forged hook stays: {pen}");
+        }
+        eprintln!(
+            "[e2e] quarantine replay done in {:.1}s",
+            t.elapsed().as_secs_f64()
+        );
+
+        // `kubectl get replayjobs` lists each with its kind, phase and progress.
+        let out = h.kubectl(&["get", "replayjobs"]).await.unwrap();
+        eprintln!("$ kubectl get replayjobs\n{out}");
+        let header = out.lines().next().unwrap_or_default();
+        assert!(
+            header.contains("KIND") && header.contains("PHASE") && header.contains("PROGRESS"),
+            "{out}"
+        );
+        for (name, kind) in [
+            ("replay-dlq", "dlq"),
+            ("replay-archive", "archive"),
+            ("replay-quarantine", "quarantine"),
+        ] {
+            let line = out
+                .lines()
+                .find(|l| l.starts_with(name))
+                .unwrap_or_default();
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            assert_eq!(
+                cols.get(2..5),
+                Some(&[kind, "Succeeded", "3/3"][..]),
+                "{out}"
+            );
+        }
+        // The Gateway shows each pod's archive (refreshed at most every 20 s).
+        eventually(
+            "the Gateway's pods show their archive",
+            Duration::from_secs(60),
+            || async {
+                let g = get_json(h, "gateway/gw").await;
+                let pods = g["status"]["pods"].as_array()?.clone();
+                (pods.len() == 3
+                    && pods.iter().all(|p| {
+                        p["archive"]["archived"].as_i64() >= Some(4)
+                            && p["archive"]["failures"].as_i64() == Some(0)
+                            && p["dlq"]["full"] == false
+                    }))
+                .then_some(())
+            },
+        )
+        .await;
+    });
+}

@@ -717,3 +717,324 @@ async fn a_pods_sink_failure_reaches_the_sink_status_once_as_an_event() {
         ("Normal", "Delivering")
     );
 }
+
+/// A pod admin API whose `GET /v1/status` adds `extra` to a plain status, and which takes any
+/// config push.
+async fn status_pod(extra: Value) -> u16 {
+    use axum::routing::get;
+    let mut status = json!({"instance": "gw-0", "config_hash": "old", "failing_sinks": []});
+    for (k, v) in extra.as_object().unwrap() {
+        status[k] = v.clone();
+    }
+    let app = axum::Router::new()
+        .route(
+            "/v1/status",
+            get(move || {
+                let status = status.clone();
+                async move { axum::Json(status) }
+            }),
+        )
+        .route(
+            "/v1/config",
+            axum::routing::put(|| async {
+                axum::Json(json!({"changed": true, "config_hash": "new", "generation": 2}))
+            }),
+        );
+    serve_tls(app).await
+}
+
+fn quarantining_source() -> Value {
+    json!({"apiVersion": "ankusa.dev/v1alpha1", "kind": "Source",
+           "metadata": {"name": "orders", "namespace": "ns", "uid": "s-uid", "generation": 1},
+           "spec": {"gatewayRef": {"name": "gw"}, "onVerifyFailure": "quarantine",
+                    "sinks": [{"name": "k"}]}})
+}
+
+/// One Gateway reconcile with both pods answering `extra` in their status and Source
+/// `orders` as `source`; every request the operator made.
+async fn gateway_reconcile_seeing(extra: Value, source: Value) -> Vec<Seen> {
+    let port = status_pod(extra).await;
+    let (client, seen) = mock(Box::new(move |s| {
+        gateway_world(s, port).or_else(|| match (s.method.as_str(), route(s)) {
+            ("GET", "/apis/ankusa.dev/v1alpha1/namespaces/ns/sources") => {
+                Some((200, list("SourceList", vec![source.clone()])))
+            }
+            ("GET", "/apis/ankusa.dev/v1alpha1/namespaces/ns/sinks") => {
+                Some((200, list("SinkList", vec![redis_sink(json!({}))])))
+            }
+            ("PATCH", p) if p.ends_with("/gateways/gw/status") => Some((200, gateway_obj(port))),
+            ("PATCH", p) if p.ends_with("/sources/orders/status") => Some((200, source.clone())),
+            ("PATCH", _) => Some((200, s.body.clone())),
+            _ => None,
+        })
+    }));
+    let gw: Gateway = serde_json::from_value(gateway_obj(port)).unwrap();
+    gateway::reconcile(Arc::new(gw), ctx(client)).await.unwrap();
+    seen.lock().unwrap().clone()
+}
+
+fn events_of(seen: &[Seen]) -> Vec<(String, String, String)> {
+    seen.iter()
+        .filter(|s| s.method == "POST" && s.path.contains("/events"))
+        .map(|s| {
+            let text = |k: &str| s.body[k].as_str().unwrap_or_default().to_string();
+            (text("type"), text("reason"), text("note"))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn one_status_poll_fills_the_sources_quarantine_and_the_pods_archive_and_dlq() {
+    let pen = json!({"entries": 6, "bytes": 850, "max_bytes": 1000,
+                     "oldest_received_at": 1_767_225_600_000u64,
+                     "sources": [{"source": "orders", "entries": 5, "bytes": 800,
+                                  "oldest_received_at": 1_767_225_601_000u64},
+                                 {"source": "other", "entries": 1, "bytes": 50}]});
+    let extra = json!({
+        "quarantine": pen,
+        "archive": {"store": "s3", "pending": 3, "segments": 2, "archived": 40,
+                    "last_upload_at": 1_767_225_660_000u64, "failures": 4,
+                    "last_error": "s3: PUT archive/v1/...: status 403 AccessDenied"},
+        "dlq": {"rows": 12, "bytes": 3400, "full": true},
+    });
+    let seen = gateway_reconcile_seeing(extra, quarantining_source()).await;
+    // Each pod was asked once.
+    let src = seen
+        .iter()
+        .find(|s| s.path.contains("/sources/orders/status"))
+        .expect("Source status written");
+    assert!(
+        src.path.contains("fieldManager=ankusa-operator%2Fgateway"),
+        "{}",
+        src.path
+    );
+    let q = &src.body["status"]["quarantine"];
+    assert_eq!(
+        (
+            q["entries"].as_i64(),
+            q["bytes"].as_i64(),
+            q["podsWithEntries"].as_i64()
+        ),
+        (Some(10), Some(1600), Some(2)),
+        "{q}"
+    );
+    assert_eq!(q["oldest"], "2026-01-01T00:00:01Z");
+    let pods = q["pods"].as_array().unwrap();
+    assert_eq!(pods.len(), 2);
+    assert_eq!(pods[0]["pod"], "gw-0");
+    assert_eq!(
+        (
+            pods[0]["entries"].as_i64(),
+            pods[0]["penBytes"].as_i64(),
+            pods[0]["penMaxBytes"].as_i64()
+        ),
+        (Some(5), Some(850), Some(1000))
+    );
+    let near = src.body["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "QuarantineNearFull")
+        .expect("the condition")
+        .clone();
+    assert_eq!(near["status"], "True");
+    assert!(
+        near["message"]
+            .as_str()
+            .unwrap()
+            .contains("gw/gw-0: 850 bytes of 1000 bytes (85%)"),
+        "{near}"
+    );
+    let events = events_of(&seen);
+    assert!(
+        events.iter().any(|(t, r, n)| t == "Warning"
+            && r == "Quarantined"
+            && n.starts_with("10 hooks failed verification")),
+        "{events:?}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|(t, r, _)| t == "Warning" && r == "QuarantineNearFull"),
+        "{events:?}"
+    );
+
+    let gw = seen
+        .iter()
+        .find(|s| s.path.contains("/gateways/gw/status"))
+        .expect("Gateway status written");
+    let p0 = &gw.body["status"]["pods"][0];
+    assert_eq!(p0["archive"]["pending"], 3);
+    assert_eq!(p0["archive"]["failures"], 4);
+    assert_eq!(p0["archive"]["lastUploadAt"], "2026-01-01T00:01:00Z");
+    assert_eq!(p0["dlq"], json!({"rows": 12, "bytes": 3400, "full": true}));
+    let degraded = gw.body["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Degraded")
+        .unwrap()
+        .clone();
+    assert_eq!(degraded["reason"], "DlqFull", "{degraded}");
+
+    // A source that does not quarantine and has no entries shows nothing of it.
+    let seen = gateway_reconcile_seeing(
+        json!({"quarantine": {"entries": 0, "bytes": 0, "max_bytes": 1000}}),
+        orders_source(),
+    )
+    .await;
+    let src = seen
+        .iter()
+        .find(|s| s.path.contains("/sources/orders/status"))
+        .expect("Source status written");
+    assert!(
+        src.body["status"].get("quarantine").is_none(),
+        "{}",
+        src.body
+    );
+    assert!(
+        !src.body["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["type"] == "QuarantineNearFull")
+    );
+    assert!(events_of(&seen).iter().all(|(_, r, _)| r != "Quarantined"));
+}
+
+/// A pod admin API that records `POST /v1/replays` bodies and answers each with `view` (the
+/// job id taken from the request).
+async fn replay_pod(view: Value) -> (u16, Arc<Mutex<Vec<Value>>>) {
+    use axum::routing::post;
+    let bodies = Arc::new(Mutex::new(Vec::new()));
+    let b = bodies.clone();
+    let app = axum::Router::new().route(
+        "/v1/replays",
+        post(move |axum::Json(body): axum::Json<Value>| {
+            let mut view = view.clone();
+            let b = b.clone();
+            async move {
+                view["id"] = body["job_id"].clone();
+                b.lock().unwrap().push(body);
+                (axum::http::StatusCode::CREATED, axum::Json(view))
+            }
+        }),
+    );
+    (serve_tls(app).await, bodies)
+}
+
+/// One reconcile of a ReplayJob with `spec` (finalizer present) against pods answering `view`:
+/// the bodies the pods got and the status written.
+async fn replay_reconcile(spec: Value, view: Value) -> (Vec<Value>, Value) {
+    let (port, bodies) = replay_pod(view).await;
+    let rj = json!({
+        "apiVersion": "ankusa.dev/v1alpha1", "kind": "ReplayJob",
+        "metadata": {"name": "r", "namespace": "ns", "uid": "0b7f9f0e-1111-4222-8333-444455556666",
+                     "generation": 1, "finalizers": ["ankusa.dev/cancel-replay"]},
+        "spec": spec,
+    });
+    let answer = rj.clone();
+    let (client, seen) = mock(Box::new(move |s| {
+        gateway_world(s, port).or_else(|| match (s.method.as_str(), route(s)) {
+            ("GET", "/apis/ankusa.dev/v1alpha1/namespaces/ns/sources") => {
+                Some((200, list("SourceList", vec![orders_source()])))
+            }
+            ("PATCH", "/apis/ankusa.dev/v1alpha1/namespaces/ns/replayjobs/r/status") => {
+                Some((200, answer.clone()))
+            }
+            _ => None,
+        })
+    }));
+    let rj: ReplayJob = serde_json::from_value(rj).unwrap();
+    replay::reconcile(Arc::new(rj), ctx(client)).await.unwrap();
+    let status = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|s| s.path.contains("/replayjobs/r/status"))
+        .expect("status written")
+        .body["status"]
+        .clone();
+    let bodies = bodies.lock().unwrap().clone();
+    (bodies, status)
+}
+
+#[tokio::test]
+async fn an_archive_replay_sends_its_window_and_fails_on_a_corrupt_segment() {
+    let spec = json!({"gatewayRef": {"name": "gw"}, "kind": "archive", "filter": {"source": "orders"},
+                      "archive": {"from": "2026-01-01T00:00:00Z", "to": "2026-01-01T06:00:00Z", "sinks": ["k"]}});
+    let view = json!({"kind": "archive", "state": "completed", "moved": 6, "scanned": 9, "released": 6, "skipped": 2,
+                      "corrupt_segments": 1, "delivered": 6, "failed": 0, "outstanding": 0, "done": true});
+    let (bodies, st) = replay_reconcile(spec, view).await;
+    assert_eq!(bodies.len(), 2, "one per pod");
+    for b in &bodies {
+        assert_eq!(
+            b,
+            &json!({"job_id": "0b7f9f0e-1111-4222-8333-444455556666", "kind": "archive",
+                    "filter": {"source_id": "orders"},
+                    "from": 1_767_225_600_000u64, "to": 1_767_247_200_000u64, "sinks": [0]})
+        );
+    }
+    assert_eq!(st["phase"], "Failed", "{st:#}");
+    assert!(
+        st["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("2 archive segments on gw-0, gw-1 did not check out"),
+        "{st:#}"
+    );
+    assert_eq!(
+        (
+            st["moved"].as_i64(),
+            st["released"].as_i64(),
+            st["skipped"].as_i64(),
+            st["corruptSegments"].as_i64()
+        ),
+        (Some(12), Some(12), Some(4), Some(2))
+    );
+    for p in st["pods"].as_array().unwrap() {
+        assert_eq!(
+            (
+                p["moved"].as_i64(),
+                p["released"].as_i64(),
+                p["skipped"].as_i64(),
+                p["corruptSegments"].as_i64()
+            ),
+            (Some(6), Some(6), Some(2), Some(1)),
+            "{p}"
+        );
+    }
+    assert_eq!(st["request"]["kind"], "archive");
+}
+
+#[tokio::test]
+async fn a_quarantine_replay_counts_what_it_released_and_skipped() {
+    let spec = json!({"gatewayRef": {"name": "gw"}, "kind": "quarantine",
+                      "filter": {"source": "orders", "since": "2026-01-01T00:00:00Z"}});
+    let view = json!({"kind": "quarantine", "state": "completed", "moved": 4, "scanned": 7, "released": 4,
+                      "skipped": 3, "delivered": 4, "failed": 0, "outstanding": 0, "done": true});
+    let (bodies, st) = replay_reconcile(spec, view).await;
+    assert_eq!(
+        bodies[0],
+        json!({"job_id": "0b7f9f0e-1111-4222-8333-444455556666", "kind": "quarantine",
+               "filter": {"source_id": "orders", "since": 1_767_225_600_000u64}})
+    );
+    assert_eq!(st["phase"], "Succeeded", "{st:#}");
+    assert_eq!(
+        (st["released"].as_i64(), st["skipped"].as_i64()),
+        (Some(8), Some(6))
+    );
+    assert!(st.get("corruptSegments").is_none(), "{st:#}");
+    let m = st["message"].as_str().unwrap();
+    assert!(
+        m.starts_with("8 quarantined hooks released (8 deliveries) on 2 pods; 6 skipped"),
+        "{m}"
+    );
+    for p in st["pods"].as_array().unwrap() {
+        assert_eq!(
+            (p["released"].as_i64(), p["skipped"].as_i64()),
+            (Some(4), Some(3)),
+            "{p}"
+        );
+    }
+}

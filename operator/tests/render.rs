@@ -709,3 +709,233 @@ fn a_service_account_the_policy_does_not_allow_refuses_the_gateway() {
         Some("pull-only")
     );
 }
+
+/// A Gateway archiving to S3 with credentials from Secret `s3`, and pen and DLQ bounds.
+fn archiving_gateway(archive: serde_json::Value) -> Gateway {
+    gateway(json!({
+        "replicas": 3,
+        "settings": {"quarantine": {"max_bytes": 1048576},
+                     "queue": {"dlq": {"retention_days": 7, "max_rows": 100}}},
+        "archive": archive,
+    }))
+}
+
+const AKID: &str = "AKIAEXAMPLEKEYID0001";
+const SECRET_KEY: &str = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
+
+fn s3_secrets() -> SecretValues {
+    secrets(&[("s3", "id", AKID), ("s3", "secret", SECRET_KEY)])
+}
+
+#[test]
+fn the_archive_and_the_pen_and_dlq_bounds_reach_every_pods_config() {
+    let gw = archiving_gateway(json!({
+        "type": "s3", "bucket": "hooks-archive", "endpoint": "http://127.0.0.1:5000",
+        "region": "eu-west-1", "forcePathStyle": true, "rollBytes": 65536, "intervalMs": 200,
+        "credentials": {"accessKeyId": {"name": "s3", "key": "id"},
+                        "secretAccessKey": {"name": "s3", "key": "secret"}}}));
+    let r = render_with(&gw, &[], &[], &s3_secrets(), None);
+    assert_eq!(r.error, None);
+    assert!(r.secrets_used.contains("s3"), "its changes re-render");
+    let c = r.for_pod("gw-2").unwrap();
+    let st = c.storage.as_ref().expect("storage rendered");
+    assert_eq!(st.store_type, ankusa_config::BlobStoreType::S3);
+    assert_eq!(
+        st.key_prefix.as_deref(),
+        Some("ns/gw"),
+        "Gateways sharing a bucket never share keys"
+    );
+    assert_eq!((st.roll_bytes, st.interval_ms), (65536, 200));
+    assert_eq!(st.roll_ms, 30_000, "absent keys keep the gateway's default");
+    let s3 = st.s3.as_ref().unwrap();
+    assert_eq!(s3.bucket, "hooks-archive");
+    assert_eq!(s3.region.as_deref(), Some("eu-west-1"));
+    assert_eq!(
+        s3.endpoint.as_ref().map(|e| e.expose()),
+        Some("http://127.0.0.1:5000")
+    );
+    assert_eq!(s3.force_path_style, Some(true));
+    assert_eq!(s3.access_key_id.as_ref().map(|s| s.expose()), Some(AKID));
+    assert_eq!(
+        s3.secret_access_key.as_ref().map(|s| s.expose()),
+        Some(SECRET_KEY)
+    );
+    assert_eq!(s3.session_token, None);
+    // Credentials are the redacting type: a config printed to a log shows none.
+    let printed = format!("{c:?}");
+    assert!(
+        !printed.contains(SECRET_KEY) && !printed.contains(AKID),
+        "{printed}"
+    );
+    assert_eq!(c.quarantine.max_bytes, 1_048_576);
+    assert_eq!(
+        c.quarantine.burst, 100,
+        "the pen's other keys keep their defaults"
+    );
+    assert_eq!(
+        (c.queue.dlq.retention_days, c.queue.dlq.max_rows),
+        (Some(7), Some(100))
+    );
+    // The pod reads back what it was given.
+    let back = render::parse_rendered(&c.to_yaml()).expect("the pod's file parses");
+    assert_eq!(back.storage, c.storage);
+    assert_eq!(back.queue, c.queue);
+
+    // Local: a directory on the pod's own volume; an explicit prefix is kept.
+    let gw = archiving_gateway(json!({"type": "local", "keyPrefix": "team-a/gw"}));
+    let r = render_with(&gw, &[], &[], &SecretValues::new(), None);
+    let c = r.for_pod("gw-0").unwrap();
+    let st = c.storage.unwrap();
+    assert_eq!(st.store_type, ankusa_config::BlobStoreType::Local);
+    assert_eq!(st.key_prefix.as_deref(), Some("team-a/gw"));
+    assert_eq!(
+        st.local.unwrap().dir.to_str(),
+        Some("/var/lib/ankusa/archive"),
+        "beside the store, on the data volume"
+    );
+    // No archive: none rendered.
+    let r = render_with(&lenient_gateway(), &[], &[], &SecretValues::new(), None);
+    assert_eq!(r.for_pod("gw-0").unwrap().storage, None);
+}
+
+#[test]
+fn archive_errors_name_the_field_and_never_a_secret() {
+    let creds = json!({"accessKeyId": {"name": "s3", "key": "id"},
+                       "secretAccessKey": {"name": "s3", "key": "secret"}});
+    let s3 = |extra: serde_json::Value| {
+        let mut a = json!({"type": "s3", "bucket": "hooks-archive", "credentials": creds});
+        for (k, v) in extra.as_object().unwrap() {
+            a[k] = v.clone();
+        }
+        a
+    };
+    let mut unlabelled = s3_secrets();
+    unlabelled.insert(
+        "s3".into(),
+        [(render::NOT_USABLE.to_string(), Vec::new())].into(),
+    );
+    let cases: Vec<(serde_json::Value, SecretValues, &str)> = vec![
+        (
+            s3(json!({})),
+            SecretValues::new(),
+            "spec.archive.credentials.accessKeyId: Secret s3 not found",
+        ),
+        (
+            s3(json!({})),
+            unlabelled,
+            "spec.archive.credentials.accessKeyId: Secret s3 is not labelled ankusa.dev/usable=true",
+        ),
+        (
+            s3(json!({"credentials": {"accessKeyId": {"name": "s3", "key": "id"}}})),
+            s3_secrets(),
+            "spec.archive.credentials: accessKeyId and secretAccessKey are given together",
+        ),
+        (
+            json!({"type": "s3"}),
+            s3_secrets(),
+            "spec.archive.bucket: is required for type s3",
+        ),
+        (
+            json!({"type": "local", "bucket": "b"}),
+            s3_secrets(),
+            "spec.archive.bucket: is for type s3 only",
+        ),
+        (
+            json!({"type": "local", "credentials": creds}),
+            s3_secrets(),
+            "spec.archive.credentials: is for type s3 only",
+        ),
+        (
+            s3(json!({"bucket": "Bad_Bucket"})),
+            s3_secrets(),
+            "spec.archive.bucket: refused by the gateway's validation",
+        ),
+        (
+            s3(json!({"endpoint": format!("https://{AKID}:{SECRET_KEY}@minio:9000")})),
+            s3_secrets(),
+            "spec.archive.endpoint: carries credentials in its URL",
+        ),
+        (
+            s3(json!({"endpoint": "ftp://minio"})),
+            s3_secrets(),
+            "spec.archive.endpoint: refused by the gateway's validation",
+        ),
+        (
+            s3(json!({"keyPrefix": "../up"})),
+            s3_secrets(),
+            "spec.archive.keyPrefix: refused by the gateway's validation",
+        ),
+        (
+            s3(json!({"rollBytes": 1})),
+            s3_secrets(),
+            "spec.archive.rollBytes: refused by the gateway's validation",
+        ),
+        (
+            s3(json!({"timeoutMs": 0})),
+            s3_secrets(),
+            "spec.archive.timeoutMs: refused by the gateway's validation",
+        ),
+    ];
+    for (archive, secrets, want) in cases {
+        let gw = archiving_gateway(archive.clone());
+        let r = render_with(&gw, &[], &[], &secrets, None);
+        let e = r.error.unwrap_or_else(|| panic!("{archive} renders"));
+        assert!(e.starts_with(want), "{archive}: {e}");
+        assert!(!e.contains(SECRET_KEY) && !e.contains(AKID), "{e}");
+        assert!(
+            r.base.is_none(),
+            "nothing rendered: the pods keep their config"
+        );
+    }
+    // The refused DLQ bound is named as the config file names it, under settings.
+    let gw = gateway(json!({"settings": {"queue": {"dlq": {"max_rows": 0}}}}));
+    let r = render_with(&gw, &[], &[], &SecretValues::new(), None);
+    assert!(r.error.unwrap().contains("queue.dlq.max_rows"));
+}
+
+#[test]
+fn the_archives_secrets_are_watched_with_the_gateways() {
+    let gw = archiving_gateway(json!({
+        "type": "s3", "bucket": "hooks-archive",
+        "credentials": {"accessKeyId": {"name": "s3", "key": "id"},
+                        "secretAccessKey": {"name": "s3-b", "key": "secret"},
+                        "sessionToken": {"name": "sts", "key": "token"}}}));
+    let names: Vec<&str> = render::gateway_secret_names(&gw).collect();
+    assert_eq!(names, vec!["s3", "s3-b", "sts"]);
+    let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "sts", "namespace": "ns"}}))
+    .unwrap();
+    let hit = ankusa_operator::controllers::gateways_of_secret(
+        &secret,
+        &[std::sync::Arc::new(gw)],
+        &[],
+        &[],
+    );
+    assert_eq!(hit.len(), 1);
+    assert_eq!(hit[0].name, "gw");
+}
+
+#[test]
+fn a_quarantining_source_renders_and_validates() {
+    let gw = lenient_gateway();
+    let q = source(
+        "orders",
+        json!({"gatewayRef": {"name": "gw"}, "onVerifyFailure": "quarantine",
+               "verify": {"type": "github", "secretRefs": [{"name": "gh", "key": "new"}]},
+               "sinks": [{"name": "audit"}]}),
+    );
+    let r = render_with(
+        &gw,
+        &[q],
+        &[sink("audit", json!({"type": "log"}))],
+        &base_secrets(),
+        None,
+    );
+    assert_eq!(r.sources["orders"].outcome, Outcome::Current);
+    let c = r.for_pod("gw-0").unwrap();
+    assert_eq!(
+        c.sources["orders"].on_verify_failure,
+        ankusa_config::OnVerifyFailure::Quarantine
+    );
+    assert!(c.to_yaml().contains("on_verify_failure: quarantine"));
+}

@@ -137,6 +137,8 @@ fn view(programmed: i32, desired: i32) -> GatewayView<'static> {
         programmed,
         desired,
         prefix: "/webhooks",
+        gateway: "gw",
+        pens: &[],
     }
 }
 
@@ -451,4 +453,267 @@ fn sink_status_is_degraded_while_deliveries_fail_and_ready_stays_about_programmi
     );
     assert!(!cond(&st.conditions, "Degraded").is_true());
     assert_eq!(st.failing_pods, 0);
+}
+
+/// A pod's pen holding `mine` entries of `orders` (100 bytes each, the oldest received at
+/// `NOW` + `age_ms`), `bytes` in all, capped at 1000.
+fn pen(mine: i64, age_ms: u64, bytes: i64) -> ankusa_api::PenStatus {
+    let at = 1_767_225_600_000 + age_ms;
+    ankusa_api::PenStatus {
+        entries: mine + 1,
+        bytes,
+        max_bytes: 1000,
+        oldest_received_at: Some(at),
+        sources: vec![
+            ankusa_api::PenSourceStatus {
+                source: "orders".into(),
+                entries: mine,
+                bytes: mine * 100,
+                oldest_received_at: (mine > 0).then_some(at),
+            },
+            ankusa_api::PenSourceStatus {
+                source: "other".into(),
+                entries: 1,
+                bytes: 100,
+                oldest_received_at: Some(at),
+            },
+        ]
+        .into_iter()
+        .filter(|s| s.entries > 0)
+        .collect(),
+    }
+}
+
+fn quarantining_src(mode: &str) -> Source {
+    serde_json::from_value(json!({
+        "apiVersion": "ankusa.dev/v1alpha1", "kind": "Source",
+        "metadata": {"name": "orders", "namespace": "ns", "generation": 1},
+        "spec": {"gatewayRef": {"name": "gw"}, "onVerifyFailure": mode, "sinks": [{"name": "k"}]},
+    }))
+    .unwrap()
+}
+
+#[test]
+fn a_quarantining_source_shows_its_entries_per_pod_and_when_a_pen_is_near_full() {
+    let sr = SourceRender {
+        id: "orders".into(),
+        generation: Some(1),
+        outcome: Outcome::Current,
+    };
+    let pens = vec![
+        ("gw-0".to_string(), pen(2, 5_000, 300)),
+        ("gw-1".to_string(), pen(0, 0, 100)),
+        ("gw-2".to_string(), pen(3, 1_000, 400)),
+    ];
+    let with = |pens| GatewayView { pens, ..view(3, 3) };
+    let st = source_status(
+        &quarantining_src("quarantine"),
+        Some(&sr),
+        with(&pens),
+        &SourceStatus::default(),
+        NOW,
+    );
+    let q = st.quarantine.clone().expect("quarantine status");
+    assert_eq!((q.entries, q.bytes, q.pods_with_entries), (5, 500, 2));
+    assert_eq!(
+        q.oldest.as_deref(),
+        Some("2026-01-01T00:00:01Z"),
+        "the oldest of all pods"
+    );
+    assert_eq!(
+        q.pods
+            .iter()
+            .map(|p| (
+                p.pod.as_str(),
+                p.entries,
+                p.bytes,
+                p.oldest.as_deref(),
+                p.pen_bytes,
+                p.pen_max_bytes
+            ))
+            .collect::<Vec<_>>(),
+        vec![
+            ("gw-2", 3, 300, Some("2026-01-01T00:00:01Z"), 400, 1000),
+            ("gw-0", 2, 200, Some("2026-01-01T00:00:05Z"), 300, 1000),
+        ],
+        "pods holding entries, the fullest first"
+    );
+    let near = cond(&st.conditions, "QuarantineNearFull");
+    assert!(!near.is_true());
+    assert_eq!(near.reason.as_deref(), Some("BelowThreshold"));
+    assert!(
+        cond(&st.conditions, "Ready").is_true(),
+        "a pen is not a render problem"
+    );
+
+    // gw-0's pen (every source) reaches 80% of max_bytes: the condition turns True, naming it.
+    let fuller = vec![
+        ("gw-0".to_string(), pen(2, 5_000, 800)),
+        ("gw-1".to_string(), pen(0, 0, 799)),
+    ];
+    let st2 = source_status(
+        &quarantining_src("quarantine"),
+        Some(&sr),
+        with(&fuller),
+        &st,
+        "2026-01-01T00:01:00Z",
+    );
+    let near = cond(&st2.conditions, "QuarantineNearFull");
+    assert!(near.is_true());
+    assert_eq!(near.reason.as_deref(), Some("PenNearFull"));
+    let m = near.message.as_deref().unwrap();
+    assert!(m.contains("gw/gw-0: 800 bytes of 1000 bytes (80%)"), "{m}");
+    assert!(!m.contains("gw-1"), "{m}");
+    assert!(m.contains("ReplayJob of kind quarantine"), "{m}");
+    assert_eq!(
+        near.last_transition_time.as_deref(),
+        Some("2026-01-01T00:01:00Z")
+    );
+    // The other conditions kept their transition time.
+    assert_eq!(
+        cond(&st2.conditions, "Ready")
+            .last_transition_time
+            .as_deref(),
+        Some(NOW)
+    );
+
+    // Released everywhere: the status says 0, and the condition stays (False).
+    let empty = vec![("gw-0".to_string(), pen(0, 0, 100))];
+    let st3 = source_status(
+        &quarantining_src("quarantine"),
+        Some(&sr),
+        with(&empty),
+        &st2,
+        NOW,
+    );
+    let q = st3.quarantine.unwrap();
+    assert_eq!((q.entries, q.pods_with_entries, q.pods.len()), (0, 0, 0));
+    assert!(!cond(&st3.conditions, "QuarantineNearFull").is_true());
+
+    // A source that no longer quarantines but still has entries shows them, without the
+    // condition; one without entries shows nothing.
+    let st = source_status(
+        &quarantining_src("reject"),
+        Some(&sr),
+        with(&pens),
+        &SourceStatus::default(),
+        NOW,
+    );
+    assert_eq!(st.quarantine.as_ref().map(|q| q.entries), Some(5));
+    assert!(
+        st.conditions
+            .iter()
+            .all(|c| c.type_ != "QuarantineNearFull")
+    );
+    let st = source_status(
+        &quarantining_src("reject"),
+        Some(&sr),
+        with(&empty),
+        &SourceStatus::default(),
+        NOW,
+    );
+    assert_eq!(st.quarantine, None);
+    assert_eq!(st.conditions.len(), 3);
+}
+
+#[test]
+fn many_pods_holding_entries_are_counted_and_the_fullest_listed() {
+    let pens: Vec<(String, ankusa_api::PenStatus)> = (0..25)
+        .map(|n| (format!("gw-{n}"), pen(n + 1, 0, 0)))
+        .collect();
+    let q = gateway::source_quarantine("orders", true, &pens).unwrap();
+    assert_eq!(q.pods_with_entries, 25);
+    assert_eq!(q.entries, (1..=25).sum::<i64>());
+    assert_eq!(q.pods.len(), gateway::MAX_QUARANTINE_PODS);
+    assert_eq!(q.pods[0].pod, "gw-24");
+    // Past three near-full pods the message counts the rest.
+    let full: Vec<(String, ankusa_api::PenStatus)> = (0..5)
+        .map(|n| (format!("gw-{n}"), pen(1, 0, 1000)))
+        .collect();
+    let (on, _, m) = gateway::quarantine_near_full("gw", &full);
+    assert!(on);
+    assert!(
+        m.contains("gw/gw-2: ") && !m.contains("gw/gw-3: ") && m.contains("and 2 more pods"),
+        "{m}"
+    );
+    // Sizes read as people write them.
+    let big = ankusa_api::PenStatus {
+        bytes: 900 << 20,
+        max_bytes: 1 << 30,
+        ..pen(1, 0, 0)
+    };
+    let (_, _, m) = gateway::quarantine_near_full("gw", &[("gw-0".into(), big)]);
+    assert!(m.contains("gw/gw-0: 900.0 MiB of 1.0 GiB (87%)"), "{m}");
+    // No pod answered: nothing is claimed either way.
+    let (on, reason, _) = gateway::quarantine_near_full("gw", &[]);
+    assert_eq!((on, reason), (false, "NoReport"));
+}
+
+fn pod_with(n: u8, archive_failures: i64, dlq_full: bool) -> GatewayPodStatus {
+    GatewayPodStatus {
+        archive: Some(ankusa_crds::PodArchiveStatus {
+            pending: 7,
+            archived: 100,
+            failures: archive_failures,
+            last_error: (archive_failures > 0).then(|| "s3: PUT: status 503".into()),
+            ..Default::default()
+        }),
+        dlq: Some(ankusa_crds::PodDlqStatus {
+            rows: 10,
+            bytes: 1000,
+            full: dlq_full,
+        }),
+        ..pod(n, true, true)
+    }
+}
+
+#[test]
+fn a_full_dlq_or_failing_archive_degrades_the_gateway() {
+    let g = gw(2);
+    let r = rendered_ok(&g);
+    let st = |pods| gateway_status(&g, &r, pods, None, &Default::default(), NOW);
+    let ok = st(vec![pod_with(0, 2, false), pod_with(1, 0, false)]);
+    assert!(
+        !cond(&ok.conditions, "Degraded").is_true(),
+        "two failures are retried quietly"
+    );
+    assert!(cond(&ok.conditions, "Ready").is_true());
+
+    let failing = st(vec![pod_with(0, 3, false), pod_with(1, 0, false)]);
+    let d = cond(&failing.conditions, "Degraded");
+    assert!(d.is_true());
+    assert_eq!(d.reason.as_deref(), Some("ArchiveFailing"));
+    assert!(d.message.as_deref().unwrap().contains("gw-0"), "{d:?}");
+    assert!(
+        cond(&failing.conditions, "Ready").is_true(),
+        "still serving"
+    );
+
+    let full = st(vec![pod_with(0, 3, false), pod_with(1, 0, true)]);
+    let d = cond(&full.conditions, "Degraded");
+    assert_eq!(d.reason.as_deref(), Some("DlqFull"));
+    assert!(
+        d.message.as_deref().unwrap().contains("gw-1")
+            && d.message.as_deref().unwrap().contains("503 dlq_full"),
+        "{d:?}"
+    );
+}
+
+#[test]
+fn archive_and_dlq_counts_alone_are_not_a_steady_change() {
+    let g = gw(1);
+    let r = rendered_ok(&g);
+    let st = |pods| gateway_status(&g, &r, pods, None, &Default::default(), NOW);
+    let a = st(vec![pod_with(0, 0, false)]);
+    let mut busier = pod_with(0, 1, false);
+    busier.archive.as_mut().unwrap().pending = 900;
+    busier.dlq.as_mut().unwrap().rows = 77;
+    let b = st(vec![busier]);
+    assert_ne!(a, b);
+    assert_eq!(gateway::steady_part(&a), gateway::steady_part(&b));
+    // A DLQ turning full, or uploads failing long enough to degrade, is.
+    let c = st(vec![pod_with(0, 0, true)]);
+    assert_ne!(gateway::steady_part(&a), gateway::steady_part(&c));
+    let d = st(vec![pod_with(0, 5, false)]);
+    assert_ne!(gateway::steady_part(&a), gateway::steady_part(&d));
 }

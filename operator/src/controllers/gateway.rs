@@ -1,18 +1,23 @@
 //! Gateway → config Secret (one key per pod), Services, NetworkPolicy, StatefulSet; pushes
-//! each pod's config to its admin API and reads back the loaded hash and the sinks whose
-//! deliveries fail there; writes the status of the Gateway (with each Sink's delivery errors,
-//! which the Sink controller turns into the Sink's condition) and of its Sources. A Gateway naming a ServiceAccount the policy does not allow, or
-//! colliding with an object it does not own, is refused before anything is applied.
+//! each pod's config to its admin API and reads back, in the same `GET /v1/status`, the loaded
+//! hash, the sinks whose deliveries fail there, its quarantine pen, its archive and its DLQ;
+//! writes the status of the Gateway (with each Sink's delivery errors, which the Sink
+//! controller turns into the Sink's condition, and each pod's archive and DLQ) and of its
+//! Sources (with their quarantined hooks per pod). A Gateway naming a ServiceAccount the
+//! policy does not allow, or colliding with an object it does not own, is refused before
+//! anything is applied.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ankusa_api::{MAX_SINK_ERROR_BYTES, SinkFailure};
+use ankusa_api::{MAX_SINK_ERROR_BYTES, PenStatus, SinkFailure};
+use ankusa_config::OnVerifyFailure;
+use ankusa_crds::condition::QUARANTINE_NEAR_FULL;
 use ankusa_crds::names::{USABLE, USABLE_LABEL};
 use ankusa_crds::{
-    Gateway, GatewayPodStatus, GatewayStatus, RenderedSink, Sink, SinkDeliveryError, Source,
-    SourceStatus,
+    Condition, Gateway, GatewayPodStatus, GatewayStatus, PodArchiveStatus, PodDlqStatus,
+    QuarantineOnPod, RenderedSink, Sink, SinkDeliveryError, Source, SourceQuarantine, SourceStatus,
 };
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Pod, Secret, Service};
@@ -29,7 +34,9 @@ use crate::context::{
 };
 use crate::render::{self, Inputs, Outcome, Rendered, SecretValues, SourceRender};
 use crate::resources;
-use crate::status::{Conds, conditions, fraction, now_rfc3339, rfc3339_from_ms, same_conditions};
+use crate::status::{
+    Conds, condition, conditions, fraction, now_rfc3339, rfc3339_from_ms, same_conditions,
+};
 
 pub const CONTROLLER: &str = "gateway";
 
@@ -160,13 +167,18 @@ pub async fn reconcile(gw: Arc<Gateway>, ctx: Arc<Ctx>) -> Result<Action> {
     )
     .await;
 
-    let (observed, failing): (Vec<_>, Vec<_>) = observed
+    let mut failing = Vec::with_capacity(observed.len());
+    let mut pens = Vec::new();
+    let observed: Vec<GatewayPodStatus> = observed
         .into_iter()
-        .map(|(pod, failing)| {
-            let name = pod.name.clone();
-            (pod, (name, failing))
+        .map(|(pod, report)| {
+            failing.push((pod.name.clone(), report.failing));
+            if let Some(pen) = report.pen {
+                pens.push((pod.name.clone(), pen));
+            }
+            pod
         })
-        .unzip();
+        .collect();
     let now = now_rfc3339();
     let old = gw.status.clone().unwrap_or_default();
     let mut status = gateway_status(&gw, &rendered, observed, storage_note, &old, &now);
@@ -181,6 +193,7 @@ pub async fn reconcile(gw: Arc<Gateway>, ctx: Arc<Ctx>) -> Result<Action> {
         .iter()
         .any(|c| c.type_ == "Ready" && c.is_true());
     let programmed = status.programmed_replicas;
+    let gw_name = gw.name_any();
     if !same_status(&old, &status) && status_write_due(&ctx, &gw, &old, &status) {
         write_gateway_status(&ctx, &gw, status).await?;
     }
@@ -200,10 +213,12 @@ pub async fn reconcile(gw: Arc<Gateway>, ctx: Arc<Ctx>) -> Result<Action> {
             programmed,
             desired: gw.spec.replicas,
             prefix: &prefix,
+            gateway: &gw_name,
+            pens: &pens,
         };
         let new = source_status(src, sr, view, &old, &now);
         source_events(&ctx, src, &old, &new).await;
-        if !same_source_status(&old, &new) {
+        if !same_source_status(&old, &new) && source_write_due(&ctx, src, &old, &new) {
             let api: Api<Source> = Api::namespaced(client.clone(), &ns);
             let body = json!({
                 "apiVersion": "ankusa.dev/v1alpha1",
@@ -471,16 +486,46 @@ fn keep_claim_templates(
     note
 }
 
-/// Polls one pod (pushing its config when it runs another): what it runs, and the sinks whose
-/// latest delivery attempt failed there.
+/// What one `GET /v1/status` of a pod says beyond its own status: read once per poll, handed
+/// to the Sinks (failing deliveries) and the Sources (their quarantined hooks).
+#[derive(Debug, Clone, Default)]
+pub struct PodReport {
+    /// Sinks whose latest delivery attempt failed there.
+    pub failing: Vec<SinkFailure>,
+    /// Its quarantine pen (a pod of a version without one reports none).
+    pub pen: Option<PenStatus>,
+}
+
+/// The archive and DLQ parts of a pod's `GET /v1/status`, as the Gateway's status shows them.
+pub fn pod_archive_dlq(s: &ankusa_api::Status) -> (Option<PodArchiveStatus>, Option<PodDlqStatus>) {
+    let archive = s.archive.as_ref().map(|a| PodArchiveStatus {
+        pending: a.pending,
+        archived: a.archived,
+        last_upload_at: a.last_upload_at.and_then(rfc3339_from_ms),
+        failures: i64::try_from(a.failures).unwrap_or(i64::MAX),
+        last_error: a
+            .last_error
+            .clone()
+            .map(|e| truncate(e, MAX_SINK_ERROR_BYTES)),
+    });
+    let dlq = s.dlq.as_ref().map(|d| PodDlqStatus {
+        rows: d.rows,
+        bytes: d.bytes,
+        full: d.full,
+    });
+    (archive, dlq)
+}
+
+/// Polls one pod (pushing its config when it runs another): what it runs, its archive and
+/// DLQ, and the report for the Sinks and Sources.
 async fn observe_pod(
     ctx: &Ctx,
     gw: &Gateway,
     pod: &Pod,
     desired: Option<&PodConfig>,
     access: &AdminAccess,
-) -> (GatewayPodStatus, Vec<SinkFailure>) {
-    let mut failing = Vec::new();
+) -> (GatewayPodStatus, PodReport) {
+    let mut report = PodReport::default();
     let mut st = GatewayPodStatus {
         name: pod.name_any(),
         uid: pod.uid(),
@@ -492,14 +537,16 @@ async fn observe_pod(
     };
     let Some(target) = pod_target(pod, gw.spec.ports.admin, access) else {
         st.last_error = Some("not running".into());
-        return (st, failing);
+        return (st, report);
     };
     let status = ctx.admin.status(&target).await;
     ctx.metrics.pod_call("status", &status);
     match status {
         Err(e) => st.last_error = Some(e.to_string()),
         Ok(s) => {
-            failing = s.failing_sinks.clone();
+            report.failing = s.failing_sinks.clone();
+            report.pen = s.quarantine.clone();
+            (st.archive, st.dlq) = pod_archive_dlq(&s);
             st.config_hash = Some(s.config_hash.clone());
             st.restart_required = s.restart_required.clone();
             if let Some(e) = &s.last_reload_error {
@@ -524,7 +571,7 @@ async fn observe_pod(
         }
     }
     st.programmed = desired.is_some_and(|d| st.config_hash.as_deref() == Some(d.hash.as_str()));
-    (st, failing)
+    (st, report)
 }
 
 /// Most pods a Gateway lists per Sink in `deliveryErrors` (`failingPods` counts them all): the
@@ -630,6 +677,20 @@ pub fn gateway_status(
         .filter(|p| !p.restart_required.is_empty())
         .map(|p| format!("{} ({})", p.name, p.restart_required.join(", ")))
         .collect();
+    let dlq_full: Vec<&str> = pods
+        .iter()
+        .filter(|p| p.dlq.as_ref().is_some_and(|d| d.full))
+        .map(|p| p.name.as_str())
+        .collect();
+    let archive_failing: Vec<&str> = pods
+        .iter()
+        .filter(|p| {
+            p.archive
+                .as_ref()
+                .is_some_and(|a| a.failures >= ARCHIVE_FAILING_AFTER)
+        })
+        .map(|p| p.name.as_str())
+        .collect();
     let all_good = rendered.error.is_none() && ready >= desired && programmed >= desired;
     let ready_c = if let Some(e) = &rendered.error {
         (false, "InvalidConfig", e.clone())
@@ -682,6 +743,25 @@ pub fn gateway_status(
                 restart.join(", ")
             ),
         )
+    } else if !dlq_full.is_empty() {
+        (
+            true,
+            "DlqFull",
+            format!(
+                "the dead-letter queue of {} is over a spec.settings.queue.dlq bound with nothing archived to evict: \
+                 new hooks get 503 dlq_full until the archive catches up (or replay or purge the DLQ)",
+                dlq_full.join(", ")
+            ),
+        )
+    } else if !archive_failing.is_empty() {
+        (
+            true,
+            "ArchiveFailing",
+            format!(
+                "archive uploads keep failing on {} (status.pods[].archive.lastError); hooks wait on the pods' volumes",
+                archive_failing.join(", ")
+            ),
+        )
     } else if let Some(n) = storage_note {
         (true, "StorageChangeIgnored", n)
     } else {
@@ -725,8 +805,14 @@ pub fn gateway_status(
     }
 }
 
-/// Least time between two Gateway status writes that change only delivery errors.
+/// Least time between two Gateway status writes that change only delivery errors or the
+/// pods' archive and DLQ counts (and between two Source status writes that change only
+/// quarantine counts).
 pub const DELIVERY_WRITE_EVERY: Duration = Duration::from_secs(20);
+
+/// Failed archive uploads in a row on a pod that make the Gateway `Degraded`
+/// (`ArchiveFailing`): one failure is retried with back-off and usually passes.
+pub const ARCHIVE_FAILING_AFTER: i64 = 3;
 
 fn delivery_write_key(gw: &Gateway) -> String {
     format!(
@@ -736,21 +822,45 @@ fn delivery_write_key(gw: &Gateway) -> String {
     )
 }
 
-/// Whether a changed status is written now. Delivery errors change with every failed attempt
-/// (the count, the text; a flaky receiver makes a pod's entry come and go), and each write
-/// wakes this controller and the Sink controller again: a status that differs only there is
-/// written at most every `DELIVERY_WRITE_EVERY` (the first failure at once), the next poll
-/// after that catching up. Any other change is written at once, with the errors as they are.
-fn status_write_due(ctx: &Ctx, gw: &Gateway, old: &GatewayStatus, new: &GatewayStatus) -> bool {
-    let without_delivery = |st: &GatewayStatus| {
-        let mut st = st.clone();
-        for s in &mut st.sinks {
-            s.delivery_errors.clear();
-            s.failing_pods = 0;
+/// A Gateway status without what changes with every poll: the delivery errors, and the
+/// pods' archive and DLQ counts (kept: whether uploads fail long enough to degrade the
+/// Gateway, and whether the DLQ is full).
+pub fn steady_part(st: &GatewayStatus) -> GatewayStatus {
+    let mut st = st.clone();
+    for s in &mut st.sinks {
+        s.delivery_errors.clear();
+        s.failing_pods = 0;
+    }
+    for p in &mut st.pods {
+        if let Some(a) = &mut p.archive {
+            *a = PodArchiveStatus {
+                // Only whether they degrade the Gateway.
+                failures: if a.failures >= ARCHIVE_FAILING_AFTER {
+                    ARCHIVE_FAILING_AFTER
+                } else {
+                    0
+                },
+                ..Default::default()
+            };
         }
-        st
-    };
-    !same_status(&without_delivery(old), &without_delivery(new))
+        if let Some(d) = &mut p.dlq {
+            *d = PodDlqStatus {
+                full: d.full,
+                ..Default::default()
+            };
+        }
+    }
+    st
+}
+
+/// Whether a changed status is written now. Delivery errors change with every failed attempt
+/// (the count, the text; a flaky receiver makes a pod's entry come and go), archive and DLQ
+/// counts with every hook, and each write wakes this controller and the Sink controller
+/// again: a status that differs only there is written at most every `DELIVERY_WRITE_EVERY`
+/// (the first failure at once), the next poll after that catching up. Any other change is
+/// written at once, with the counts as they are.
+fn status_write_due(ctx: &Ctx, gw: &Gateway, old: &GatewayStatus, new: &GatewayStatus) -> bool {
+    !same_status(&steady_part(old), &steady_part(new))
         || ctx
             .poll_due(&delivery_write_key(gw), DELIVERY_WRITE_EVERY)
             .is_none()
@@ -778,6 +888,131 @@ pub struct GatewayView<'a> {
     pub desired: i32,
     /// `http.prefix` of the ingest URL.
     pub prefix: &'a str,
+    /// The Gateway's name (for messages naming its pods).
+    pub gateway: &'a str,
+    /// The quarantine pen of each pod that answered, by pod name.
+    pub pens: &'a [(String, PenStatus)],
+}
+
+/// A pen at or over this share of its `max_bytes` makes its Sources' `QuarantineNearFull`
+/// True.
+pub const QUARANTINE_NEAR_FULL_PERCENT: u64 = 80;
+
+/// Pods a Source's `status.quarantine.pods` lists (the fullest first); the totals count all.
+pub const MAX_QUARANTINE_PODS: usize = 10;
+
+/// Pods a `QuarantineNearFull` message names.
+const NEAR_FULL_MESSAGE_PODS: usize = 3;
+
+fn near_full(pen: &PenStatus) -> bool {
+    pen.max_bytes > 0
+        && u128::try_from(pen.bytes.max(0)).unwrap_or(0) * 100
+            >= u128::from(pen.max_bytes) * u128::from(QUARANTINE_NEAR_FULL_PERCENT)
+}
+
+/// `812 bytes`, `3.4 KiB`, `850.0 MiB`, `1.0 GiB`.
+fn human_bytes(bytes: u64) -> String {
+    const UNITS: [(&str, u64); 3] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
+    UNITS
+        .iter()
+        .find(|(_, size)| bytes >= *size)
+        .map(|(unit, size)| format!("{:.1} {unit}", bytes as f64 / *size as f64))
+        .unwrap_or_else(|| format!("{bytes} bytes"))
+}
+
+/// This source's share of the pods' pens: with `onVerifyFailure: quarantine`, or while any
+/// pod holds entries of it; `None` otherwise.
+pub fn source_quarantine(
+    id: &str,
+    quarantine_mode: bool,
+    pens: &[(String, PenStatus)],
+) -> Option<SourceQuarantine> {
+    let mut q = SourceQuarantine::default();
+    let mut oldest: Option<u64> = None;
+    for (pod, pen) in pens {
+        let Some(mine) = pen.sources.iter().find(|s| s.source == id) else {
+            continue;
+        };
+        if mine.entries <= 0 {
+            continue;
+        }
+        q.entries += mine.entries;
+        q.bytes += mine.bytes;
+        q.pods_with_entries += 1;
+        if let Some(t) = mine.oldest_received_at {
+            oldest = Some(oldest.map_or(t, |o| o.min(t)));
+        }
+        q.pods.push(QuarantineOnPod {
+            pod: pod.clone(),
+            entries: mine.entries,
+            bytes: mine.bytes,
+            oldest: mine.oldest_received_at.and_then(rfc3339_from_ms),
+            pen_bytes: pen.bytes,
+            pen_max_bytes: i64::try_from(pen.max_bytes).unwrap_or(i64::MAX),
+        });
+    }
+    if q.entries == 0 && !quarantine_mode {
+        return None;
+    }
+    q.oldest = oldest.and_then(rfc3339_from_ms);
+    q.pods
+        .sort_by(|a, b| b.entries.cmp(&a.entries).then_with(|| a.pod.cmp(&b.pod)));
+    q.pods.truncate(MAX_QUARANTINE_PODS);
+    Some(q)
+}
+
+/// `QuarantineNearFull` of a Source with `onVerifyFailure: quarantine`: True while some pod's
+/// pen (every source's entries) holds `QUARANTINE_NEAR_FULL_PERCENT` of its `max_bytes`.
+pub fn quarantine_near_full(
+    gateway: &str,
+    pens: &[(String, PenStatus)],
+) -> (bool, &'static str, String) {
+    if pens.is_empty() {
+        return (
+            false,
+            "NoReport",
+            "no pod has reported its quarantine pen yet".to_string(),
+        );
+    }
+    let full: Vec<&(String, PenStatus)> = pens.iter().filter(|(_, p)| near_full(p)).collect();
+    if full.is_empty() {
+        return (
+            false,
+            "BelowThreshold",
+            format!(
+                "every pod's quarantine pen holds less than {QUARANTINE_NEAR_FULL_PERCENT}% of quarantine.max_bytes"
+            ),
+        );
+    }
+    let mut parts: Vec<String> = full
+        .iter()
+        .take(NEAR_FULL_MESSAGE_PODS)
+        .map(|(pod, p)| {
+            let pct =
+                u128::try_from(p.bytes.max(0)).unwrap_or(0) * 100 / u128::from(p.max_bytes.max(1));
+            format!(
+                "{gateway}/{pod}: {} of {} ({pct}%)",
+                human_bytes(u64::try_from(p.bytes.max(0)).unwrap_or(0)),
+                human_bytes(p.max_bytes)
+            )
+        })
+        .collect();
+    if full.len() > NEAR_FULL_MESSAGE_PODS {
+        parts.push(format!(
+            "and {} more pods",
+            full.len() - NEAR_FULL_MESSAGE_PODS
+        ));
+    }
+    (
+        true,
+        "PenNearFull",
+        format!(
+            "quarantine pen near full on {}; at max_bytes new quarantined hooks get 503 quarantine_full: \
+             release them with a ReplayJob of kind quarantine once the source verifies them, or purge them \
+             (DELETE /v1/quarantine)",
+            parts.join("; ")
+        ),
+    )
 }
 
 /// A Source's status (the fields the gateway controller owns) from how it was rendered and
@@ -832,13 +1067,26 @@ pub fn source_status(
             Conds::under_way("Programming", m)
         }
     };
+    let quarantine_mode = src.spec.on_verify_failure == Some(OnVerifyFailure::Quarantine);
+    let mut conditions = conditions(&old.conditions, conds, generation, now);
+    if quarantine_mode {
+        let (status, reason, message) = quarantine_near_full(gw.gateway, gw.pens);
+        conditions.push(condition(
+            &old.conditions,
+            QUARANTINE_NEAR_FULL,
+            (status, reason, message),
+            generation,
+            now,
+        ));
+    }
     SourceStatus {
         observed_generation: generation,
-        conditions: conditions(&old.conditions, conds, generation, now),
+        conditions,
         programmed: Some(fraction(programmed, desired)),
         programmed_replicas: programmed,
         replicas: desired,
         path: Some(format!("{prefix}/{id}")),
+        quarantine: source_quarantine(&id, quarantine_mode, gw.pens),
         source_id: Some(id),
         drain: None,
     }
@@ -852,6 +1100,40 @@ fn same_source_status(a: &SourceStatus, b: &SourceStatus) -> bool {
         && a.replicas == b.replicas
         && a.source_id == b.source_id
         && a.path == b.path
+        && a.quarantine == b.quarantine
+}
+
+fn quarantine_write_key(src: &Source) -> String {
+    format!(
+        "source-quarantine/{}/{}",
+        src.namespace().unwrap_or_default(),
+        src.name_any()
+    )
+}
+
+/// A Source status without its quarantine counts (kept: whether it has entries at all).
+fn source_steady_part(st: &SourceStatus) -> SourceStatus {
+    let mut st = st.clone();
+    if let Some(q) = &mut st.quarantine {
+        *q = SourceQuarantine {
+            entries: q.entries.min(1),
+            ..Default::default()
+        };
+    }
+    st
+}
+
+/// Whether a changed Source status is written now: quarantine counts change with every forged
+/// or mis-signed request and each write wakes the Gateway controller again, so a status that
+/// differs only in them is written at most every `DELIVERY_WRITE_EVERY`; the first entry, the
+/// last one leaving, and any other change at once.
+fn source_write_due(ctx: &Ctx, src: &Source, old: &SourceStatus, new: &SourceStatus) -> bool {
+    let key = quarantine_write_key(src);
+    if new.quarantine.is_none() {
+        ctx.forget_poll(&key);
+    }
+    !same_source_status(&source_steady_part(old), &source_steady_part(new))
+        || ctx.poll_due(&key, DELIVERY_WRITE_EVERY).is_none()
 }
 
 async fn write_gateway_status(ctx: &Ctx, gw: &Gateway, status: GatewayStatus) -> Result<()> {
@@ -930,7 +1212,43 @@ fn short(h: Option<&str>) -> &str {
     h.map(|h| &h[..h.len().min(12)]).unwrap_or("")
 }
 
+/// Events of the quarantine transitions: the first hooks of this source held in a pen (a
+/// secret rotation gone wrong, or forgeries), and a pen reaching its near-full mark.
+async fn quarantine_events(ctx: &Ctx, src: &Source, old: &SourceStatus, new: &SourceStatus) {
+    let had = old.quarantine.as_ref().is_some_and(|q| q.entries > 0);
+    if let Some(q) = new.quarantine.as_ref().filter(|q| q.entries > 0 && !had) {
+        let pods: Vec<String> = q
+            .pods
+            .iter()
+            .map(|p| format!("{} ({})", p.pod, p.entries))
+            .collect();
+        ctx.event(
+            src,
+            EventType::Warning,
+            "Quarantined",
+            format!(
+                "{} hooks failed verification and are held in the quarantine pen of {}; once the source \
+                 verifies them (its secrets fixed), release them with a ReplayJob of kind quarantine",
+                q.entries,
+                pods.join(", ")
+            ),
+        )
+        .await;
+    }
+    let near = |st: &SourceStatus| {
+        cond(&st.conditions, QUARANTINE_NEAR_FULL).is_some_and(Condition::is_true)
+    };
+    if near(new) && !near(old) {
+        let msg = cond(&new.conditions, QUARANTINE_NEAR_FULL)
+            .and_then(|c| c.message.clone())
+            .unwrap_or_default();
+        ctx.event(src, EventType::Warning, QUARANTINE_NEAR_FULL, msg)
+            .await;
+    }
+}
+
 async fn source_events(ctx: &Ctx, src: &Source, old: &SourceStatus, new: &SourceStatus) {
+    quarantine_events(ctx, src, old, new).await;
     let was = cond(&old.conditions, "Ready");
     let now = cond(&new.conditions, "Ready");
     if let Some(n) = now {

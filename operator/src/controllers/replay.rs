@@ -1,4 +1,5 @@
-//! ReplayJob: `POST /v1/replays` on every pod of the Gateway with `job_id` = the object's UID,
+//! ReplayJob: `POST /v1/replays` on every pod of the Gateway with `job_id` = the object's UID
+//! and the body of its kind (`dlq`, `archive` with its window and sinks, `quarantine`),
 //! polls each pod, aggregates; a pod whose UID changed (recreated) is asked again with the
 //! same job id (the gateway finds the existing job, nothing is duplicated); deletion while
 //! running cancels the job on every pod first (finalizer); terminal phases stop requeueing.
@@ -10,7 +11,8 @@ use std::time::Duration;
 use ankusa_api::{CreateReplay, DeadFilter, JobState, JobView};
 use ankusa_crds::names::{REPLAY_FINALIZER, RESUME_ANNOTATION};
 use ankusa_crds::{
-    Gateway, ReplayJob, ReplayJobSpec, ReplayJobStatus, ReplayPhase, ReplayPodStatus, Source,
+    Gateway, ReplayJob, ReplayJobSpec, ReplayJobStatus, ReplayKind, ReplayPhase, ReplayPodStatus,
+    Source,
 };
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch};
@@ -56,14 +58,73 @@ pub fn error_policy(_rj: Arc<ReplayJob>, err: &Error, ctx: Arc<Ctx>) -> Action {
     Action::requeue(Duration::from_secs(if err.is_waiting() { 3 } else { 10 }))
 }
 
+/// An RFC 3339 time of the spec as unix milliseconds; errors name `field`.
+fn unix_ms(field: &str, v: &str) -> Result<u64, String> {
+    v.parse::<k8s_openapi::jiff::Timestamp>()
+        .map_err(|e| format!("{field} is not an RFC 3339 time: {e}"))
+        .and_then(|t| {
+            u64::try_from(t.as_millisecond()).map_err(|_| format!("{field} is before 1970"))
+        })
+}
+
+/// The position of Sink `sink` among `src`'s sinks (the gateway's sink index).
+fn sink_index(src: &Source, sink: &str, field: &str) -> Result<u16, String> {
+    let idx = src
+        .spec
+        .sinks
+        .iter()
+        .position(|r| r.name == sink)
+        .ok_or_else(|| format!("{field}: Source {} has no sink {sink:?}", src.name_any()))?;
+    u16::try_from(idx).map_err(|_| format!("{field}: {sink:?} is past sink 65535"))
+}
+
 /// The request every pod receives (`POST /v1/replays`), from the spec; the Source and Sink
-/// names are resolved to the gateway's source id and sink index.
+/// names are resolved to the gateway's source id and sink indexes. The rules the CRD states
+/// in CEL are checked here as well (servers before 1.25 do not enforce CEL).
 pub fn build_request(
     spec: &ReplayJobSpec,
     job_id: &str,
     sources: &[Source],
 ) -> Result<CreateReplay, String> {
+    let kind = spec.kind;
     let f = &spec.filter;
+    let refuse = |field: &str, why: &str| Err(format!("{field}: {why}"));
+    match kind {
+        ReplayKind::Archive => {
+            for (set, field) in [
+                (f.sink.is_some(), "filter.sink"),
+                (f.error_class.is_some(), "filter.errorClass"),
+                (f.since.is_some(), "filter.since"),
+                (f.until.is_some(), "filter.until"),
+            ] {
+                if set {
+                    return refuse(
+                        field,
+                        "not a filter of kind archive (it takes filter.tenant, filter.source and filter.id; the window is archive.from and archive.to, the sinks archive.sinks)",
+                    );
+                }
+            }
+            if spec.archive.is_none() {
+                return refuse(
+                    "archive",
+                    "kind archive requires archive.from and archive.to",
+                );
+            }
+        }
+        ReplayKind::Quarantine | ReplayKind::Dlq => {
+            if spec.archive.is_some() {
+                return refuse("archive", "is only for kind archive");
+            }
+            if kind == ReplayKind::Quarantine {
+                if f.sink.is_some() {
+                    return refuse("filter.sink", "not a filter of kind quarantine");
+                }
+                if f.error_class.is_some() {
+                    return refuse("filter.errorClass", "not a filter of kind quarantine");
+                }
+            }
+        }
+    }
     let mut filter = DeadFilter {
         tenant: f.tenant.clone(),
         ..Default::default()
@@ -84,37 +145,25 @@ pub fn build_request(
                 "filter.sink {sink:?} needs filter.source naming an existing Source"
             ));
         };
-        let idx = src
-            .spec
-            .sinks
-            .iter()
-            .position(|r| &r.name == sink)
-            .ok_or_else(|| {
-                format!(
-                    "filter.sink: Source {} has no sink {sink:?}",
-                    src.name_any()
-                )
-            })?;
-        filter.sink = Some(
-            u16::try_from(idx).map_err(|_| format!("filter.sink: {sink:?} is past sink 65535"))?,
-        );
+        filter.sink = Some(sink_index(src, sink, "filter.sink")?);
     }
     filter.error_class = f.error_class;
-    let ms = |field: &str, v: &Option<String>| -> Result<Option<u64>, String> {
-        match v {
-            None => Ok(None),
-            Some(s) => s
-                .parse::<k8s_openapi::jiff::Timestamp>()
-                .map_err(|e| format!("filter.{field} is not an RFC 3339 time: {e}"))
-                .and_then(|t| {
-                    u64::try_from(t.as_millisecond())
-                        .map_err(|_| format!("filter.{field} is before 1970"))
-                })
-                .map(Some),
-        }
-    };
-    let since = ms("since", &f.since)?;
-    let until = ms("until", &f.until)?;
+    if let Some(id) = &f.id {
+        filter.id = Some(
+            serde_json::from_value(serde_json::Value::String(id.clone()))
+                .map_err(|_| "filter.id: not a hook id (a UUID)".to_string())?,
+        );
+    }
+    let since = f
+        .since
+        .as_deref()
+        .map(|v| unix_ms("filter.since", v))
+        .transpose()?;
+    let until = f
+        .until
+        .as_deref()
+        .map(|v| unix_ms("filter.until", v))
+        .transpose()?;
     if let (Some(s), Some(u)) = (since, until)
         && s > u
     {
@@ -125,18 +174,65 @@ pub fn build_request(
     if let Some(r) = spec.rate {
         ankusa_api::check_rate(r).map_err(|m| format!("rate {m}"))?;
     }
-    Ok(CreateReplay {
+    let mut body = CreateReplay {
         rate: spec.rate,
         max_lag_ms: spec.max_lag_ms,
         pause_after_dead: spec.pause_after_dead,
         ..CreateReplay::dlq(job_id, filter)
-    })
+    };
+    body.kind = kind.as_str().to_string();
+    if let Some(a) = &spec.archive {
+        let from = unix_ms("archive.from", &a.from)?;
+        let to = unix_ms("archive.to", &a.to)?;
+        if from >= to {
+            return Err("archive.from must be before archive.to".into());
+        }
+        body.from = Some(from);
+        body.to = Some(to);
+        if !a.sinks.is_empty() {
+            let Some(Ok(src)) = source else {
+                return Err(
+                    "archive.sinks needs filter.source naming an existing Source (the sinks are that Source's)"
+                        .into(),
+                );
+            };
+            let mut idx = Vec::with_capacity(a.sinks.len());
+            for (i, sink) in a.sinks.iter().enumerate() {
+                let n = sink_index(src, sink, &format!("archive.sinks[{i}]"))?;
+                if idx.contains(&n) {
+                    return Err(format!("archive.sinks[{i}]: names Sink {sink:?} twice"));
+                }
+                idx.push(n);
+            }
+            if idx.len() > ankusa_api::MAX_ARCHIVE_SINKS {
+                return Err(format!(
+                    "archive.sinks: names at most {} sinks",
+                    ankusa_api::MAX_ARCHIVE_SINKS
+                ));
+            }
+            body.sinks = Some(idx);
+        }
+    }
+    Ok(body)
 }
 
-fn update_from_view(rec: &mut ReplayPodStatus, v: &JobView, now: &str) {
+/// The kind of a request sent earlier (`status.request`).
+fn request_kind(body: &CreateReplay) -> ReplayKind {
+    match body.kind.as_str() {
+        ankusa_api::KIND_ARCHIVE => ReplayKind::Archive,
+        ankusa_api::KIND_QUARANTINE => ReplayKind::Quarantine,
+        _ => ReplayKind::Dlq,
+    }
+}
+
+fn update_from_view(rec: &mut ReplayPodStatus, kind: ReplayKind, v: &JobView, now: &str) {
+    let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
     rec.state = v.job.state.as_str().to_string();
-    rec.moved = v.job.moved as i64;
-    rec.scanned = v.job.scanned as i64;
+    rec.moved = count(v.job.moved);
+    rec.scanned = count(v.job.scanned);
+    rec.released = (kind != ReplayKind::Dlq).then(|| count(v.job.released));
+    rec.skipped = (kind != ReplayKind::Dlq).then(|| count(v.job.skipped));
+    rec.corrupt_segments = (kind == ReplayKind::Archive).then(|| count(v.job.corrupt_segments));
     rec.delivered = v.delivered;
     rec.failed = v.failed;
     rec.outstanding = v.outstanding;
@@ -185,7 +281,7 @@ async fn sync_pod(
     };
     match result {
         Ok(v) => {
-            update_from_view(&mut rec, &v, now);
+            update_from_view(&mut rec, request_kind(body), &v, now);
             rec.pod_uid = Some(t.uid.clone());
         }
         Err(e) => {
@@ -371,9 +467,9 @@ async fn apply(rj: &ReplayJob, ctx: &Ctx, key: &str) -> Result<Action> {
                 .find(|p| p.name_any() == name)
                 .and_then(|p| pod_target(p, gw.spec.ports.admin, &access))
         };
-        resume_paused(ctx, rj, &mut records, targets, &now).await?;
+        resume_paused(ctx, rj, &mut records, targets, request_kind(&body), &now).await?;
     }
-    let agg = replay_aggregate(&records);
+    let agg = replay_aggregate(request_kind(&body), &records);
     let mut degraded = agg.degraded.clone();
     if spec_changed {
         let m = "the spec changed after the job started; ReplayJob specs are immutable, the original request is kept (create a new ReplayJob)".to_string();
@@ -401,6 +497,9 @@ async fn apply(rj: &ReplayJob, ctx: &Ctx, key: &str) -> Result<Action> {
         moved: agg.moved,
         delivered: agg.delivered,
         failed: agg.failed,
+        released: agg.released,
+        skipped: agg.skipped,
+        corrupt_segments: agg.corrupt_segments,
         pods: records,
         message: Some(agg.message.clone()),
     };
@@ -432,6 +531,7 @@ async fn resume_paused(
     rj: &ReplayJob,
     records: &mut [ReplayPodStatus],
     target: impl Fn(&str) -> Option<PodTarget>,
+    kind: ReplayKind,
     now: &str,
 ) -> Result<()> {
     let mut resumed = Vec::new();
@@ -448,7 +548,7 @@ async fn resume_paused(
         ctx.metrics.pod_call("resume_replay", &r);
         match r {
             Ok(Some(v)) => {
-                update_from_view(rec, &v, now);
+                update_from_view(rec, kind, &v, now);
                 resumed.push(rec.pod.clone());
             }
             Ok(None) => left.push(format!("{}: job not found", rec.pod)),
@@ -537,14 +637,15 @@ async fn cleanup(rj: &ReplayJob, ctx: &Ctx) -> Result<Action> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ankusa_crds::LocalRef;
     use ankusa_crds::replay::{ErrorClass, ReplayFilterSpec};
+    use ankusa_crds::{ArchiveReplaySpec, LocalRef};
 
     fn spec(filter: ReplayFilterSpec) -> ReplayJobSpec {
         ReplayJobSpec {
             gateway_ref: LocalRef { name: "gw".into() },
             kind: Default::default(),
             filter,
+            archive: None,
             rate: Some(50),
             max_lag_ms: None,
             pause_after_dead: None,
@@ -571,6 +672,7 @@ mod tests {
                 source: Some("orders".into()),
                 sink: Some("b".into()),
                 error_class: Some(ErrorClass::Transient),
+                id: None,
                 since: Some("2026-01-01T00:00:00Z".into()),
                 until: None,
             }),
@@ -624,5 +726,212 @@ mod tests {
         });
         let gone = serde_json::to_value(build_request(&gone, "j", &sources).unwrap()).unwrap();
         assert_eq!(gone["filter"]["source_id"], "old");
+    }
+
+    fn orders_filter() -> ReplayFilterSpec {
+        ReplayFilterSpec {
+            tenant: Some("acme".into()),
+            source: Some("orders".into()),
+            ..Default::default()
+        }
+    }
+
+    fn archive(from: &str, to: &str, sinks: &[&str]) -> Option<ArchiveReplaySpec> {
+        Some(ArchiveReplaySpec {
+            from: from.into(),
+            to: to.into(),
+            sinks: sinks.iter().map(|s| s.to_string()).collect(),
+        })
+    }
+
+    #[test]
+    fn archive_requests_carry_the_window_and_sink_indexes() {
+        let sources = [source("orders", Some("orders-v2"), &["a", "b", "c"])];
+        let mut s = spec(orders_filter());
+        s.kind = ReplayKind::Archive;
+        s.archive = archive("2026-01-01T00:00:00Z", "2026-01-01T01:00:00Z", &["c", "a"]);
+        let body = build_request(&s, "j", &sources).unwrap();
+        assert_eq!(
+            serde_json::to_value(&body).unwrap(),
+            json!({
+                "job_id": "j",
+                "kind": "archive",
+                "filter": {"tenant": "acme", "source_id": "orders-v2"},
+                "rate": 50,
+                "from": 1_767_225_600_000u64,
+                "to": 1_767_229_200_000u64,
+                "sinks": [2, 0]
+            })
+        );
+        // What the gateway checks of it passes.
+        let w = body.archive_window().unwrap().unwrap();
+        assert_eq!(
+            (w.from, w.to, w.sinks),
+            (1_767_225_600_000, 1_767_229_200_000, vec![0, 2])
+        );
+        // Without sinks: every sink of each hook's source, and no source needed.
+        s.filter.source = None;
+        s.archive = archive("2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z", &[]);
+        let body = serde_json::to_value(build_request(&s, "j", &sources).unwrap()).unwrap();
+        assert!(body.get("sinks").is_none(), "{body}");
+        assert_eq!(body["filter"], json!({"tenant": "acme"}));
+        // One hook by its id.
+        s.filter.id = Some("0190a5b2-1111-7222-8333-444455556666".into());
+        let body = serde_json::to_value(build_request(&s, "j", &sources).unwrap()).unwrap();
+        assert_eq!(
+            body["filter"],
+            json!({"tenant": "acme", "id": "0190a5b2-1111-7222-8333-444455556666"})
+        );
+    }
+
+    #[test]
+    fn quarantine_requests_take_a_receive_window_and_a_hook_id() {
+        let sources = [source("orders", None, &["a"])];
+        let mut s = spec(ReplayFilterSpec {
+            id: Some("0190a5b2-1111-7222-8333-444455556666".into()),
+            since: Some("2026-01-01T00:00:00Z".into()),
+            until: Some("2026-01-01T00:00:01Z".into()),
+            ..orders_filter()
+        });
+        s.kind = ReplayKind::Quarantine;
+        let body = serde_json::to_value(build_request(&s, "j", &sources).unwrap()).unwrap();
+        assert_eq!(
+            body,
+            json!({
+                "job_id": "j",
+                "kind": "quarantine",
+                "filter": {"tenant": "acme", "source_id": "orders",
+                           "id": "0190a5b2-1111-7222-8333-444455556666",
+                           "since": 1_767_225_600_000u64, "until": 1_767_225_601_000u64},
+                "rate": 50
+            })
+        );
+    }
+
+    #[test]
+    fn kind_rules_hold_without_cel() {
+        let sources = [source("orders", None, &["a", "b"])];
+        let err = |kind, filter: ReplayFilterSpec, a: Option<ArchiveReplaySpec>| {
+            let mut s = spec(filter);
+            s.kind = kind;
+            s.archive = a;
+            build_request(&s, "j", &sources).unwrap_err()
+        };
+        let window = || archive("2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z", &[]);
+        let cases = [
+            (
+                err(ReplayKind::Archive, orders_filter(), None),
+                "archive: kind archive requires",
+            ),
+            (
+                err(ReplayKind::Dlq, orders_filter(), window()),
+                "archive: is only for kind archive",
+            ),
+            (
+                err(ReplayKind::Quarantine, orders_filter(), window()),
+                "archive: is only for kind archive",
+            ),
+            (
+                err(
+                    ReplayKind::Archive,
+                    ReplayFilterSpec {
+                        since: Some("2026-01-01T00:00:00Z".into()),
+                        ..orders_filter()
+                    },
+                    window(),
+                ),
+                "filter.since: not a filter of kind archive",
+            ),
+            (
+                err(
+                    ReplayKind::Archive,
+                    ReplayFilterSpec {
+                        sink: Some("a".into()),
+                        ..orders_filter()
+                    },
+                    window(),
+                ),
+                "filter.sink: not a filter of kind archive",
+            ),
+            (
+                err(
+                    ReplayKind::Quarantine,
+                    ReplayFilterSpec {
+                        sink: Some("a".into()),
+                        ..orders_filter()
+                    },
+                    None,
+                ),
+                "filter.sink: not a filter of kind quarantine",
+            ),
+            (
+                err(
+                    ReplayKind::Quarantine,
+                    ReplayFilterSpec {
+                        error_class: Some(ErrorClass::Permanent),
+                        ..orders_filter()
+                    },
+                    None,
+                ),
+                "filter.errorClass: not a filter of kind quarantine",
+            ),
+            (
+                err(
+                    ReplayKind::Archive,
+                    ReplayFilterSpec::default(),
+                    archive("2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z", &["a"]),
+                ),
+                "archive.sinks needs filter.source",
+            ),
+            (
+                err(
+                    ReplayKind::Archive,
+                    orders_filter(),
+                    archive("2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z", &["zz"]),
+                ),
+                "archive.sinks[0]: Source orders has no sink \"zz\"",
+            ),
+            (
+                err(
+                    ReplayKind::Archive,
+                    orders_filter(),
+                    archive("2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z", &["a", "a"]),
+                ),
+                "archive.sinks[1]: names Sink \"a\" twice",
+            ),
+            (
+                err(
+                    ReplayKind::Archive,
+                    orders_filter(),
+                    archive("2026-01-02T00:00:00Z", "2026-01-01T00:00:00Z", &[]),
+                ),
+                "archive.from must be before archive.to",
+            ),
+            (
+                err(
+                    ReplayKind::Archive,
+                    orders_filter(),
+                    archive("yesterday", "2026-01-01T00:00:00Z", &[]),
+                ),
+                "archive.from is not an RFC 3339 time",
+            ),
+            (
+                err(
+                    ReplayKind::Dlq,
+                    ReplayFilterSpec {
+                        id: Some("nope".into()),
+                        ..orders_filter()
+                    },
+                    None,
+                ),
+                "filter.id: not a hook id",
+            ),
+        ];
+        for (got, want) in cases {
+            assert!(
+                got.starts_with(want),
+                "{got:?} does not start with {want:?}"
+            );
+        }
     }
 }
