@@ -25,8 +25,8 @@ pub use redact::{redact_url, redacted_json};
 pub use secrets::{MAX_SECRETS, Secret, SecretUrl, Secrets};
 pub use sinks::*;
 pub use storage::{
-    BlobStoreType, DEFAULT_ROLL_BYTES, DlqBounds, LocalStoreConfig, MAX_ROLL_BYTES, QueueConfig,
-    S3StoreConfig, StorageConfig,
+    ArchiveAt, BlobStoreType, DEFAULT_ROLL_BYTES, DlqBounds, LocalStoreConfig, MAX_ROLL_BYTES,
+    QueueConfig, S3StoreConfig, StorageConfig,
 };
 pub use validate::{
     ADMIN_SCOPES, cidr_contains, parse_cidr, signed_tokens, valid_header_name, valid_id, validate,

@@ -159,6 +159,7 @@ const SHOWN: &[&str] = &[
     // the archive's store (access_key_id, secret_access_key and session_token stay redacted)
     // and the DLQ's bounds
     "storage",
+    "archive_at",
     "key_prefix",
     "roll_bytes",
     "roll_ms",

@@ -30,6 +30,19 @@ pub enum BlobStoreType {
     S3,
 }
 
+/// When a hook is packed into a segment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum ArchiveAt {
+    /// Once every delivery of the hook has settled: delivered, or dead (so a dead row can be
+    /// evicted from a bounded DLQ). Hooks still retrying wait.
+    #[default]
+    Settled,
+    /// At once, whatever its deliveries: the archive then also holds hooks still retrying.
+    Ack,
+}
+
 /// Where and how hooks are archived. Absent: no archive (a hook's rows go once delivered).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(JsonSchema))]
@@ -37,6 +50,9 @@ pub enum BlobStoreType {
 pub struct StorageConfig {
     #[serde(rename = "type")]
     pub store_type: BlobStoreType,
+    /// When a hook is archived: `settled` (default) or `ack`.
+    #[serde(default)]
+    pub archive_at: ArchiveAt,
     /// Prefix of every object this node writes (`<key_prefix>/archive/v1/dt=<day>/<node>/...`);
     /// give each node its own in a shared bucket. Default: none (keys start at `archive/`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

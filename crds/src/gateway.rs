@@ -2,8 +2,8 @@
 //! the `Source` and `Sink` objects that refer to it.
 
 use ankusa_config::{
-    BlobStoreType, CommitConfig, DispatchConfig, EgressConfig, LogConfig, QuarantineConfig,
-    QueueConfig, RateLimitsConfig, Routing,
+    ArchiveAt, BlobStoreType, CommitConfig, DispatchConfig, EgressConfig, LogConfig,
+    QuarantineConfig, QueueConfig, RateLimitsConfig, Routing,
 };
 use k8s_openapi::api::core::v1::{Affinity, ResourceRequirements, Toleration};
 use kube::{CustomResource, KubeSchema};
@@ -114,6 +114,10 @@ pub struct ArchiveSpec {
     /// `archive` on each pod's own volume, which goes with the volume).
     #[serde(rename = "type")]
     pub type_: BlobStoreType,
+    /// When a hook is archived: `settled` (default: once every delivery is delivered or dead)
+    /// or `ack` (at once, hooks still retrying included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archive_at: Option<ArchiveAt>,
     /// The bucket (`s3`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bucket: Option<String>,
@@ -135,7 +139,7 @@ pub struct ArchiveSpec {
     /// the pods' environment (web identity, instance metadata).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credentials: Option<ArchiveCredentials>,
-    /// A segment is closed at this size (bytes; default 16 MiB, at most 64 MiB).
+    /// A segment is closed at this size (bytes; default 16 MiB, at most 32 MiB).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub roll_bytes: Option<u64>,
     /// ... or when its oldest hook has waited this long (ms; default 30000).

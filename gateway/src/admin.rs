@@ -805,6 +805,7 @@ struct PenQuery {
     since: Option<String>,
     until: Option<String>,
     limit: Option<String>,
+    cursor: Option<String>,
 }
 
 /// The pen filter of a request; a tenant-limited token is held to its tenants like a DLQ read.
@@ -847,17 +848,32 @@ async fn list_quarantine(
     if limit == 0 || limit > 1000 {
         return bad_filter("limit", "must be 1..=1000");
     }
+    // The cursor is the last summary key the previous page examined: `s`, then 24 bytes.
+    let before = match &q.cursor {
+        None => None,
+        Some(c) => match hex::decode(c) {
+            Ok(k) if k.len() == 25 && k[0] == b's' => Some(k),
+            _ => return bad_filter("cursor", "must be a next_cursor of a previous page"),
+        },
+    };
     let whole = filter == crate::store::PenFilter::default();
     let store = app.store.clone();
-    let (entries, totals) =
-        tri!(blocking(move || Ok((store.pen_list(&filter, limit)?, store.pen_totals()?))).await);
+    let ((entries, next), totals) = tri!(
+        blocking(move || Ok((
+            store.pen_list_page(&filter, limit, before.as_deref())?,
+            store.pen_totals()?
+        )))
+        .await
+    );
+    let next_cursor = next.map(hex::encode);
     // The pen's size is node-wide: a tenant-limited caller sees only its entries.
     let (total, bytes) = if whole {
         (json!(totals.0), json!(totals.1))
     } else {
         (serde_json::Value::Null, serde_json::Value::Null)
     };
-    Json(json!({ "entries": entries, "total": total, "bytes": bytes })).into_response()
+    Json(json!({ "entries": entries, "total": total, "bytes": bytes, "next_cursor": next_cursor }))
+        .into_response()
 }
 
 /// Deletes matching entries, oldest first, and frees their bytes against the cap.

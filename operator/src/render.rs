@@ -203,6 +203,7 @@ fn archive_field(config_field: &str) -> String {
         "" | "." => return "spec.archive".into(),
         "type" | "local" | "local.dir" | "s3" => "type",
         "key_prefix" => "keyPrefix",
+        "archive_at" => "archiveAt",
         "roll_bytes" => "rollBytes",
         "roll_ms" => "rollMs",
         "interval_ms" => "intervalMs",
@@ -232,6 +233,12 @@ pub fn archive_storage(
         .clone()
         .unwrap_or_else(|| format!("{}/{}", gw.namespace().unwrap_or_default(), gw.name_any()));
     obj.insert("key_prefix".into(), key_prefix.into());
+    if let Some(at) = a.archive_at {
+        obj.insert(
+            "archive_at".into(),
+            serde_json::to_value(at).map_err(|_| "spec.archive.archiveAt: does not encode")?,
+        );
+    }
     for (k, v) in [
         ("roll_bytes", a.roll_bytes),
         ("roll_ms", a.roll_ms),

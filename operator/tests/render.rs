@@ -747,6 +747,7 @@ fn the_archive_and_the_pen_and_dlq_bounds_reach_every_pods_config() {
     );
     assert_eq!((st.roll_bytes, st.interval_ms), (65536, 200));
     assert_eq!(st.roll_ms, 30_000, "absent keys keep the gateway's default");
+    assert_eq!(st.archive_at, ankusa_config::ArchiveAt::Settled);
     let s3 = st.s3.as_ref().unwrap();
     assert_eq!(s3.bucket, "hooks-archive");
     assert_eq!(s3.region.as_deref(), Some("eu-west-1"));
@@ -782,12 +783,14 @@ fn the_archive_and_the_pen_and_dlq_bounds_reach_every_pods_config() {
     assert_eq!(back.queue, c.queue);
 
     // Local: a directory on the pod's own volume; an explicit prefix is kept.
-    let gw = archiving_gateway(json!({"type": "local", "keyPrefix": "team-a/gw"}));
+    let gw =
+        archiving_gateway(json!({"type": "local", "keyPrefix": "team-a/gw", "archiveAt": "ack"}));
     let r = render_with(&gw, &[], &[], &SecretValues::new(), None);
     let c = r.for_pod("gw-0").unwrap();
     let st = c.storage.unwrap();
     assert_eq!(st.store_type, ankusa_config::BlobStoreType::Local);
     assert_eq!(st.key_prefix.as_deref(), Some("team-a/gw"));
+    assert_eq!(st.archive_at, ankusa_config::ArchiveAt::Ack);
     assert_eq!(
         st.local.unwrap().dir.to_str(),
         Some("/var/lib/ankusa/archive"),

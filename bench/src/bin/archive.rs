@@ -61,6 +61,8 @@ async fn compactor_run(storage_yaml: &str, n: usize) -> anyhow::Result<(f64, u64
     let mut storage = cfg.storage.expect("a storage section");
     // The tail is cut at once rather than after `roll_ms`: the figure is packing and uploading.
     storage.roll_ms = 1;
+    // No dispatcher runs here: every hook is archived at once rather than once delivered.
+    storage.archive_at = ankusa_config::ArchiveAt::Ack;
     let metrics = Arc::new(Metrics::new());
     let archive = Archive::new(store.clone(), &storage, "bench-0", metrics)
         .map_err(|e| anyhow::anyhow!(e))?;

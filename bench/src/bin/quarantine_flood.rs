@@ -5,7 +5,11 @@
 //! is written (group commit of the pen), once with the default per-source bucket (20/s after
 //! a burst of 100: the flood is answered 429 from memory).
 //!
-//! `target/release/quarantine_flood [valid_per_sec] [seconds]`
+//! A third case paces the written flood at `flood_per_sec` (default 2 000/s): a flood a provider
+//! or an attacker sends at a rate, rather than as fast as the two cores can answer, so the ratio
+//! shows what the pen's writes cost the other source rather than what the flood's CPU does.
+//!
+//! `target/release/quarantine_flood [valid_per_sec] [seconds] [flood_per_sec]`
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +27,7 @@ fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let rate: f64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(200.0);
     let secs: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(10);
+    let flood_rate: f64 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(2_000.0);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -52,41 +57,42 @@ fn main() -> anyhow::Result<()> {
             valid.clone(),
         ))
     };
-    let beside_flood = |g: &GatewayProc| -> anyhow::Result<(LoadResult, LoadResult)> {
-        let flood = {
-            let (ingest, forged) = (g.ingest, forged.clone());
-            rt.spawn(async move {
-                closed_loop(
-                    ingest,
-                    FLOOD_CONNECTIONS,
-                    Duration::from_secs(1),
-                    duration + Duration::from_secs(1),
-                    None,
-                    forged,
-                )
-                .await
-            })
+    let beside_flood =
+        |g: &GatewayProc, paced: Option<f64>| -> anyhow::Result<(LoadResult, LoadResult)> {
+            let flood = {
+                let (ingest, forged) = (g.ingest, forged.clone());
+                let per_conn = paced.map(|r| r / FLOOD_CONNECTIONS as f64);
+                rt.spawn(async move {
+                    closed_loop(
+                        ingest,
+                        FLOOD_CONNECTIONS,
+                        Duration::from_secs(1),
+                        duration + Duration::from_secs(1),
+                        per_conn,
+                        forged,
+                    )
+                    .await
+                })
+            };
+            let v = rt.block_on(closed_loop(
+                g.ingest,
+                VALID_CONNECTIONS,
+                Duration::from_secs(1),
+                duration,
+                Some(rate / VALID_CONNECTIONS as f64),
+                valid.clone(),
+            ))?;
+            let f = rt.block_on(flood)??;
+            Ok((v, f))
         };
-        let v = rt.block_on(closed_loop(
-            g.ingest,
-            VALID_CONNECTIONS,
-            Duration::from_secs(1),
-            duration,
-            Some(rate / VALID_CONNECTIONS as f64),
-            valid.clone(),
-        ))?;
-        let f = rt.block_on(flood)??;
-        Ok((v, f))
-    };
 
     let mut summary = serde_json::Map::new();
     let mut alone_p99 = 0.0;
-    for (case, quarantine) in [
-        (
-            "flood_written",
-            "{burst: 100000000, rate: 100000000, max_bytes: 68719476736}",
-        ),
-        ("flood_rate_limited", "{}"),
+    let uncapped = "{burst: 100000000, rate: 100000000, max_bytes: 68719476736}";
+    for (case, quarantine, paced) in [
+        ("flood_written", uncapped, None),
+        ("flood_written_paced", uncapped, Some(flood_rate)),
+        ("flood_rate_limited", "{}", None),
     ] {
         let g = start_gateway(&cfg(quarantine))?;
         if alone_p99 == 0.0 {
@@ -97,7 +103,7 @@ fn main() -> anyhow::Result<()> {
                 "p50_ms": a.latencies.quantile_ms(0.5), "p99_ms": alone_p99,
             }));
         }
-        let (mut v, mut f) = beside_flood(&g)?;
+        let (mut v, mut f) = beside_flood(&g, paced)?;
         let pen = rt.block_on(get_json(g.admin, "/v1/quarantine?limit=1"))?;
         let p99 = v.latencies.quantile_ms(0.99);
         let ratio = if alone_p99 > 0.0 {
@@ -111,7 +117,7 @@ fn main() -> anyhow::Result<()> {
             "p99_ratio_to_alone": (ratio * 100.0).round() / 100.0,
         }));
         emit(json!({
-            "case": case, "connections": FLOOD_CONNECTIONS,
+            "case": case, "connections": FLOOD_CONNECTIONS, "flood_paced_per_s": paced,
             "quarantined_per_s": f.per_sec().round(), "refused": f.refused,
             "p50_ms": f.latencies.quantile_ms(0.5), "p99_ms": f.latencies.quantile_ms(0.99),
             "pen_entries": pen["total"], "pen_bytes": pen["bytes"],

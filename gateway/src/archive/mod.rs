@@ -5,8 +5,9 @@
 //! window re-sent (`kind: archive` replays), and a dead row evicted from a bounded DLQ without
 //! losing its hook.
 //!
-//! Each tick takes the oldest obligations: a segment is cut once they reach `roll_bytes` or
-//! the oldest has waited `roll_ms`; a backlog yields several segments back to back. The
+//! Each tick takes the oldest obligations — with `archive_at: settled` (the default) only of
+//! hooks whose deliveries have all settled (delivered or dead), with `ack` all of them: a
+//! segment is cut once they reach `roll_bytes` or the oldest has waited `roll_ms`; a backlog yields several segments back to back. The
 //! upload comes first, the catalogue commit (obligations cleared, delivered hooks reclaimed)
 //! after, so a crash between them uploads the hooks again under a new segment and never loses
 //! one. A failure backs off (the interval doubled per failure in a row, jittered, at most
@@ -19,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ankusa_api::ArchiveStatus;
-use ankusa_config::StorageConfig;
+use ankusa_config::{ArchiveAt, StorageConfig};
 use ankusa_core::now_ms;
 use ankusa_format::segment::{self, MAX_SEGMENT_BYTES, Record, SegmentRow};
 use bytes::Bytes;
@@ -156,7 +157,9 @@ impl Archive {
     pub async fn tick(&self) -> Result<Tick, ArchiveError> {
         let store = self.store.clone();
         let roll = self.cfg.roll_bytes;
-        let (cands, full) = blocking(move || store.archive_batch(roll, MAX_PER_SEGMENT)).await?;
+        let settled = self.cfg.archive_at == ArchiveAt::Settled;
+        let (cands, full) =
+            blocking(move || store.archive_batch(roll, MAX_PER_SEGMENT, settled)).await?;
         let Some(oldest) = cands.iter().map(|c| c.received_at).min() else {
             return Ok(Tick::Idle);
         };

@@ -22,6 +22,8 @@ use crate::store::{Committed, IngestRecord, Store, StoreError};
 
 /// Segments a step lists at once while looking for the next one in the window.
 const LIST: usize = 64;
+/// Pages of segment rows one step lists at most.
+const MAX_LISTS: usize = 100;
 
 /// A segment already read, kept between steps of one job (a segment holds far more hooks than
 /// one step sends).
@@ -85,8 +87,16 @@ pub async fn step(
     } = ctx;
     let window = job.archive.clone().unwrap_or_default();
     let (mut seg_first, mut next) = parse_cursor(job.cursor.as_deref());
-    // The segment to read: the cursor's, or the next one overlapping the window.
+    // The segment to read: the cursor's, or the next one overlapping the window (a step lists
+    // at most `MAX_LISTS` pages of segment rows; the next step goes on from there).
+    let mut lists = 0;
     let row = loop {
+        lists += 1;
+        if lists > MAX_LISTS {
+            job.cursor = Some(cursor(seg_first, 0));
+            job.updated_at = now;
+            return Ok(Stepped::default());
+        }
         let s = store.clone();
         let rows = blocking(move || s.archive_segments(seg_first, LIST)).await?;
         if rows.is_empty() {

@@ -38,63 +38,60 @@ impl LocalStore {
 
     pub async fn put(&self, key: &str, bytes: Bytes) -> Result<(), BlobError> {
         let path = self.path(key);
-        let key = key.to_string();
-        tokio::task::spawn_blocking(move || {
-            write_synced(&path, &bytes).map_err(|e| io_err("put", &key, &e))
+        on_thread("put", key, move |key| {
+            write_synced(&path, &bytes).map_err(|e| io_err("put", key, &e))
         })
         .await
-        .map_err(|e| BlobError::Transient {
-            op: "put",
-            key: String::new(),
-            message: e.to_string(),
-        })?
     }
 
     pub async fn get(&self, key: &str, max: u64) -> Result<Bytes, BlobError> {
         let path = self.path(key);
-        let key = key.to_string();
-        tokio::task::spawn_blocking(move || {
-            let mut f = std::fs::File::open(&path).map_err(|e| io_err("get", &key, &e))?;
-            let len = f.metadata().map_err(|e| io_err("get", &key, &e))?.len();
+        on_thread("get", key, move |key| {
+            let mut f = std::fs::File::open(&path).map_err(|e| io_err("get", key, &e))?;
+            let len = f.metadata().map_err(|e| io_err("get", key, &e))?.len();
             if len > max {
                 return Err(BlobError::TooLarge {
                     op: "get",
-                    key,
+                    key: key.to_string(),
                     max,
                 });
             }
             let mut buf = Vec::with_capacity(len as usize);
             f.read_to_end(&mut buf)
-                .map_err(|e| io_err("get", &key, &e))?;
+                .map_err(|e| io_err("get", key, &e))?;
             Ok(Bytes::from(buf))
         })
         .await
-        .map_err(|e| BlobError::Transient {
-            op: "get",
-            key: String::new(),
-            message: e.to_string(),
-        })?
     }
 
     pub async fn get_range(&self, key: &str, offset: u64, len: u32) -> Result<Bytes, BlobError> {
         let path = self.path(key);
-        let key = key.to_string();
-        tokio::task::spawn_blocking(move || {
-            let mut f = std::fs::File::open(&path).map_err(|e| io_err("get", &key, &e))?;
+        on_thread("get", key, move |key| {
+            let mut f = std::fs::File::open(&path).map_err(|e| io_err("get", key, &e))?;
             f.seek(SeekFrom::Start(offset))
-                .map_err(|e| io_err("get", &key, &e))?;
+                .map_err(|e| io_err("get", key, &e))?;
             let mut buf = vec![0u8; len as usize];
-            f.read_exact(&mut buf)
-                .map_err(|e| io_err("get", &key, &e))?;
+            f.read_exact(&mut buf).map_err(|e| io_err("get", key, &e))?;
             Ok(Bytes::from(buf))
         })
         .await
+    }
+}
+
+/// Runs a file operation on a blocking thread (`key` names the object in its errors).
+async fn on_thread<T: Send + 'static>(
+    op: &'static str,
+    key: &str,
+    f: impl FnOnce(&str) -> Result<T, BlobError> + Send + 'static,
+) -> Result<T, BlobError> {
+    let owned = key.to_string();
+    tokio::task::spawn_blocking(move || f(&owned))
+        .await
         .map_err(|e| BlobError::Transient {
-            op: "get",
-            key: String::new(),
+            op,
+            key: key.to_string(),
             message: e.to_string(),
         })?
-    }
 }
 
 /// Temp file + fsync + rename + directory fsync; missing directories are created synced.

@@ -56,14 +56,16 @@ impl Store {
         max_bytes: u64,
         max_count: usize,
     ) -> Result<Vec<ArchiveCandidate>, StoreError> {
-        Ok(self.archive_batch(max_bytes, max_count)?.0)
+        Ok(self.archive_batch(max_bytes, max_count, false)?.0)
     }
 
-    /// `archive_candidates` with the "more wait" flag.
+    /// `archive_candidates` with the "more wait" flag; `settled_only` passes over hooks with
+    /// a delivery still pending or in flight (`storage.archive_at: settled`).
     pub fn archive_batch(
         &self,
         max_bytes: u64,
         max_count: usize,
+        settled_only: bool,
     ) -> Result<(Vec<ArchiveCandidate>, bool), StoreError> {
         let db = self.db()?;
         let ix = Self::cf(&db, keys::CF_INDEX)?;
@@ -91,6 +93,9 @@ impl Store {
                 drop.delete_cf(ix, &k);
                 continue;
             };
+            if settled_only && self.unsettled(&db, seq)? {
+                continue;
+            }
             let Some(v) = db
                 .get_cf(hooks, keys::hook(seq))
                 .map_err(|e| classify(&e))?
@@ -126,6 +131,26 @@ impl Store {
             self.write(&db, drop, true)?;
         }
         Ok((out, more))
+    }
+
+    /// Whether hook `seq` has a delivery row that is not dead (pending, in flight, or one that
+    /// does not decode, which dispatch sets aside when it meets it).
+    fn unsettled(&self, db: &rocksdb::DB, seq: u64) -> Result<bool, StoreError> {
+        let deliveries = Self::cf(db, keys::CF_DELIVERIES)?;
+        let mut ro = ReadOptions::default();
+        ro.set_iterate_upper_bound(keys::delivery(seq + 1, 0).to_vec());
+        for item in db.iterator_cf_opt(
+            deliveries,
+            ro,
+            IteratorMode::From(&keys::delivery(seq, 0), rocksdb::Direction::Forward),
+        ) {
+            let (_, v) = item.map_err(|e| classify(&e))?;
+            match codec::DeliveryRow::decode(&v) {
+                Ok(row) if row.state == codec::RowState::Dead => {}
+                _ => return Ok(true),
+            }
+        }
+        Ok(false)
     }
 
     /// Records an uploaded segment: its row, each hook's catalogue entry, the obligations
@@ -411,8 +436,8 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::test_util::{seed_dead, temp_store};
-    use crate::store::{ErrorClass, IngestResult, Outcome};
+    use crate::store::test_util::{deliver, seed_dead, temp_store};
+    use crate::store::{ErrorClass, IngestResult};
     use ankusa_api::DeadFilter;
     use ankusa_format::segment;
 
@@ -465,15 +490,7 @@ mod tests {
         let seqs = ingest(&s, 3);
         assert_eq!(s.archive_counts().unwrap().pending, 3);
         let (claimed, _) = s.claim_due("t", 1, 10, u64::MAX).unwrap();
-        let out: Vec<_> = claimed
-            .iter()
-            .map(|c| Outcome::Delivered {
-                seq: c.seq,
-                sink: c.sink,
-                row: c.row.clone(),
-            })
-            .collect();
-        s.apply_outcomes(&out, &Default::default()).unwrap();
+        deliver(&s, &claimed);
         // Delivered, but not archived: the hooks stay.
         for seq in &seqs {
             assert!(s.get_hook(*seq).unwrap().is_some());
@@ -488,6 +505,23 @@ mod tests {
         let c = s.archive_counts().unwrap();
         assert_eq!((c.pending, c.archived, c.segments), (0, 3, 1));
         assert_eq!(s.totals().unwrap().hooks, 0);
+    }
+
+    #[test]
+    fn settled_only_passes_over_hooks_still_being_delivered() {
+        let (_d, s) = temp_store();
+        s.set_archiving(true);
+        let seqs = ingest(&s, 3);
+        let (claimed, _) = s.claim_due("t", 1, 1, u64::MAX).unwrap();
+        deliver(&s, &claimed);
+        let (settled, _) = s.archive_batch(u64::MAX, 10, true).unwrap();
+        assert_eq!(
+            settled.iter().map(|c| c.seq).collect::<Vec<_>>(),
+            vec![seqs[0]],
+            "only the delivered hook"
+        );
+        let (all, _) = s.archive_batch(u64::MAX, 10, false).unwrap();
+        assert_eq!(all.len(), 3);
     }
 
     #[test]

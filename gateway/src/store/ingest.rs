@@ -127,6 +127,7 @@ impl Store {
             archive: self.archiving(),
             ..Default::default()
         };
+        let _gate = self.dedupe_gate(false);
         let committed = self.ingest_into(&db, &mut batch, records, encoded, now, opts)?;
         self.write(&db, batch, true)?;
         Ok(committed)

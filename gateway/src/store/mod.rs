@@ -197,6 +197,17 @@ pub struct Store {
     /// The archive is on: every new hook gets an archive obligation, and its rows' last
     /// delivery leaves it to the compactor (`archive`).
     archiving: std::sync::atomic::AtomicBool,
+    /// Dedupe decisions are serialised per key by the commit partitions (a key always goes to
+    /// the same one); a quarantine release decides outside them, so it takes this exclusively
+    /// while the partitions take it shared: a provider retry committed in the same instant as
+    /// the release of its quarantined copy cannot be accepted twice.
+    dedupe_gate: RwLock<()>,
+}
+
+/// A hold on `Store::dedupe_gate`.
+pub(crate) enum DedupeGuard<'a> {
+    Shared(#[allow(dead_code)] std::sync::RwLockReadGuard<'a, ()>),
+    Exclusive(#[allow(dead_code)] std::sync::RwLockWriteGuard<'a, ()>),
 }
 
 fn merge(key: &[u8], existing: Option<&[u8]>, ops: &MergeOperands) -> Option<Vec<u8>> {
@@ -317,6 +328,7 @@ impl Store {
             pen: Mutex::new(()),
             last_reopen_attempt_ms: AtomicU64::new(0),
             archiving: Default::default(),
+            dedupe_gate: RwLock::new(()),
         };
         store.check_format()?;
         store
@@ -360,6 +372,7 @@ impl Store {
             pen: Mutex::new(()),
             last_reopen_attempt_ms: AtomicU64::new(0),
             archiving: Default::default(),
+            dedupe_gate: RwLock::new(()),
         })
     }
 
@@ -442,6 +455,15 @@ impl Store {
 
     pub fn next_seq(&self) -> u64 {
         self.next_seq.load(Ordering::SeqCst)
+    }
+
+    /// Held shared by a commit partition's dedupe-and-write, exclusively by a release's.
+    pub(crate) fn dedupe_gate(&self, exclusive: bool) -> DedupeGuard<'_> {
+        if exclusive {
+            DedupeGuard::Exclusive(self.dedupe_gate.write().unwrap_or_else(|p| p.into_inner()))
+        } else {
+            DedupeGuard::Shared(self.dedupe_gate.read().unwrap_or_else(|p| p.into_inner()))
+        }
     }
 
     /// Held across a read-modify-write of existing delivery rows (see `rows`).
@@ -646,6 +668,19 @@ pub(crate) mod test_util {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = Store::open(&dir.path().join("store")).expect("open store");
         (dir, store)
+    }
+
+    /// Marks every claimed row delivered.
+    pub fn deliver(s: &Store, claimed: &[Claimed]) {
+        let out: Vec<_> = claimed
+            .iter()
+            .map(|c| Outcome::Delivered {
+                seq: c.seq,
+                sink: c.sink,
+                row: c.row.clone(),
+            })
+            .collect();
+        s.apply_outcomes(&out, &Default::default()).unwrap();
     }
 
     /// Ingests `n` hooks for tenant and kills each at dead_at = base + i.

@@ -166,32 +166,50 @@ impl Store {
 
     /// Entries matching `f`, newest first, at most `limit`; no bodies.
     pub fn pen_list(&self, f: &PenFilter, limit: usize) -> Result<Vec<PenSummary>, StoreError> {
+        Ok(self.pen_list_page(f, limit, None)?.0)
+    }
+
+    /// A page of `pen_list` below `before` (the cursor: the last summary key of the previous
+    /// page), and the cursor of the next page when the scan stopped at `limit` or at
+    /// `PEN_MAX_EXAMINED` before the end.
+    pub fn pen_list_page(
+        &self,
+        f: &PenFilter,
+        limit: usize,
+        before: Option<&[u8]>,
+    ) -> Result<(Vec<PenSummary>, Option<Vec<u8>>), StoreError> {
         let db = self.db()?;
         let cf = Self::cf(&db, keys::CF_QUARANTINE)?;
         if let Some(id) = f.id {
-            return Ok(self
-                .pen_by_id(&db, &id)?
-                .filter(|s| f.matches(s))
-                .into_iter()
-                .collect());
+            let one = self.pen_by_id(&db, &id)?.filter(|s| f.matches(s));
+            return Ok((one.into_iter().collect(), None));
         }
-        let (lower, upper) = f.range();
+        let (lower, mut upper) = f.range();
+        if let Some(b) = before
+            && b < upper.as_slice()
+        {
+            upper = b.to_vec();
+        }
         let mut ro = ReadOptions::default();
         ro.set_iterate_lower_bound(lower);
         ro.set_iterate_upper_bound(upper);
         let mut out = Vec::new();
+        let mut next = None;
+        let mut last_key: Option<Vec<u8>> = None;
         for (examined, item) in db.iterator_cf_opt(cf, ro, IteratorMode::End).enumerate() {
             if out.len() >= limit || examined >= PEN_MAX_EXAMINED {
+                next = last_key.take();
                 break;
             }
-            let (_, v) = item.map_err(|e| classify(&e))?;
+            let (k, v) = item.map_err(|e| classify(&e))?;
+            last_key = Some(k.to_vec());
             if let Some(s) = decode_summary(&v)
                 && f.matches(&s)
             {
                 out.push(s);
             }
         }
-        Ok(out)
+        Ok((out, next))
     }
 
     /// The summary of entry `id`, found through its envelope (which holds `received_at`).
@@ -331,6 +349,7 @@ impl Store {
         now: u64,
     ) -> Result<PenRelease, StoreError> {
         let _pen = self.pen_guard();
+        let _gate = self.dedupe_gate(true);
         let db = self.db()?;
         let cf = Self::cf(&db, keys::CF_QUARANTINE)?;
         let mut keep_summaries = Vec::new();
@@ -443,6 +462,30 @@ mod tests {
             },
             envelope: encoded,
         }
+    }
+
+    #[test]
+    fn pages_walk_the_whole_pen_newest_first_with_a_cursor() {
+        let (_d, s) = temp_store();
+        let ws: Vec<PenWrite> = (0..7).map(|i| entry("a", "src", 100 + i, b"{}")).collect();
+        s.pen_put(&ws).unwrap();
+        let mut seen = Vec::new();
+        let mut cursor: Option<Vec<u8>> = None;
+        loop {
+            let (page, next) = s
+                .pen_list_page(&PenFilter::default(), 3, cursor.as_deref())
+                .unwrap();
+            seen.extend(page.iter().map(|e| e.received_at));
+            match next {
+                Some(n) => cursor = Some(n),
+                None => break,
+            }
+        }
+        assert_eq!(
+            seen,
+            vec![106, 105, 104, 103, 102, 101, 100],
+            "each once, newest first"
+        );
     }
 
     #[test]
