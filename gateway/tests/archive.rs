@@ -2,7 +2,8 @@
 //! segments on S3 (moto_server on 127.0.0.1:5000, started by `tests/brokers/start.sh`) and on
 //! the local filesystem, fetched back by id, re-sent over a receive-time window by an archive
 //! replay (exactly that window, byte-identical, with the job's replay id); a corrupted segment
-//! is caught by its sha256 and reported, not sent; a DLQ over `queue.dlq.max_rows` answers
+//! is caught by its sha256 and reported, not sent; a job killed with -9 mid-way resumes and queues
+//! each hook once; a DLQ over `queue.dlq.max_rows` answers
 //! `503 dlq_full` while its rows are not archived and evicts them once they are, losing none.
 
 mod common;
@@ -502,4 +503,62 @@ async fn a_full_dlq_refuses_until_its_rows_are_archived_then_evicts_them_and_los
     assert_eq!(del["deleted"], 2, "{del}");
     assert_eq!(del["unarchived"], 0, "{del}");
     assert!(del["bytes"].as_u64().unwrap() > 0, "{del}");
+}
+
+#[tokio::test]
+async fn an_archive_replay_killed_mid_way_resumes_and_queues_each_hook_once() {
+    let rx = Receiver::start(|_, _| Reply::status(200)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let blobs = dir.path().join("blobs");
+    let mut g = Gateway::start(&config(&rx.url("/in"), &local_storage(&blobs, 50), ""));
+    let c = client();
+    let from = now_ms();
+    let ids = post_ids(&c, &g, "/webhooks/s", 300, |i| format!("{{\"i\":{i}}}")).await;
+    rx.wait_for(Duration::from_secs(60), |r| r.len() >= 300)
+        .await;
+    wait_archived(&c, &g, 300).await;
+    let to = now_ms() + 1;
+
+    // 100 hooks a second: the kill lands mid-way.
+    let job = start_archive_job(
+        &c,
+        &g,
+        json!({"kind": "archive", "from": from, "to": to, "rate": 100}),
+    )
+    .await;
+    rx.wait_for(Duration::from_secs(30), |r| r.len() >= 380)
+        .await;
+    g.kill9();
+    let before = restart_and_read_released(&mut g, &job).await;
+    assert!(before < 300, "killed mid-way: {before} released");
+    let c = client();
+    let done = wait_job_done(&c, &g, &job).await;
+    assert_eq!(
+        done["released"], 300,
+        "each hook queued once by the job: {done}"
+    );
+    let replayed: Vec<String> = rx
+        .wait_for(Duration::from_secs(30), |r| {
+            r.iter()
+                .filter(|x| x.header("x-ankusa-replay-id").as_deref() == Some(job.as_str()))
+                .map(|x| x.header("webhook-id"))
+                .collect::<HashSet<_>>()
+                .len()
+                >= 300
+        })
+        .await
+        .iter()
+        .filter(|x| x.header("x-ankusa-replay-id").as_deref() == Some(job.as_str()))
+        .map(|x| x.header("webhook-id").unwrap())
+        .collect();
+    let distinct: HashSet<String> = replayed.iter().cloned().collect();
+    assert_eq!(distinct, ids.iter().cloned().collect::<HashSet<_>>());
+}
+
+/// Restarts a killed gateway and reads how many hooks its job had released when it died.
+async fn restart_and_read_released(g: &mut Gateway, job: &str) -> u64 {
+    g.restart();
+    let c = client();
+    let j = g.admin_json(&c, &format!("/v1/replays/{job}")).await;
+    j["released"].as_u64().unwrap()
 }
