@@ -58,10 +58,11 @@ pub fn error_policy(_rj: Arc<ReplayJob>, err: &Error, ctx: Arc<Ctx>) -> Action {
     Action::requeue(Duration::from_secs(if err.is_waiting() { 3 } else { 10 }))
 }
 
-/// An RFC 3339 time of the spec as unix milliseconds; errors name `field`.
+/// An RFC 3339 time of the spec as unix milliseconds; errors name `field`, not the text (the
+/// parser's message quotes what it was given).
 fn unix_ms(field: &str, v: &str) -> Result<u64, String> {
     v.parse::<k8s_openapi::jiff::Timestamp>()
-        .map_err(|e| format!("{field} is not an RFC 3339 time: {e}"))
+        .map_err(|_| format!("{field} is not an RFC 3339 time (e.g. 2026-12-01T00:00:00Z)"))
         .and_then(|t| {
             u64::try_from(t.as_millisecond()).map_err(|_| format!("{field} is before 1970"))
         })
