@@ -106,18 +106,6 @@ async fn wait_archived(c: &reqwest::Client, g: &Gateway, n: i64) -> Value {
     .await
 }
 
-async fn wait_job_done(c: &reqwest::Client, g: &Gateway, id: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let j = g.admin_json(c, &format!("/v1/replays/{id}")).await;
-        if j["done"] == true {
-            return j;
-        }
-        assert!(Instant::now() < deadline, "job never done: {j}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 async fn start_archive_job(c: &reqwest::Client, g: &Gateway, body: Value) -> String {
     let r = c
         .post(g.admin_url("/v1/replays"))

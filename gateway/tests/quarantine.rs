@@ -71,18 +71,6 @@ async fn quarantine_one(c: &reqwest::Client, g: &Gateway, path: &str, i: usize) 
     v["id"].as_str().expect("an id").to_string()
 }
 
-async fn wait_job_done(c: &reqwest::Client, g: &Gateway, id: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let j = g.admin_json(c, &format!("/v1/replays/{id}")).await;
-        if j["done"] == true {
-            return j;
-        }
-        assert!(Instant::now() < deadline, "job never done: {j}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 #[tokio::test]
 async fn a_fixed_secret_and_a_quarantine_job_release_every_held_hook_once() {
     let rx = Receiver::start(|_, _| Reply::status(200)).await;

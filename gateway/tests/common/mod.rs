@@ -357,3 +357,16 @@ pub fn metric(text: &str, line_prefix: &str) -> f64 {
         .and_then(|v| v.parse().ok())
         .unwrap_or(0.0)
 }
+
+/// Polls a replay job until it is `done` (its scan is over and every row it queued settled).
+pub async fn wait_job_done(c: &reqwest::Client, g: &Gateway, id: &str) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let j = g.admin_json(c, &format!("/v1/replays/{id}")).await;
+        if j["done"] == true {
+            return j;
+        }
+        assert!(Instant::now() < deadline, "job never done: {j}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
