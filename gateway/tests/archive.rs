@@ -375,6 +375,12 @@ async fn wait_dead(c: &reqwest::Client, g: &Gateway, n: i64) {
     }
 }
 
+/// `DELETE /v1/dlq?limit=<limit>`: the eviction's answer.
+async fn delete_dlq(c: &reqwest::Client, g: &Gateway, limit: usize) -> Value {
+    let url = g.admin_url(&format!("/v1/dlq?limit={limit}"));
+    c.delete(url).send().await.unwrap().json().await.unwrap()
+}
+
 async fn post_status(c: &reqwest::Client, g: &Gateway, body: &str) -> (u16, Option<String>, Value) {
     let r = c
         .post(g.url("/webhooks/s"))
@@ -424,14 +430,7 @@ async fn a_full_dlq_refuses_until_its_rows_are_archived_then_evicts_them_and_los
     assert!(st["archive"]["failures"].as_u64().unwrap() > 0, "{st}");
     assert!(g.metrics(&c).await.contains("ankusa_dlq_full 1"));
     // DELETE /v1/dlq evicts only archived rows: none yet.
-    let del: Value = c
-        .delete(g.admin_url("/v1/dlq?limit=3"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let del = delete_dlq(&c, &g, 3).await;
     assert_eq!(del["deleted"], 0, "{del}");
     assert!(del["unarchived"].as_u64().unwrap() >= 3, "{del}");
 
@@ -480,14 +479,7 @@ async fn a_full_dlq_refuses_until_its_rows_are_archived_then_evicts_them_and_los
     );
 
     // DELETE /v1/dlq now evicts archived rows and says so.
-    let del: Value = c
-        .delete(g.admin_url("/v1/dlq?limit=2"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let del = delete_dlq(&c, &g, 2).await;
     assert_eq!(del["deleted"], 2, "{del}");
     assert_eq!(del["unarchived"], 0, "{del}");
     assert!(del["bytes"].as_u64().unwrap() > 0, "{del}");
