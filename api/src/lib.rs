@@ -12,8 +12,8 @@ mod replay;
 
 pub use dlq::{DeadEntry, DeadFilter, DeadPage, DeleteDead, FilterError};
 pub use node::{
-    ArchiveStatus, DlqStatus, FieldError, MAX_SINK_ERROR_BYTES, PenSourceStatus, PenStatus,
-    ReloadError, ReloadReply, SinkFailure, Status,
+    ArchiveStatus, BackupStatus, DlqStatus, FieldError, IntakeStatus, MAX_SINK_ERROR_BYTES,
+    PenSourceStatus, PenStatus, ReloadError, ReloadReply, SinkFailure, Status,
 };
 pub use replay::{
     ArchiveWindow, CreateReplay, DEFAULT_MAX_LAG_MS, DEFAULT_PAUSE_AFTER_DEAD, DEFAULT_RATE,

@@ -40,6 +40,62 @@ pub struct Status {
     /// The dead-letter queue: size and whether it refuses new hooks (`dlq_full`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dlq: Option<DlqStatus>,
+    /// Backups, when `backup.enabled`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<BackupStatus>,
+    /// The intake log, under `wal.type: dual`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intake: Option<IntakeStatus>,
+}
+
+/// Backups on one node (`GET /v1/status`, `backup`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackupStatus {
+    /// `local` or `s3`.
+    pub store: String,
+    /// Unix ms of the last backup whose `LATEST` was written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_success_at: Option<u64>,
+    /// Seconds since `last_success_at` (since start when none succeeded yet).
+    pub age_seconds: u64,
+    /// Backups written since start.
+    pub runs: u64,
+    /// Failed backups in a row (0 when the last one succeeded).
+    #[serde(default)]
+    pub failures: u64,
+    /// The last failure (no secrets).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// Set when this node started by restoring a backup: the manifest's id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restored_from: Option<String>,
+}
+
+/// The intake log on one node (`GET /v1/status`, `intake`; also `GET /v1/wal`, `intake`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct IntakeStatus {
+    /// `kafka` or `jetstream`.
+    pub log: String,
+    /// This node's name in the log.
+    pub node: String,
+    /// `recovering` (boot replay), `ready`, or `down` (the breaker is open).
+    pub state: String,
+    /// Kafka partition of this node's records (absent on JetStream).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<i32>,
+    /// Offset (JetStream: stream sequence) of the last confirmed record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<i64>,
+    /// Every record below this offset is in this node's store: where a rebuild starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watermark: Option<i64>,
+    /// Hooks committed here whose publish is not confirmed yet.
+    pub pending: u64,
+    /// Age of the oldest pending hook (seconds; 0 when none).
+    pub lag_seconds: f64,
+    /// Publishes that failed in a row.
+    #[serde(default)]
+    pub failures: u64,
 }
 
 /// The pen on one node (`GET /v1/status`, `quarantine`).

@@ -2,6 +2,7 @@
 //! redaction and the config hash. One definition, used by the gateway (which parses it) and
 //! the operator (which renders it from custom resources).
 
+pub mod durability;
 pub mod egress;
 mod error;
 pub mod interpolate;
@@ -14,6 +15,7 @@ mod sinks;
 mod storage;
 mod validate;
 
+pub use durability::{BackupConfig, BackupStoreConfig, IntakeConfig, WalConfig, WalType};
 pub use egress::{AddressPolicy, Denied, EgressTarget};
 pub use error::ConfigError;
 pub use load::{

@@ -181,6 +181,21 @@ pub fn apply_env_overrides(c: &mut Config, env: &dyn Lookup) -> Result<(), Confi
         }
         c.node.roles = roles;
     }
+    if let Some(v) = parsed::<String>(env, "ANKUSA_WAL_TYPE")? {
+        c.wal.wal_type = match v.trim() {
+            "disk" => crate::WalType::Disk,
+            "dual" => crate::WalType::Dual,
+            _ => {
+                return Err(ConfigError::field(
+                    "ANKUSA_WAL_TYPE",
+                    "unknown type (expected disk, dual)",
+                ));
+            }
+        };
+    }
+    if let Some(v) = parsed::<bool>(env, "ANKUSA_BACKUP_ENABLED")? {
+        c.backup.enabled = v;
+    }
     if let Some(v) = parsed::<String>(env, "ANKUSA_LOG_LEVEL")? {
         c.log.level = v;
     }

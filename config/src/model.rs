@@ -38,6 +38,15 @@ pub struct Config {
     pub storage: Option<crate::storage::StorageConfig>,
     /// Bounds of the queue (`queue.dlq`).
     pub queue: crate::storage::QueueConfig,
+    /// The ack's durability mode: `disk` (default) or `dual` (also the intake log).
+    #[serde(skip_serializing_if = "crate::durability::is_default")]
+    pub wal: crate::durability::WalConfig,
+    /// The intake log of `wal.type: dual`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub intake: Option<crate::durability::IntakeConfig>,
+    /// Checkpoints of the store in a blob store.
+    #[serde(skip_serializing_if = "crate::durability::is_default")]
+    pub backup: crate::durability::BackupConfig,
     /// Sources by id (`[A-Za-z0-9_-]{1,64}`); the id is the last path segment of the ingest URL.
     pub sources: BTreeMap<String, SourceConfig>,
 }

@@ -173,6 +173,18 @@ const SHOWN: &[&str] = &[
     "dlq",
     "max_rows",
     "reap_interval_ms",
+    // durability: wal, intake (its kafka/jetstream keys follow the sinks' rules), backup
+    "wal",
+    "intake",
+    "kafka",
+    "jetstream",
+    "node",
+    "publish_timeout_ms",
+    "retry_after_s",
+    "reconcile_interval_ms",
+    "backup",
+    "store",
+    "keep",
 ];
 
 /// Keys holding a URL, or a list of `host:port` / URL entries, that may carry userinfo:
@@ -511,5 +523,38 @@ mod tests {
             v["sources"]["q"]["sinks"][0]["auth"]["credentials_file"],
             "/etc/ankusa/u.creds"
         );
+    }
+
+    #[test]
+    fn durability_sections_are_shown_and_their_credentials_redacted() {
+        let y = r#"
+wal: {type: dual}
+intake:
+  kafka:
+    brokers: ["kafka:9092"]
+    topic: ankusa-intake
+    security_protocol: sasl_plaintext
+    sasl: {mechanism: scram_sha_512, username: gw, password: intake-password}
+backup:
+  enabled: true
+  interval_ms: 30000
+  keep: 5
+  store:
+    type: s3
+    s3: {bucket: backups, access_key_id: AKIAEXAMPLE, secret_access_key: backup-secret}
+"#;
+        let c: Config = serde_yaml_ng::from_str(y).expect("parses");
+        let v = redacted_json(&c);
+        let text = v.to_string();
+        assert!(
+            !text.contains("intake-password") && !text.contains("backup-secret"),
+            "{text}"
+        );
+        assert_eq!(v["wal"]["type"], "dual");
+        assert_eq!(v["intake"]["kafka"]["topic"], "ankusa-intake");
+        assert_eq!(v["intake"]["publish_timeout_ms"], 5000);
+        assert_eq!(v["backup"]["keep"], 5);
+        assert_eq!(v["backup"]["store"]["s3"]["bucket"], "backups");
+        assert_eq!(v["backup"]["store"]["s3"]["secret_access_key"], "[redacted]");
     }
 }

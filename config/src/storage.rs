@@ -177,8 +177,8 @@ impl DlqBounds {
     }
 }
 
-fn err(field: &str, msg: impl Into<String>) -> ConfigError {
-    ConfigError::field(field, msg)
+fn err(field: impl AsRef<str>, msg: impl Into<String>) -> ConfigError {
+    ConfigError::field(field.as_ref(), msg)
 }
 
 /// `storage`: one store section matching `type`, sane sizes, a prefix that stays a prefix.
@@ -199,46 +199,71 @@ pub(crate) fn validate_storage(s: &StorageConfig) -> Result<(), ConfigError> {
         ));
     }
     if let Some(p) = &s.key_prefix {
-        let ok = !p.is_empty()
-            && p.len() <= 256
-            && !p.starts_with('/')
-            && !p.ends_with('/')
-            && p.split('/').all(|seg| {
-                !seg.is_empty()
-                    && seg != "."
-                    && seg != ".."
-                    && seg
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b"-_.=".contains(&b))
-            });
-        if !ok {
-            return Err(err(
-                "storage.key_prefix",
-                "must be 1-256 characters of [A-Za-z0-9-_.=] in /-separated segments, without leading, trailing or empty segments or . and ..",
-            ));
-        }
+        validate_prefix_at(p, "storage.key_prefix")?;
     }
-    match s.store_type {
+    validate_store_at(s.store_type, &s.local, &s.s3, "storage")
+}
+
+/// A key prefix that stays a prefix: `/`-separated segments of `[A-Za-z0-9-_.=]`.
+pub(crate) fn validate_prefix_at(p: &str, field: &str) -> Result<(), ConfigError> {
+    let ok = !p.is_empty()
+        && p.len() <= 256
+        && !p.starts_with('/')
+        && !p.ends_with('/')
+        && p.split('/').all(|seg| {
+            !seg.is_empty()
+                && seg != "."
+                && seg != ".."
+                && seg
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.=".contains(&b))
+        });
+    if !ok {
+        return Err(err(
+            field,
+            "must be 1-256 characters of [A-Za-z0-9-_.=] in /-separated segments, without leading, trailing or empty segments or . and ..",
+        ));
+    }
+    Ok(())
+}
+
+/// One store section matching `store_type` (`local` or `s3`), its fields named under `at`.
+pub(crate) fn validate_store_at(
+    store_type: BlobStoreType,
+    local: &Option<LocalStoreConfig>,
+    s3cfg: &Option<S3StoreConfig>,
+    at: &str,
+) -> Result<(), ConfigError> {
+    match store_type {
         BlobStoreType::Local => {
-            if s.s3.is_some() {
-                return Err(err("storage.s3", "is set but storage.type is local"));
-            }
-            let Some(l) = &s.local else {
+            if s3cfg.is_some() {
                 return Err(err(
-                    "storage.local",
-                    "is required when storage.type is local",
+                    format!("{at}.s3"),
+                    format!("is set but {at}.type is local"),
+                ));
+            }
+            let Some(l) = local else {
+                return Err(err(
+                    format!("{at}.local"),
+                    format!("is required when {at}.type is local"),
                 ));
             };
             if !l.dir.is_absolute() {
-                return Err(err("storage.local.dir", "must be an absolute path"));
+                return Err(err(format!("{at}.local.dir"), "must be an absolute path"));
             }
         }
         BlobStoreType::S3 => {
-            if s.local.is_some() {
-                return Err(err("storage.local", "is set but storage.type is s3"));
+            if local.is_some() {
+                return Err(err(
+                    format!("{at}.local"),
+                    format!("is set but {at}.type is s3"),
+                ));
             }
-            let Some(s3) = &s.s3 else {
-                return Err(err("storage.s3", "is required when storage.type is s3"));
+            let Some(s3) = s3cfg else {
+                return Err(err(
+                    format!("{at}.s3"),
+                    format!("is required when {at}.type is s3"),
+                ));
             };
             let b = &s3.bucket;
             let bucket_ok = (3..=63).contains(&b.len())
@@ -249,7 +274,7 @@ pub(crate) fn validate_storage(s: &StorageConfig) -> Result<(), ConfigError> {
                 && !b.ends_with(['-', '.']);
             if !bucket_ok {
                 return Err(err(
-                    "storage.s3.bucket",
+                    format!("{at}.s3.bucket"),
                     "must be an S3 bucket name: 3-63 characters of [a-z0-9.-], starting and ending with a letter or digit",
                 ));
             }
@@ -259,35 +284,35 @@ pub(crate) fn validate_storage(s: &StorageConfig) -> Result<(), ConfigError> {
                     || !r.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-'))
             {
                 return Err(err(
-                    "storage.s3.region",
+                    format!("{at}.s3.region"),
                     "must be a region name like eu-west-1",
                 ));
             }
             if let Some(ep) = &s3.endpoint {
                 let url = url::Url::parse(ep.expose())
-                    .map_err(|_| err("storage.s3.endpoint", "is not a URL"))?;
+                    .map_err(|_| err(format!("{at}.s3.endpoint"), "is not a URL"))?;
                 if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
                     return Err(err(
-                        "storage.s3.endpoint",
+                        format!("{at}.s3.endpoint"),
                         "must be an http(s) URL with a host",
                     ));
                 }
                 if url.query().is_some() || url.fragment().is_some() {
                     return Err(err(
-                        "storage.s3.endpoint",
+                        format!("{at}.s3.endpoint"),
                         "must not carry a query or a fragment",
                     ));
                 }
             }
             if s3.access_key_id.is_some() != s3.secret_access_key.is_some() {
                 return Err(err(
-                    "storage.s3.secret_access_key",
+                    format!("{at}.s3.secret_access_key"),
                     "access_key_id and secret_access_key are given together or not at all",
                 ));
             }
             if s3.timeout_ms == 0 || s3.timeout_ms > 600_000 {
                 return Err(err(
-                    "storage.s3.timeout_ms",
+                    format!("{at}.s3.timeout_ms"),
                     format!("must be 1..=600000, got {}", s3.timeout_ms),
                 ));
             }

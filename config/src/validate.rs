@@ -70,6 +70,7 @@ pub fn validate(c: &Config) -> Result<(), ConfigError> {
         crate::storage::validate_storage(s)?;
     }
     crate::storage::validate_queue(&c.queue)?;
+    crate::durability::validate_durability(c)?;
     ports(c)?;
     for (id, s) in &c.sources {
         source(c, id, s)?;

@@ -1,7 +1,8 @@
 //! The store's value decoders and key parsers over arbitrary bytes (what a damaged or foreign
 //! row holds): no panic; whatever decodes re-encodes to something that decodes the same; keys
 //! built from arbitrary parts parse back to those parts. Archive segments, their indexes and
-//! catalogue rows too (what a blob store hands back is as hostile as a damaged row).
+//! catalogue rows too (what a blob store hands back is as hostile as a damaged row), and the
+//! intake records of `wal.type: dual` (what a rebuild reads back from a broker).
 
 #![no_main]
 
@@ -28,6 +29,8 @@ enum Case {
     Catalogue(Vec<u8>, Vec<u8>),
     /// A packed segment with one flipped byte.
     Packed(Vec<Vec<u8>>, u32),
+    /// A record read back from the intake log, and a pending marker's key.
+    Intake(Vec<u8>),
     /// A stored key of any family.
     Key(Vec<u8>, u64),
     /// Keys and values built from parts.
@@ -52,6 +55,19 @@ struct Parts {
 }
 
 fuzz_target!(|case: Case| match case {
+    Case::Intake(v) => {
+        if let Ok(r) = ankusa_format::intake::decode_intake(&v) {
+            let again = ankusa_format::intake::decode_intake(
+                &ankusa_format::intake::encode_intake(&r.meta, &r.encoded_envelope),
+            )
+            .expect("an encoded record decodes");
+            assert_eq!(again.meta, r.meta);
+            assert_eq!(again.envelope, r.envelope);
+        }
+        if let Some(seq) = keys::parse_intake_pending(&v) {
+            assert_eq!(keys::intake_pending(seq).as_slice(), v.as_slice());
+        }
+    }
     Case::Envelope(seq, v) => {
         if let Ok(e) = codec::decode_envelope(seq, &v) {
             let again = codec::decode_envelope(seq, &codec::encode_envelope(&e))

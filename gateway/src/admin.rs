@@ -230,6 +230,9 @@ async fn metrics(State(app): State<Arc<App>>) -> Response {
         m.commit_queued.set(c.queued() as i64);
     }
     crate::quarantine::gauges(&app);
+    if let Some(b) = &app.backup {
+        b.gauges();
+    }
     {
         let a = app.clone();
         let _ = tokio::task::spawn_blocking(move || {
@@ -316,6 +319,8 @@ async fn status(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
     st.quarantine = Some(pen);
     st.archive = archive;
     st.dlq = Some(dlq);
+    st.backup = app.backup.as_ref().map(|b| b.status());
+    st.intake = app.intake.as_ref().map(|i| i.status());
     Json(st).into_response()
 }
 
@@ -447,6 +452,7 @@ async fn corrupt_rows(
 async fn wal(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
     tri!(authorize_node(&app, &headers, "config:read"));
     let store = app.store.clone();
+    let intake = app.intake.as_ref().map(|i| i.status());
     let v = tri!(
         blocking(move || {
             let t = store.totals()?;
@@ -460,6 +466,7 @@ async fn wal(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
                 "last_failure_ms": store.health.last_failure_ms(),
                 "last_failure_class": store.health.last_failure_class(),
                 "path": store.path().display().to_string(),
+                "intake": intake,
             }))
         })
         .await

@@ -14,10 +14,12 @@ use tokio::net::TcpListener;
 
 use crate::archive::Archive;
 use crate::archive::dlq_bounds::DlqGuard;
+use crate::backup::{Backup, Restored};
 use crate::claim_check::LocalClaimCheck;
 use crate::commit::{CommitListener, Committer};
 use crate::dispatch::{self, Dispatcher};
 use crate::edge::ratelimit::RateLimiter;
+use crate::intake::Intake;
 use crate::live::{ConfigHandle, Live};
 use crate::metrics::Metrics;
 use crate::quarantine::Pen;
@@ -50,6 +52,12 @@ pub struct App {
     pub archive: Option<Arc<Archive>>,
     /// The DLQ's bounds: `503 dlq_full` while over one with nothing archived to evict.
     pub dlq: Arc<DlqGuard>,
+    /// Store backups, when `backup.enabled`.
+    pub backup: Option<Arc<Backup>>,
+    /// The backup this node's store was restored from at boot, if it was.
+    pub restored: Option<Restored>,
+    /// The intake log of `wal.type: dual`.
+    pub intake: Option<Arc<Intake>>,
     /// Per tenant (`rate_limits`).
     pub limiter: RateLimiter,
     /// Per client address (`http.client_rate_limit`).
@@ -79,6 +87,17 @@ impl CommitListener for NoDispatch {
     fn committed(&self, _: &[String], _: u64, _: &[LaneId]) {}
 }
 
+/// Whether a directory is absent or holds nothing.
+fn dir_is_empty(p: &std::path::Path) -> bool {
+    match std::fs::read_dir(p) {
+        Ok(mut entries) => entries.next().is_none(),
+        Err(_) => true,
+    }
+}
+
+/// How long a clean stop waits for its final backup.
+const FINAL_BACKUP_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// The store directory of a config: `<data_dir>/<instance>/store`.
 pub fn store_path(c: &Config) -> PathBuf {
     c.node.data_dir.join(&c.node.instance).join("store")
@@ -92,6 +111,12 @@ pub struct Running {
 
 /// Starts everything and serves until SIGTERM/SIGINT, then drains.
 pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> anyhow::Result<()> {
+    // Read before anything is restored or created: an empty store under `wal.type: dual` is
+    // rebuilt from the intake log.
+    let fresh_store = dir_is_empty(&store_path(&config));
+    // An absent or empty store with backups on is restored from the latest backup first; an
+    // unreadable backup refuses to start (`store_restore_failed`) rather than start empty.
+    let restored = crate::backup::restore_if_empty(&config).await?;
     let store = {
         let path = store_path(&config);
         tokio::task::spawn_blocking(move || Store::open(&path)).await??
@@ -120,6 +145,32 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
             }
             None
         }
+    };
+    let intake = match (&config.wal.wal_type, &config.intake) {
+        (ankusa_config::WalType::Dual, Some(cfg)) => Some(
+            Intake::start(cfg, &config.node.instance, store.clone(), &metrics.registry)
+                .await
+                .map_err(|e| anyhow::anyhow!(e))?,
+        ),
+        _ => None,
+    };
+    let backup = if config.backup.enabled {
+        // Under `wal.type: dual` every manifest records where a rebuild from the log starts.
+        let mark: Option<Arc<dyn crate::backup::IntakeMark>> = intake.clone().map(|i| {
+            Arc::new(crate::intake::IntakeWatermark(i)) as Arc<dyn crate::backup::IntakeMark>
+        });
+        Some(
+            Backup::start(
+                store.clone(),
+                &config,
+                metrics.clone(),
+                mark,
+                restored.as_ref(),
+            )
+            .map_err(|e| anyhow::anyhow!(e))?,
+        )
+    } else {
+        None
     };
     let dlq = DlqGuard::new(store.clone(), metrics.clone());
     let sinks = Arc::new(SinkBuilder::with_pools(HttpPools::new(
@@ -198,6 +249,7 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
             &config.batcher,
             metrics.clone(),
             listener,
+            intake.clone(),
         ))
     } else {
         None
@@ -211,6 +263,9 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
         pen,
         archive,
         dlq: dlq.clone(),
+        backup: backup.clone(),
+        restored: restored.clone(),
+        intake: intake.clone(),
         limiter: RateLimiter::default(),
         client_limiter: RateLimiter::default(),
         body_budget: Arc::new(tokio::sync::Semaphore::new(
@@ -299,6 +354,30 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
         }
     }
     dlq.start(handle.clone());
+    if let Some(i) = &intake {
+        // A store that started empty (or from a backup) is rebuilt from the log first; until
+        // the rebuild and the boot reconcile are done, new hooks get 503 and /ready says
+        // `recovering`.
+        // From the backup's watermark when restored from one (the whole log when the backup
+        // has none: taken under `disk`, or with the log away).
+        let rebuild_from = if let Some(r) = &restored {
+            Some(
+                r.intake
+                    .as_ref()
+                    .and_then(crate::intake::watermark_from)
+                    .unwrap_or_default(),
+            )
+        } else if fresh_store {
+            Some(Default::default())
+        } else {
+            None
+        };
+        let i = i.clone();
+        tokio::spawn(async move {
+            i.recover(rebuild_from).await;
+            i.run_reconciler().await;
+        });
+    }
     spawn_reload_triggers(app.clone());
     spawn_housekeeping(app.clone());
     tracing::warn!(
@@ -321,6 +400,17 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
     }
     if let Some(d) = dispatcher {
         tokio::task::spawn_blocking(move || d.shutdown(Duration::from_secs(5))).await?;
+    }
+    if let Some(b) = &backup {
+        // Nothing is committed or delivered any more: this backup holds every acked hook.
+        match tokio::time::timeout(FINAL_BACKUP_TIMEOUT, b.final_backup()).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::error!(error = %e, "the final backup failed"),
+            Err(_) => tracing::error!(
+                timeout_s = FINAL_BACKUP_TIMEOUT.as_secs(),
+                "the final backup did not finish in time; LATEST names the previous backup"
+            ),
+        }
     }
     tracing::info!("stopped");
     Ok(())

@@ -16,6 +16,7 @@ use ankusa_config::CommitConfig;
 use ankusa_core::now_ms;
 use tokio::sync::oneshot;
 
+use crate::intake::{Answer, Intake};
 use crate::metrics::Metrics;
 use crate::store::{IngestRecord, IngestResult, LaneId, Store, StoreError};
 
@@ -28,6 +29,12 @@ pub enum CommitError {
     StoreUnavailable(String),
     #[error("the record waited too long for its commit")]
     Expired,
+    /// `wal.type: dual`: the intake log did not confirm the record (or its breaker is open).
+    #[error("intake log unavailable")]
+    IntakeUnavailable,
+    /// `wal.type: dual`: a retry of a hook whose intake record is not confirmed yet.
+    #[error("the original hook's intake record is not confirmed yet")]
+    IntakePending,
 }
 
 /// Told about every commit, so dispatch wakes at once for the new rows.
@@ -65,7 +72,11 @@ struct Worker {
     listener: Arc<dyn CommitListener>,
     queued: Arc<AtomicUsize>,
     queued_bytes: Arc<AtomicU64>,
+    /// `wal.type: dual`: the intake log, and the runtime its publishes run on.
+    intake: Option<(Arc<Intake>, tokio::runtime::Handle)>,
 }
+
+type Reply = oneshot::Sender<Result<IngestResult, CommitError>>;
 
 impl Committer {
     /// Starts one commit task per partition on the current runtime.
@@ -74,7 +85,9 @@ impl Committer {
         cfg: &CommitConfig,
         metrics: Arc<Metrics>,
         listener: Arc<dyn CommitListener>,
+        intake: Option<Arc<Intake>>,
     ) -> Arc<Committer> {
+        let intake = intake.map(|i| (i, tokio::runtime::Handle::current()));
         let queued_bytes = Arc::new(AtomicU64::new(0));
         let mut parts = Vec::new();
         for _ in 0..cfg.partitions.max(1) {
@@ -87,6 +100,7 @@ impl Committer {
                 listener: listener.clone(),
                 queued: queued.clone(),
                 queued_bytes: queued_bytes.clone(),
+                intake: intake.clone(),
             };
             // One thread per partition: a commit blocks on the fsync, and a dedicated thread
             // saves the hand-over to a blocking pool on every batch.
@@ -219,7 +233,30 @@ impl Worker {
             let started = Instant::now();
             let now = now_ms();
             let n = recs.len();
-            let result = self.store.commit_encoded(&recs, &encoded, now, sweep);
+            if let Some((intake, _)) = &self.intake
+                && !intake.admits()
+            {
+                // Nothing is written: a hook is acked in both places or in neither.
+                for reply in replies {
+                    let _ = reply.send(Err(CommitError::IntakeUnavailable));
+                }
+                self.queued.fetch_sub(n, Ordering::SeqCst);
+                self.queued_bytes.fetch_sub(bytes, Ordering::SeqCst);
+                continue;
+            }
+            let mut publish = None;
+            let result = match &self.intake {
+                Some((intake, rt)) => self.store.commit_encoded_with(
+                    &recs,
+                    &encoded,
+                    now,
+                    sweep,
+                    |committed, batch| {
+                        publish = Some(intake.begin(&recs, &encoded, committed, batch, rt));
+                    },
+                ),
+                None => self.store.commit_encoded(&recs, &encoded, now, sweep),
+            };
             if result.as_ref().is_err_and(StoreError::is_io) {
                 self.store.maybe_reopen();
             }
@@ -235,12 +272,30 @@ impl Worker {
                             tenants.push(r.envelope.tenant.clone());
                         }
                     }
-                    for (reply, res) in replies.into_iter().zip(committed.results) {
-                        let _ = reply.send(Ok(res));
-                    }
                     self.listener.committed(&tenants, now, &committed.lanes);
+                    match (&self.intake, publish) {
+                        (Some((intake, rt)), Some(publish)) => {
+                            // The next batch's write need not wait for this one's broker
+                            // round trip: the answers go out from a task.
+                            let intake = intake.clone();
+                            rt.spawn(async move {
+                                let answers = intake.finish(publish, &committed.results).await;
+                                answer_dual(replies, answers);
+                            });
+                        }
+                        _ => {
+                            for (reply, res) in replies.into_iter().zip(committed.results) {
+                                let _ = reply.send(Ok(res));
+                            }
+                        }
+                    }
                 }
-                Err(e) => self.fail_all(replies, &e),
+                Err(e) => {
+                    if let (Some((intake, _)), Some(publish)) = (&self.intake, publish) {
+                        intake.abandon(publish);
+                    }
+                    self.fail_all(replies, &e)
+                }
             }
             self.queued.fetch_sub(n, Ordering::SeqCst);
             self.queued_bytes.fetch_sub(bytes, Ordering::SeqCst);
@@ -261,5 +316,15 @@ impl Worker {
         for reply in replies {
             let _ = reply.send(Err(CommitError::StoreUnavailable(e.to_string())));
         }
+    }
+}
+
+fn answer_dual(replies: Vec<Reply>, answers: Vec<Answer>) {
+    for (reply, a) in replies.into_iter().zip(answers) {
+        let _ = reply.send(match a {
+            Answer::Ok(r) => Ok(r),
+            Answer::Unavailable => Err(CommitError::IntakeUnavailable),
+            Answer::Pending => Err(CommitError::IntakePending),
+        });
     }
 }

@@ -12,12 +12,14 @@
 pub mod admin;
 pub mod app;
 pub mod archive;
+pub mod backup;
 pub mod blob;
 pub mod claim_check;
 pub mod cli;
 pub mod commit;
 pub mod dispatch;
 pub mod edge;
+pub mod intake;
 pub mod live;
 pub mod metrics;
 pub mod probes;

@@ -280,6 +280,7 @@ impl ConfigHandle {
         pin!(http.max_inflight_body_bytes, "http.max_inflight_body_bytes");
         pin!(claim_check, "claim_check");
         pin!(storage, "storage");
+        pin!(backup, "backup");
         pin!(batcher, "batcher");
         pin!(log, "log");
         changed
@@ -315,6 +316,8 @@ impl ConfigHandle {
             quarantine: None,
             archive: None,
             dlq: None,
+            backup: None,
+            intake: None,
         }
     }
 }

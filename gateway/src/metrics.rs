@@ -70,6 +70,9 @@ pub struct Metrics {
     pub dlq_full: IntGauge,
     pub dlq_oldest_age_seconds: prometheus::Gauge,
     pub dlq_evicted: IntCounterVec,
+    pub backup_runs: IntCounterVec,
+    pub backup_age_seconds: prometheus::Gauge,
+    pub backup_refused: IntCounterVec,
 }
 
 fn gauge_vec(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
@@ -426,6 +429,23 @@ impl Metrics {
                 &r,
                 "ankusa_dlq_evicted_total",
                 "Dead rows evicted by the DLQ's bounds (their hooks archived)",
+                &["reason"],
+            ),
+            backup_runs: counter_vec(
+                &r,
+                "ankusa_backup_runs_total",
+                "Store backups by outcome (ok: LATEST written; failed: LATEST left on the previous one)",
+                &["outcome"],
+            ),
+            backup_age_seconds: float_gauge(
+                &r,
+                "ankusa_backup_age_seconds",
+                "Seconds since the last complete backup (since start when none yet)",
+            ),
+            backup_refused: counter_vec(
+                &r,
+                "ankusa_backup_refused_total",
+                "Backups refused to protect another writer's backups (foreign_backup, prefix_shared)",
                 &["reason"],
             ),
             registry: r,

@@ -26,6 +26,19 @@ pub async fn health(State(app): State<Arc<App>>) -> Response {
 }
 
 pub async fn ready(State(app): State<Arc<App>>) -> Response {
+    // `wal.type: dual`: no hook can be acked while the intake log is recovering or down.
+    if let Some(i) = &app.intake
+        && i.state() != "ready"
+    {
+        let mut r = (
+            StatusCode::SERVICE_UNAVAILABLE,
+            axum::Json(json!({ "status": "unavailable", "intake": i.state() })),
+        )
+            .into_response();
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, i.retry_after_s().into());
+        return r;
+    }
     let (ok, reason) = check_ready(&app).await;
     if ok {
         return axum::Json(json!({ "status": "ready" })).into_response();

@@ -198,6 +198,73 @@ impl Conn for KafkaConn {
     }
 }
 
+/// The librdkafka settings of a producer described by a Kafka sink's keys that is not a sink:
+/// the intake log of `wal.type: dual`. Idempotent with `acks=all`, so a retried produce lands
+/// once and one key's records keep their order. OAUTHBEARER is refused here (its token
+/// refresh lives in the sink's client context).
+pub fn intake_client_config(cfg: &KafkaSinkConfig, p: &str) -> Result<ClientConfig, String> {
+    let mut client = ClientConfig::new();
+    client
+        .set("bootstrap.servers", bootstrap(&cfg.brokers))
+        .set("client.id", "ankusa-intake")
+        .set("acks", "all")
+        .set("enable.idempotence", "true")
+        .set("max.in.flight.requests.per.connection", "5")
+        .set("allow.auto.create.topics", "false")
+        .set("message.timeout.ms", cfg.produce_timeout_ms.to_string())
+        .set(
+            "message.max.bytes",
+            cfg.max_record_bytes
+                .saturating_add(65_536)
+                .clamp(1_000_000, 1_000_000_000)
+                .to_string(),
+        )
+        .set("linger.ms", "1")
+        .set("socket.keepalive.enable", "true");
+    let protocol = cfg.protocol();
+    client.set("security.protocol", protocol.as_str());
+    if let Some(s) = &cfg.sasl {
+        if s.mechanism == KafkaSaslMechanism::Oauthbearer {
+            return Err(format!(
+                "{p}.sasl.mechanism: oauthbearer is not supported for the intake log"
+            ));
+        }
+        client
+            .set("sasl.mechanisms", s.mechanism.librdkafka_name())
+            .set("sasl.username", s.username.expose())
+            .set("sasl.password", s.password.expose());
+    }
+    if protocol.tls() {
+        let t = cfg.tls.clone().unwrap_or_default();
+        apply_tls(&mut client, &t).map_err(|e| format!("{p}.tls: {e}"))?;
+    }
+    Ok(client)
+}
+
+/// The TLS material (read now, so a rotated file is picked up at the next open) and the
+/// certificate checks of `t`.
+fn apply_tls(client: &mut ClientConfig, t: &SinkTls) -> Result<(), String> {
+    let m = tls::material(t).map_err(|e| e.to_string())?;
+    let text = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
+    if let Some(ca) = m.ca_pem {
+        client.set("ssl.ca.pem", text(ca));
+    }
+    if let Some(cert) = m.cert_pem {
+        client.set("ssl.certificate.pem", text(cert));
+    }
+    if let Some(key) = m.key_pem {
+        client.set("ssl.key.pem", text(key));
+    }
+    if t.insecure_skip_verify {
+        client
+            .set("enable.ssl.certificate.verification", "false")
+            .set("ssl.endpoint.identification.algorithm", "none");
+    } else {
+        client.set("ssl.endpoint.identification.algorithm", "https");
+    }
+    Ok(())
+}
+
 pub struct KafkaSink {
     slot: Arc<Slot<KafkaConn>>,
     client: ClientConfig,
@@ -403,24 +470,7 @@ impl KafkaSink {
         let Some(t) = &self.tls else {
             return Ok(client);
         };
-        let m = tls::material(t).map_err(|e| format!("tls_setup: {e}"))?;
-        let text = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
-        if let Some(ca) = m.ca_pem {
-            client.set("ssl.ca.pem", text(ca));
-        }
-        if let Some(cert) = m.cert_pem {
-            client.set("ssl.certificate.pem", text(cert));
-        }
-        if let Some(key) = m.key_pem {
-            client.set("ssl.key.pem", text(key));
-        }
-        if t.insecure_skip_verify {
-            client
-                .set("enable.ssl.certificate.verification", "false")
-                .set("ssl.endpoint.identification.algorithm", "none");
-        } else {
-            client.set("ssl.endpoint.identification.algorithm", "https");
-        }
+        apply_tls(&mut client, t).map_err(|e| format!("tls_setup: {e}"))?;
         Ok(client)
     }
 

@@ -333,6 +333,31 @@ const CONNECT_TIMEOUT_S: u64 = 5;
 /// A failed dial as `<step>: <why>`: which step failed (`tcp_connect`, `tls_handshake`,
 /// `auth`, ...) is what an operator fixes, so it leads. async-nats files both a refused TCP
 /// connect and a refused handshake under `Io`; the rustls error inside tells them apart.
+/// A JetStream connection described by a NATS sink's keys, for what is not a sink: the intake
+/// log of `wal.type: dual`. That log is the node's own infrastructure, named by whoever runs
+/// the node, so any address it names is dialled (the egress policy guards the destinations a
+/// source's config names, not this).
+pub async fn intake_connect(
+    cfg: &NatsSinkConfig,
+) -> Result<(async_nats::Client, async_nats::jetstream::Context), String> {
+    let egress = ankusa_config::EgressConfig {
+        allow_loopback: true,
+        allow_private: true,
+        allow_link_local: true,
+        ..Default::default()
+    };
+    let ctx = BuildCtx {
+        field: "intake.jetstream",
+        egress: &egress,
+        policy: Policy::new(&egress, Arc::new(crate::egress::SystemResolver)),
+        forward_headers_max_bytes: 0,
+        default_inflight: 1,
+    };
+    let sink = NatsSink::new(cfg, &ctx, &Registry::default());
+    let conn = sink.open().await?;
+    Ok((conn.client, conn.js))
+}
+
 fn connect_error(e: &async_nats::ConnectError, peer: &PeerCert) -> String {
     use async_nats::ConnectErrorKind as K;
     match e.kind() {

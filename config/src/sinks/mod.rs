@@ -177,6 +177,18 @@ pub enum SinkConfig {
     GooglePubsub(GooglePubsubSinkConfig),
 }
 
+/// Every sink type name (`SinkConfig::type_name`).
+pub const SINK_TYPES: [&str; 8] = [
+    "log",
+    "http",
+    "kafka",
+    "rabbitmq",
+    "nats",
+    "redis",
+    "sqs",
+    "google_pubsub",
+];
+
 impl SinkConfig {
     /// The type name as written in YAML, stored with each delivery row.
     pub fn type_name(&self) -> &'static str {
@@ -253,6 +265,28 @@ impl SinkConfig {
             _ => Ok(()),
         }
     }
+}
+
+/// Checks a Kafka sink's keys used elsewhere (the intake log of `wal.type: dual`) at `p`.
+pub(crate) fn validate_kafka_at(
+    k: &KafkaSinkConfig,
+    p: &str,
+    allow_insecure: bool,
+) -> Result<(), ConfigError> {
+    let s = SinkConfig::Kafka(k.clone());
+    s.validate(p)?;
+    s.validate_tls(p, allow_insecure)
+}
+
+/// Checks a NATS JetStream sink's keys used elsewhere (the intake log) at `p`.
+pub(crate) fn validate_nats_at(
+    n: &NatsSinkConfig,
+    p: &str,
+    allow_insecure: bool,
+) -> Result<(), ConfigError> {
+    let s = SinkConfig::Nats(n.clone());
+    s.validate(p)?;
+    s.validate_tls(p, allow_insecure)
 }
 
 /// Where the key of an ordering lane comes from.

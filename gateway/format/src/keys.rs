@@ -95,6 +95,22 @@ pub fn job(id: &str) -> Vec<u8> {
 }
 pub const JOB_PREFIX: &[u8] = b"j:";
 
+/// Default CF: a hook committed here under `wal.type: dual` whose intake record the log has not
+/// confirmed yet (value: the record's metadata, JSON). Deleted once confirmed.
+pub const INTAKE_PENDING_PREFIX: &[u8] = b"n:";
+
+pub fn intake_pending(seq: u64) -> [u8; 10] {
+    let mut k = [0u8; 10];
+    k[..2].copy_from_slice(INTAKE_PENDING_PREFIX);
+    k[2..].copy_from_slice(&seq.to_be_bytes());
+    k
+}
+
+pub fn parse_intake_pending(k: &[u8]) -> Option<u64> {
+    let rest = k.strip_prefix(INTAKE_PENDING_PREFIX)?;
+    Some(u64::from_be_bytes(rest.try_into().ok()?))
+}
+
 /// `hooks`: `<seq:8>` → encoded envelope.
 pub fn hook(seq: u64) -> [u8; 8] {
     seq.to_be_bytes()

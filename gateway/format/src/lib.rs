@@ -9,6 +9,7 @@
 pub mod codec;
 pub mod cursor;
 pub mod http;
+pub mod intake;
 pub mod keys;
 pub mod message;
 pub mod request;

@@ -64,6 +64,80 @@ impl LocalStore {
         .await
     }
 
+    pub async fn delete(&self, key: &str) -> Result<(), BlobError> {
+        let path = self.path(key);
+        on_thread("delete", key, move |key| {
+            match std::fs::remove_file(&path) {
+                Ok(()) => Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(io_err("delete", key, &e)),
+            }
+        })
+        .await
+    }
+
+    /// Files under the root whose key starts with `prefix`, walking only the directory the
+    /// prefix names (a prefix ends at a `/`). Temporary files of puts in progress are skipped.
+    pub async fn list(&self, prefix: &str, max: usize) -> Result<Vec<super::Listed>, BlobError> {
+        let root = self.root.clone();
+        let dir_key = prefix
+            .rsplit_once('/')
+            .map(|(d, _)| d.to_string())
+            .unwrap_or_default();
+        let prefix_owned = prefix.to_string();
+        on_thread("list", prefix, move |key| {
+            let mut out = Vec::new();
+            let start = if dir_key.is_empty() {
+                root.clone()
+            } else {
+                root.join(&dir_key)
+            };
+            let mut stack = vec![(start, dir_key.clone())];
+            while let Some((dir, rel)) = stack.pop() {
+                let entries = match std::fs::read_dir(&dir) {
+                    Ok(e) => e,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                    Err(e) => return Err(io_err("list", key, &e)),
+                };
+                for entry in entries {
+                    let entry = entry.map_err(|e| io_err("list", key, &e))?;
+                    let name = entry.file_name().to_string_lossy().into_owned();
+                    if name.starts_with('.') {
+                        continue;
+                    }
+                    let k = if rel.is_empty() {
+                        name
+                    } else {
+                        format!("{rel}/{name}")
+                    };
+                    let meta = entry.metadata().map_err(|e| io_err("list", key, &e))?;
+                    if meta.is_dir() {
+                        if format!("{k}/").starts_with(&prefix_owned)
+                            || prefix_owned.starts_with(&format!("{k}/"))
+                        {
+                            stack.push((entry.path(), k));
+                        }
+                    } else if k.starts_with(&prefix_owned) {
+                        if out.len() >= max {
+                            return Err(BlobError::TooLarge {
+                                op: "list",
+                                key: key.to_string(),
+                                max: max as u64,
+                            });
+                        }
+                        out.push(super::Listed {
+                            key: k,
+                            size: meta.len(),
+                        });
+                    }
+                }
+            }
+            out.sort_by(|a, b| a.key.cmp(&b.key));
+            Ok(out)
+        })
+        .await
+    }
+
     pub async fn get_range(&self, key: &str, offset: u64, len: u32) -> Result<Bytes, BlobError> {
         let path = self.path(key);
         on_thread("get", key, move |key| {
@@ -146,5 +220,28 @@ mod tests {
             s.get_range("a/b/c.seg", 8, 10).await.is_err(),
             "past the end"
         );
+    }
+
+    #[tokio::test]
+    async fn list_by_prefix_and_delete() {
+        let d = tempfile::tempdir().unwrap();
+        let s = LocalStore::new(d.path().join("blobs"));
+        assert!(s.list("p/x/", 10).await.unwrap().is_empty(), "no root yet");
+        for k in ["p/x/a", "p/x/y/b", "p/xy/c", "q/d"] {
+            s.put(k, Bytes::from_static(b"abc")).await.unwrap();
+        }
+        let keys = |v: Vec<crate::blob::Listed>| v.into_iter().map(|l| l.key).collect::<Vec<_>>();
+        assert_eq!(
+            keys(s.list("p/x/", 10).await.unwrap()),
+            ["p/x/a", "p/x/y/b"]
+        );
+        assert_eq!(s.list("p/x/", 10).await.unwrap()[0].size, 3);
+        assert!(matches!(
+            s.list("p/x/", 1).await,
+            Err(BlobError::TooLarge { .. })
+        ));
+        s.delete("p/x/a").await.unwrap();
+        s.delete("p/x/a").await.unwrap();
+        assert_eq!(keys(s.list("p/", 10).await.unwrap()), ["p/x/y/b", "p/xy/c"]);
     }
 }

@@ -1,6 +1,6 @@
-//! Blob stores: where the archive's segments go. A local directory (`local`) or an
-//! S3-compatible bucket (`s3`: AWS, MinIO, R2), behind one small API: put an object, get it
-//! whole (bounded), get a byte range of it. Keys are the node's own (`archive/v1/...`), checked
+//! Blob stores: where the archive's segments and the store's backups go. A local directory
+//! (`local`) or an S3-compatible bucket (`s3`: AWS, MinIO, R2), behind one small API: put an
+//! object, get it whole (bounded), get a byte range of it, delete it, list a prefix. Keys are the node's own (`archive/v1/...`), checked
 //! to stay under the store's root. Errors say which operation and class failed, never a
 //! credential.
 
@@ -9,7 +9,7 @@ mod s3;
 
 use bytes::Bytes;
 
-use ankusa_config::{BlobStoreType, StorageConfig};
+use ankusa_config::{BlobStoreType, LocalStoreConfig, S3StoreConfig, StorageConfig};
 
 pub use local::LocalStore;
 pub use s3::S3Store;
@@ -42,6 +42,13 @@ pub enum BlobError {
     },
 }
 
+/// One object of a listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    pub key: String,
+    pub size: u64,
+}
+
 /// A configured blob store.
 pub enum BlobStore {
     Local(LocalStore),
@@ -51,19 +58,29 @@ pub enum BlobStore {
 
 impl BlobStore {
     pub fn from_config(cfg: &StorageConfig) -> Result<BlobStore, String> {
-        match cfg.store_type {
+        Self::from_parts(
+            cfg.store_type,
+            cfg.local.as_ref(),
+            cfg.s3.as_ref(),
+            "storage",
+        )
+    }
+
+    /// The store of a `type` with its `local` or `s3` section (`at` names the section in
+    /// errors: `storage`, `backup.store`).
+    pub fn from_parts(
+        store_type: BlobStoreType,
+        local: Option<&LocalStoreConfig>,
+        s3: Option<&S3StoreConfig>,
+        at: &str,
+    ) -> Result<BlobStore, String> {
+        match store_type {
             BlobStoreType::Local => {
-                let l = cfg
-                    .local
-                    .as_ref()
-                    .ok_or_else(|| "storage.local: is required".to_string())?;
+                let l = local.ok_or_else(|| format!("{at}.local: is required"))?;
                 Ok(BlobStore::Local(LocalStore::new(l.dir.clone())))
             }
             BlobStoreType::S3 => {
-                let s = cfg
-                    .s3
-                    .as_ref()
-                    .ok_or_else(|| "storage.s3: is required".to_string())?;
+                let s = s3.ok_or_else(|| format!("{at}.s3: is required"))?;
                 Ok(BlobStore::S3(Box::new(S3Store::new(s)?)))
             }
         }
@@ -93,6 +110,27 @@ impl BlobStore {
         match self {
             BlobStore::Local(s) => s.get(key, max).await,
             BlobStore::S3(s) => s.get(key, max).await,
+        }
+    }
+
+    /// Deletes an object; one that is not there is not an error (deletes are retried).
+    pub async fn delete(&self, key: &str) -> Result<(), BlobError> {
+        check_key("delete", key)?;
+        match self {
+            BlobStore::Local(s) => s.delete(key).await,
+            BlobStore::S3(s) => s.delete(key).await,
+        }
+    }
+
+    /// Every object whose key starts with `prefix` (a `/`-ended key prefix), with its size, at
+    /// most `max` of them (more is an error rather than a silently cut listing: a caller that
+    /// deletes what a listing does not show must see all of it).
+    pub async fn list(&self, prefix: &str, max: usize) -> Result<Vec<Listed>, BlobError> {
+        let trimmed = prefix.strip_suffix('/').unwrap_or(prefix);
+        check_key("list", trimmed)?;
+        match self {
+            BlobStore::Local(s) => s.list(prefix, max).await,
+            BlobStore::S3(s) => s.list(prefix, max).await,
         }
     }
 

@@ -1,5 +1,5 @@
-//! An S3-compatible bucket (AWS S3, MinIO, R2, a VPC endpoint): `PutObject`, `GetObject` and
-//! ranged `GetObject` over HTTPS, each request SigV4-signed by `aws-sigv4` with credentials from
+//! An S3-compatible bucket (AWS S3, MinIO, R2, a VPC endpoint): `PutObject`, `GetObject`,
+//! ranged `GetObject`, `DeleteObject` and `ListObjectsV2` over HTTPS, each request SigV4-signed by `aws-sigv4` with credentials from
 //! the config or `aws-config`'s default chain (`AWS_*` env, web identity/IRSA, profile, IMDSv2),
 //! through `ankusa_sinks::aws`, the same code the SQS sink signs with.
 //!
@@ -143,6 +143,77 @@ impl S3Store {
         })
     }
 
+    pub async fn delete(&self, key: &str) -> Result<(), BlobError> {
+        match self
+            .send("delete", reqwest::Method::DELETE, key, &[], Bytes::new())
+            .await
+        {
+            Ok(_) | Err(BlobError::NotFound { .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// ListObjectsV2 over `prefix`, page by page (1000 keys each), at most `max` keys.
+    pub async fn list(&self, prefix: &str, max: usize) -> Result<Vec<super::Listed>, BlobError> {
+        let mut out = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let mut url = format!(
+                "{}?list-type=2&prefix={}",
+                self.bucket_url(),
+                query_escape(prefix)
+            );
+            if let Some(t) = &token {
+                url.push_str("&continuation-token=");
+                url.push_str(&query_escape(t));
+            }
+            let body = self
+                .send_url(
+                    "list",
+                    reqwest::Method::GET,
+                    prefix,
+                    &url,
+                    &[],
+                    Bytes::new(),
+                )
+                .await?;
+            let page = parse_list(&body).ok_or_else(|| BlobError::Transient {
+                op: "list",
+                key: prefix.to_string(),
+                message: "the listing does not parse".into(),
+            })?;
+            for l in page.objects {
+                if out.len() >= max {
+                    return Err(BlobError::TooLarge {
+                        op: "list",
+                        key: prefix.to_string(),
+                        max: max as u64,
+                    });
+                }
+                out.push(l);
+            }
+            match page.next {
+                Some(t) if page.truncated => token = Some(t),
+                _ => break,
+            }
+        }
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(out)
+    }
+
+    /// The bucket's own URL (for listings).
+    fn bucket_url(&self) -> String {
+        if self.path_style {
+            format!("{}/{}", self.origin, self.bucket)
+        } else {
+            let (scheme, host) = self
+                .origin
+                .split_once("://")
+                .unwrap_or(("https", self.origin.as_str()));
+            format!("{scheme}://{}.{host}/", self.bucket)
+        }
+    }
+
     /// One request with its retries; the body of a 2xx answer.
     async fn send(
         &self,
@@ -152,10 +223,24 @@ impl S3Store {
         extra: &[(&str, &str)],
         body: Bytes,
     ) -> Result<Bytes, BlobError> {
+        let url = self.url(key);
+        self.send_url(op, method, key, &url, extra, body).await
+    }
+
+    /// `send` to a given URL (`key` names it in errors).
+    async fn send_url(
+        &self,
+        op: &'static str,
+        method: reqwest::Method,
+        key: &str,
+        url: &str,
+        extra: &[(&str, &str)],
+        body: Bytes,
+    ) -> Result<Bytes, BlobError> {
         let mut attempt = 0;
         loop {
             match self
-                .once(op, method.clone(), key, extra, body.clone())
+                .once(op, method.clone(), key, url, extra, body.clone())
                 .await
             {
                 Err(BlobError::Transient { message, .. }) if attempt < RETRY_DELAYS.len() => {
@@ -173,6 +258,7 @@ impl S3Store {
         op: &'static str,
         method: reqwest::Method,
         key: &str,
+        url: &str,
         extra: &[(&str, &str)],
         body: Bytes,
     ) -> Result<Bytes, BlobError> {
@@ -186,11 +272,10 @@ impl S3Store {
             key: key.to_string(),
             message,
         };
-        let url = self.url(key);
         let creds = self.creds.get().await.map_err(|_| {
             refused("no credentials (none configured, none in the default chain)".into())
         })?;
-        let host = url::Url::parse(&url)
+        let host = url::Url::parse(url)
             .ok()
             .and_then(|u| {
                 u.host_str().map(|h| match u.port() {
@@ -201,9 +286,9 @@ impl S3Store {
             .ok_or_else(|| refused("the object URL has no host".into()))?;
         let mut to_sign: Vec<(&str, &str)> = vec![("host", host.as_str())];
         to_sign.extend_from_slice(extra);
-        let signed = sign_headers_s3(creds, &self.region, method.as_str(), &url, &to_sign, &body)
+        let signed = sign_headers_s3(creds, &self.region, method.as_str(), url, &to_sign, &body)
             .map_err(|e| refused(format!("signing failed: {e}")))?;
-        let mut req = self.http.request(method, &url);
+        let mut req = self.http.request(method, url);
         for (k, v) in extra {
             req = req.header(*k, *v);
         }
@@ -261,6 +346,62 @@ fn transport_class(e: &reqwest::Error) -> &'static str {
     }
 }
 
+/// A query value with everything but RFC 3986's unreserved characters percent-encoded, as
+/// SigV4's canonical query string has it (so the signature covers the same bytes S3 reads).
+fn query_escape(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for b in v.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+struct ListPage {
+    objects: Vec<super::Listed>,
+    truncated: bool,
+    next: Option<String>,
+}
+
+/// The keys and sizes of a `ListBucketResult` (S3's XML is flat enough to read by its tags).
+fn parse_list(body: &[u8]) -> Option<ListPage> {
+    let text = std::str::from_utf8(body).ok()?;
+    if !text.contains("ListBucketResult") {
+        return None;
+    }
+    let tag = |s: &str, name: &str| -> Option<String> {
+        let open = format!("<{name}>");
+        let close = format!("</{name}>");
+        let (_, rest) = s.split_once(&open)?;
+        let (v, _) = rest.split_once(&close)?;
+        Some(xml_unescape(v))
+    };
+    let mut objects = Vec::new();
+    for part in text.split("<Contents>").skip(1) {
+        let part = part.split("</Contents>").next()?;
+        objects.push(super::Listed {
+            key: tag(part, "Key")?,
+            size: tag(part, "Size")?.trim().parse().ok()?,
+        });
+    }
+    Some(ListPage {
+        objects,
+        truncated: tag(text, "IsTruncated").is_some_and(|v| v.trim() == "true"),
+        next: tag(text, "NextContinuationToken"),
+    })
+}
+
+fn xml_unescape(v: &str) -> String {
+    v.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&apos;", "'")
+        .replace("&amp;", "&")
+}
+
 fn md5_of(bytes: &[u8]) -> [u8; 16] {
     use md5::Digest as _;
     md5::Md5::digest(bytes).into()
@@ -278,6 +419,22 @@ mod tests {
         );
         assert_eq!(s3_code(b"<Code>a b</Code>"), "(no error code)");
         assert_eq!(s3_code(b"junk"), "(no error code)");
+    }
+
+    #[test]
+    fn listings_parse_and_queries_escape() {
+        let xml = br#"<?xml version="1.0"?><ListBucketResult><Name>b</Name><IsTruncated>true</IsTruncated>
+<Contents><Key>p/backup/n/LATEST</Key><Size>120</Size></Contents>
+<Contents><Key>p/a&amp;b</Key><LastModified>x</LastModified><Size>7</Size></Contents>
+<NextContinuationToken>1/ab+c=</NextContinuationToken></ListBucketResult>"#;
+        let p = parse_list(xml).unwrap();
+        assert_eq!(p.objects.len(), 2);
+        assert_eq!(p.objects[0].key, "p/backup/n/LATEST");
+        assert_eq!((p.objects[1].key.as_str(), p.objects[1].size), ("p/a&b", 7));
+        assert!(p.truncated);
+        assert_eq!(p.next.as_deref(), Some("1/ab+c="));
+        assert!(parse_list(b"<Error><Code>NoSuchBucket</Code></Error>").is_none());
+        assert_eq!(query_escape("a/b=c+d~"), "a%2Fb%3Dc%2Bd~");
     }
 
     #[test]

@@ -398,6 +398,20 @@ async fn handle(app: &App, req: Request, body_read: &mut bool) -> (&'static str,
             "overload",
             with_retry_after(error(StatusCode::SERVICE_UNAVAILABLE, "overload", None), 1),
         ),
+        Err(CommitError::IntakeUnavailable) => (
+            "intake_unavailable",
+            with_retry_after(
+                error(StatusCode::SERVICE_UNAVAILABLE, "intake_unavailable", None),
+                intake_retry_after(app),
+            ),
+        ),
+        Err(CommitError::IntakePending) => (
+            "intake_pending",
+            with_retry_after(
+                error(StatusCode::SERVICE_UNAVAILABLE, "intake_pending", None),
+                intake_retry_after(app),
+            ),
+        ),
         Err(CommitError::StoreUnavailable(_)) => (
             "store_unavailable",
             with_retry_after(
@@ -406,6 +420,14 @@ async fn handle(app: &App, req: Request, body_read: &mut bool) -> (&'static str,
             ),
         ),
     }
+}
+
+/// `Retry-After` of the intake refusals (`intake.retry_after_s`).
+fn intake_retry_after(app: &App) -> u64 {
+    app.intake
+        .as_ref()
+        .map(|i| u64::from(i.retry_after_s()))
+        .unwrap_or(2)
 }
 
 /// A request that failed verification on a `quarantine` source, as the pen keeps it.

@@ -114,23 +114,7 @@ impl Store {
         now: u64,
         sweep: bool,
     ) -> Result<Committed, StoreError> {
-        debug_assert_eq!(records.len(), encoded.len());
-        let db = self.db()?;
-        // Sized up front: a growing batch would copy every body again at each doubling.
-        let estimate: usize = records
-            .iter()
-            .map(|r| r.envelope.body.len() + 768 * (1 + r.sinks.len()))
-            .sum();
-        let mut batch = WriteBatch::with_capacity_bytes(estimate);
-        let opts = CommitOpts {
-            sweep,
-            archive: self.archiving(),
-            ..Default::default()
-        };
-        let _gate = self.dedupe_gate(false);
-        let committed = self.ingest_into(&db, &mut batch, records, encoded, now, opts)?;
-        self.write(&db, batch, true)?;
-        Ok(committed)
+        self.commit_encoded_with(records, encoded, now, sweep, |_, _| {})
     }
 
     /// Adds the commit of `records` to `batch` (the caller writes it, synced): what

@@ -14,10 +14,12 @@ mod corrupt;
 mod dlq;
 mod index;
 mod ingest;
+mod intake;
 mod jobs;
 mod pen;
 mod queue;
 mod seed;
+mod snapshot;
 
 // Key bytes and value encodings live in `ankusa-format` (fuzzed without RocksDB); the store
 // is still their only user, under the same module names.
@@ -247,7 +249,15 @@ fn db_options() -> Options {
     // Commit partitions write concurrently: let one's memtable insert overlap another's WAL
     // write instead of queueing whole writes behind each other.
     o.set_enable_pipelined_write(true);
+    file_sizes(&mut o);
     o
+}
+
+/// Keeps every SST file well under the 64 MiB a backup uploads in one piece: a flush writes at
+/// most about one memtable, a compaction cuts its output at the target size.
+fn file_sizes(o: &mut Options) {
+    o.set_write_buffer_size(48 << 20);
+    o.set_target_file_size_base(32 << 20);
 }
 
 /// Every family; `with_pen: false` leaves out the quarantine pen's, which a store made before
@@ -261,6 +271,7 @@ fn cf_descriptors(with_pen: bool) -> Vec<ColumnFamilyDescriptor> {
     for name in keys::ALL_CFS.into_iter().chain(pen) {
         let mut o = Options::default();
         o.set_paranoid_checks(true);
+        file_sizes(&mut o);
         v.push(ColumnFamilyDescriptor::new(name, o));
     }
     v
@@ -402,7 +413,18 @@ impl Store {
                 b.put(keys::META_STORE_ID, uuid::Uuid::now_v7().as_bytes());
                 self.write(&db, b, true)?;
             }
-            Some(v) if keys::be64(&v) == Some(keys::FORMAT_VERSION) => {}
+            Some(v) if keys::be64(&v) == Some(keys::FORMAT_VERSION) => {
+                // A store made before ids gets one now: every backup manifest carries it.
+                if db
+                    .get(keys::META_STORE_ID)
+                    .map_err(|e| classify(&e))?
+                    .is_none()
+                {
+                    let mut b = WriteBatch::default();
+                    b.put(keys::META_STORE_ID, uuid::Uuid::now_v7().as_bytes());
+                    self.write(&db, b, true)?;
+                }
+            }
             Some(v) => {
                 return Err(StoreError::Corrupt(format!(
                     "store format {:?} is not supported by this release (expected {})",

@@ -1,0 +1,155 @@
+//! The Kafka intake log: an idempotent `acks=all` producer, every record keyed by the node's
+//! name (so one node's records stay in order in one partition), and a reader that replays a
+//! node's records from given offsets up to the end the topic had when the read began.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use ankusa_config::KafkaSinkConfig;
+use rdkafka::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+use rdkafka::{Offset, TopicPartitionList};
+
+/// Where a record landed.
+pub type Position = (i32, i64);
+
+pub struct KafkaLog {
+    producer: FutureProducer,
+    client: ClientConfig,
+    topic: String,
+    timeout: Duration,
+}
+
+impl KafkaLog {
+    pub fn new(cfg: &KafkaSinkConfig, publish_timeout: Duration) -> Result<KafkaLog, String> {
+        let mut client = ankusa_sinks::kafka::intake_client_config(cfg, "intake.kafka")?;
+        client.set(
+            "message.timeout.ms",
+            publish_timeout.as_millis().max(100).to_string(),
+        );
+        let producer: FutureProducer = client
+            .create()
+            .map_err(|e| format!("intake.kafka: cannot create a producer ({e})"))?;
+        Ok(KafkaLog {
+            producer,
+            client,
+            topic: cfg.topic.clone(),
+            timeout: publish_timeout,
+        })
+    }
+
+    /// Publishes `payloads` in order under `key` and waits for every confirmation; the
+    /// positions in the same order.
+    pub async fn publish(&self, key: &str, payloads: &[Vec<u8>]) -> Result<Vec<Position>, String> {
+        let mut pending = Vec::with_capacity(payloads.len());
+        for p in payloads {
+            let rec = FutureRecord::to(&self.topic).key(key.as_bytes()).payload(p);
+            match self.producer.send_result(rec) {
+                Ok(f) => pending.push(f),
+                Err((e, _)) => return Err(format!("enqueue: {e}")),
+            }
+        }
+        let all = futures::future::join_all(pending);
+        let done = tokio::time::timeout(self.timeout + Duration::from_secs(1), all)
+            .await
+            .map_err(|_| "publish: no confirmation within publish_timeout_ms".to_string())?;
+        let mut out = Vec::with_capacity(done.len());
+        for d in done {
+            match d {
+                Ok(Ok(delivery)) => out.push((delivery.partition, delivery.offset)),
+                Ok(Err((e, _))) => return Err(format!("publish: {e}")),
+                Err(_) => return Err("publish: the producer went away".into()),
+            }
+        }
+        Ok(out)
+    }
+
+    /// The end offset (high watermark) of every partition of the topic. Blocking.
+    pub fn end_offsets(&self) -> Result<BTreeMap<i32, i64>, String> {
+        let client = self.producer.client();
+        let md = client
+            .fetch_metadata(Some(&self.topic), Duration::from_secs(2))
+            .map_err(|e| format!("metadata: {e}"))?;
+        let parts: Vec<i32> = md
+            .topics()
+            .iter()
+            .filter(|t| t.name() == self.topic)
+            .flat_map(|t| t.partitions().iter().map(|p| p.id()))
+            .collect();
+        if parts.is_empty() {
+            return Err(format!("metadata: topic {} has no partitions", self.topic));
+        }
+        let mut out = BTreeMap::new();
+        for p in parts {
+            let (_, high) = client
+                .fetch_watermarks(&self.topic, p, Duration::from_secs(2))
+                .map_err(|e| format!("watermarks of partition {p}: {e}"))?;
+            out.insert(p, high);
+        }
+        Ok(out)
+    }
+
+    /// Calls `f(partition, offset, payload)` for every record keyed `node` at or after
+    /// `from[p]` (partitions absent from `from`: from their start) up to the end each
+    /// partition had when the read began. Blocking.
+    pub fn read_node(
+        &self,
+        node: &str,
+        from: &BTreeMap<i32, i64>,
+        mut f: impl FnMut(i32, i64, &[u8]) -> Result<(), String>,
+    ) -> Result<u64, String> {
+        let ends = self.end_offsets()?;
+        let mut cfg = self.client.clone();
+        cfg.set("group.id", format!("ankusa-intake-rebuild-{node}"))
+            .set("enable.auto.commit", "false")
+            .set("enable.partition.eof", "false")
+            .set("auto.offset.reset", "earliest");
+        let consumer: BaseConsumer = cfg
+            .create()
+            .map_err(|e| format!("cannot create a consumer ({e})"))?;
+        let mut tpl = TopicPartitionList::new();
+        let mut left: BTreeMap<i32, i64> = BTreeMap::new();
+        for (&p, &end) in &ends {
+            let start = from.get(&p).copied().unwrap_or(0).max(0);
+            if start < end {
+                tpl.add_partition_offset(&self.topic, p, Offset::Offset(start))
+                    .map_err(|e| format!("assign: {e}"))?;
+                left.insert(p, end);
+            }
+        }
+        if left.is_empty() {
+            return Ok(0);
+        }
+        consumer.assign(&tpl).map_err(|e| format!("assign: {e}"))?;
+        let mut seen = 0u64;
+        let mut idle = 0u32;
+        while !left.is_empty() {
+            match consumer.poll(Duration::from_millis(500)) {
+                None => {
+                    idle += 1;
+                    // 60 s without a record while records are still due: the log is away.
+                    if idle > 120 {
+                        return Err("read: no records for 60 s before the end of the log".into());
+                    }
+                }
+                Some(Err(e)) => return Err(format!("read: {e}")),
+                Some(Ok(m)) => {
+                    idle = 0;
+                    let (p, off) = (m.partition(), m.offset());
+                    if m.key() == Some(node.as_bytes())
+                        && let Some(payload) = m.payload()
+                    {
+                        f(p, off, payload)?;
+                        seen += 1;
+                    }
+                    if left.get(&p).is_some_and(|&end| off + 1 >= end) {
+                        left.remove(&p);
+                    }
+                }
+            }
+        }
+        Ok(seen)
+    }
+}
