@@ -555,6 +555,9 @@ backup:
         assert_eq!(v["intake"]["publish_timeout_ms"], 5000);
         assert_eq!(v["backup"]["keep"], 5);
         assert_eq!(v["backup"]["store"]["s3"]["bucket"], "backups");
-        assert_eq!(v["backup"]["store"]["s3"]["secret_access_key"], "[redacted]");
+        assert_eq!(
+            v["backup"]["store"]["s3"]["secret_access_key"],
+            "[redacted]"
+        );
     }
 }

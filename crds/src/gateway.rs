@@ -1,6 +1,8 @@
 //! `Gateway`: a StatefulSet of gateway pods, each with its own RocksDB volume, configured from
 //! the `Source` and `Sink` objects that refer to it.
 
+use std::collections::BTreeMap;
+
 use ankusa_config::{
     ArchiveAt, BlobStoreType, CommitConfig, DispatchConfig, EgressConfig, LogConfig,
     QuarantineConfig, QueueConfig, RateLimitsConfig, Routing,
@@ -10,7 +12,9 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::common::{Condition, SecretKeyRef, StringMap, conditions_schema, strip_defaults};
+use crate::common::{
+    Condition, SecretKeyRef, StringMap, conditions_schema, free_form_object, strip_defaults,
+};
 
 /// A fleet of Ankusa gateway pods.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
@@ -97,6 +101,146 @@ pub struct GatewaySpec {
     /// kind `archive` and evicted from a full DLQ without being lost. Absent: no archive.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub archive: Option<ArchiveSpec>,
+    /// How far an acked hook survives the loss of its pod's volume: `mode: dual` also writes
+    /// every hook to a replicated intake log (Kafka or NATS JetStream) before acking it, and
+    /// `backup` uploads checkpoints of each pod's store. A pod that comes back on an empty
+    /// volume restores its last backup and replays its records from the intake log. Absent:
+    /// `mode: disk`, no backups.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub durability: Option<DurabilitySpec>,
+}
+
+/// `spec.durability`: the gateway's `wal`, `intake` and `backup` sections, per pod.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[x_kube(
+    validation = Rule::new("(has(self.mode) && self.mode == 'dual') == has(self.intake)")
+        .message("durability.intake is required for mode dual, and only for it")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct DurabilitySpec {
+    /// `disk` (default: a hook is acked once synced to the pod's own volume) or `dual` (acked
+    /// once synced there AND confirmed by the intake log, so losing the volume loses nothing
+    /// acked).
+    #[serde(default)]
+    pub mode: DurabilityMode,
+    /// The intake log of `mode: dual`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intake: Option<IntakeSpec>,
+    /// Checkpoints of each pod's store in an S3 bucket; a pod starting on an empty volume
+    /// restores the latest one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<BackupSpec>,
+}
+
+/// When a hook is acked (the gateway's `wal.type`).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DurabilityMode {
+    /// After a synced commit to the pod's own volume.
+    #[default]
+    Disk,
+    /// After the synced commit AND a confirmed publish to the intake log.
+    Dual,
+}
+
+/// The intake log's kind.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum IntakeType {
+    /// A Kafka topic (`acks=all`, idempotent producer), keyed by the pod name.
+    Kafka,
+    /// NATS JetStream: subject `<subject>.<pod>` of a stream that must exist.
+    Jetstream,
+}
+
+/// The intake log connection: the shape of a Sink of type `kafka` or `nats`. `options` takes
+/// the keys of that Sink's options (Kafka: `brokers`, `topic`, `security_protocol`,
+/// `sasl.mechanism`, `tls`; JetStream: `servers`, `subject`, `tls`), credentials come from
+/// Secrets through `secretRefs` (`sasl.username`, `sasl.password`, `auth.token`,
+/// `tls.key_pem`, ...), exactly as for a Sink.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IntakeSpec {
+    #[serde(rename = "type")]
+    pub type_: IntakeType,
+    /// The connection, with the keys of a Kafka or NATS Sink's options (snake_case).
+    #[serde(default)]
+    #[schemars(schema_with = "free_form_object")]
+    pub options: serde_json::Map<String, serde_json::Value>,
+    /// Options whose values come from Secrets, by option path, as a Sink's `secretRefs`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub secret_refs: BTreeMap<String, Vec<SecretKeyRef>>,
+    /// How long an ack waits for the broker's confirmation (ms; default 5000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub publish_timeout_ms: Option<u64>,
+    /// Failed publishes in a row that make the pod answer new hooks `503 intake_unavailable`
+    /// (default 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub breaker_failures: Option<u32>,
+    /// `Retry-After` of those answers (s; default 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_s: Option<u32>,
+    /// How often a pod republishes hooks the log has not confirmed (ms; default 1000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reconcile_interval_ms: Option<u64>,
+}
+
+/// Backups of each pod's store.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupSpec {
+    /// Default true.
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// Time between two backups of a pod (ms; default 60000); a clean stop writes one more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval_ms: Option<u64>,
+    /// Backups kept per pod (default 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep: Option<u32>,
+    /// Where backups go. Absent: the archive's bucket (`spec.archive`, which must be of type
+    /// `s3`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<BackupStoreSpec>,
+    /// Prefix of every object key (`<keyPrefix>/backup/<pod>/...`); default
+    /// `<namespace>/<gateway>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_prefix: Option<String>,
+}
+
+/// A bucket for backups: the S3 fields of `spec.archive`. Type `local` is refused: a backup
+/// on the pod's own volume goes with it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[x_kube(
+    validation = Rule::new("self.type == 's3'")
+        .message("durability.backup.store.type must be s3: a local backup stays on the pod's own volume and is lost with it"),
+    validation = Rule::new("self.type != 's3' || has(self.bucket)")
+        .message("durability.backup.store.bucket is required for type s3")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupStoreSpec {
+    /// `s3` (an S3-compatible bucket).
+    #[serde(rename = "type")]
+    pub type_: BlobStoreType,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bucket: Option<String>,
+    /// An S3-compatible endpoint; default: AWS's endpoint of the region. No credentials in
+    /// the URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// Signing region; default `us-east-1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    /// Path-style addressing; default true with an `endpoint`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub force_path_style: Option<bool>,
+    /// Static credentials, each a key of a Secret labelled `ankusa.dev/usable=true`. Absent:
+    /// the pods' environment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials: Option<ArchiveCredentials>,
+    /// Per S3 request, connect to response (ms; default 30000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
 }
 
 /// Where the pods archive hooks (the gateway's `storage:` section, per pod). Credentials come
@@ -411,6 +555,32 @@ pub struct GatewayPodStatus {
     /// The pod's dead-letter queue (counts refreshed at most every 20 s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dlq: Option<PodDlqStatus>,
+    /// Seconds since the pod's last successful backup (since it started, before the first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup_age_seconds: Option<i64>,
+    /// When the pod's last backup completed (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_backup_at: Option<String>,
+    /// Failed backups in a row (0 once one succeeds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup_failures: Option<i64>,
+    /// The last backup's error (never a credential).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup_last_error: Option<String>,
+    /// The backup this pod restored when it started on an empty volume (manifest id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restored_from: Option<String>,
+    /// The intake log under `mode: dual`: `recovering` (replaying at start), `ready`, or
+    /// `down` (publishes keep failing: new hooks get `503 intake_unavailable`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intake_state: Option<String>,
+    /// Age of the oldest hook committed on the pod whose publish the log has not confirmed
+    /// (whole seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intake_lag_seconds: Option<i64>,
+    /// Hooks committed on the pod whose publish the log has not confirmed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intake_pending: Option<i64>,
 }
 
 /// A pod's archive (`archive` of its `GET /v1/status`).

@@ -20,8 +20,9 @@ pub mod source;
 
 pub use common::{Condition, GROUP, LocalRef, SecretKeyRef, VERSION, condition, find_condition};
 pub use gateway::{
-    ArchiveCredentials, ArchiveSpec, ClaimCheckSettings, Gateway, GatewayPodStatus,
-    GatewaySettings, GatewaySpec, GatewayStatus, PodArchiveStatus, PodDlqStatus, RenderedSink,
+    ArchiveCredentials, ArchiveSpec, BackupSpec, BackupStoreSpec, ClaimCheckSettings,
+    DurabilityMode, DurabilitySpec, Gateway, GatewayPodStatus, GatewaySettings, GatewaySpec,
+    GatewayStatus, IntakeSpec, IntakeType, PodArchiveStatus, PodDlqStatus, RenderedSink,
     SinkDeliveryError,
 };
 pub use replay::{

@@ -311,3 +311,65 @@ fn the_archive_takes_s3_fields_for_s3_only_by_cel() {
         );
     }
 }
+
+fn gateway_durable(durability: serde_json::Value) -> Gateway {
+    serde_json::from_value(json!({
+        "apiVersion": "ankusa.dev/v1alpha1", "kind": "Gateway",
+        "metadata": {"name": "gw", "namespace": "ns"},
+        "spec": {"durability": durability},
+    }))
+    .expect("a Gateway")
+}
+
+#[test]
+fn durability_modes_and_backup_stores_are_checked_by_cel() {
+    let intake = json!({"type": "kafka", "options": {"brokers": ["k:9092"], "topic": "t"},
+                        "secretRefs": {"sasl.password": [{"name": "k", "key": "p"}]}});
+    let ok = [
+        json!({}),
+        json!({"mode": "disk"}),
+        json!({"mode": "dual", "intake": intake}),
+        json!({"backup": {"intervalMs": 30000, "store": {"type": "s3", "bucket": "b",
+               "credentials": {"accessKeyId": {"name": "s", "key": "id"}, "secretAccessKey": {"name": "s", "key": "k"}}}}}),
+        json!({"backup": {"enabled": false}}),
+    ];
+    for d in ok {
+        assert!(
+            kube::core::cel::validate_cel(&gateway_durable(d.clone())).is_ok(),
+            "{d}"
+        );
+    }
+    let refused = [
+        (
+            json!({"mode": "dual"}),
+            "durability.intake is required for mode dual",
+        ),
+        (
+            json!({"intake": intake}),
+            "durability.intake is required for mode dual, and only for it",
+        ),
+        (json!({"mode": "disk", "intake": intake}), "and only for it"),
+        (
+            json!({"backup": {"store": {"type": "local"}}}),
+            "durability.backup.store.type must be s3",
+        ),
+        (
+            json!({"backup": {"store": {"type": "s3"}}}),
+            "durability.backup.store.bucket is required",
+        ),
+    ];
+    for (d, want) in refused {
+        let err =
+            kube::core::cel::validate_cel(&gateway_durable(d.clone())).expect_err(&d.to_string());
+        assert!(err.to_string().contains(want), "{d}: {err}");
+    }
+    // The mode defaults to disk; intake types are kafka and jetstream.
+    let v = serde_json::to_value(Gateway::crd()).unwrap();
+    let d = &v["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        ["durability"]["properties"];
+    assert_eq!(d["mode"]["default"], "disk");
+    assert_eq!(
+        d["intake"]["properties"]["type"]["enum"],
+        json!(["kafka", "jetstream"])
+    );
+}

@@ -351,9 +351,12 @@ struct Nats {
 
 impl Nats {
     fn start(dir: &std::path::Path) -> Nats {
+        Self::start_on(dir, free_port())
+    }
+    fn start_on(dir: &std::path::Path, port: u16) -> Nats {
         let mut n = Nats {
             child: None,
-            port: free_port(),
+            port,
             dir: dir.to_path_buf(),
         };
         n.spawn();
@@ -544,4 +547,40 @@ async fn intake_down_is_503_and_the_node_recovers_without_a_restart() {
             .any(|x| x.header("x-ankusa-id").as_deref() == Some(first_id.as_str()))
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_whose_log_is_away_at_start_waits_recovering_then_takes_hooks() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let rx = Receiver::start(|_, _| Reply::status(200)).await;
+    let intake = format!(
+        "intake:\n  node: gw\n  jetstream: {{servers: [\"nats://127.0.0.1:{port}\"], subject: intake, publish_timeout_ms: 500}}\n"
+    );
+    // The log comes up 3 s after the node: until then the node starts, answers /health and
+    // says /ready 503 (recovering) instead of exiting.
+    let path = dir.path().to_path_buf();
+    let later = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(3));
+        Nats::start_on(&path, port)
+    });
+    let cfg = config(&rx.url("/hook"), &intake);
+    let starting = std::thread::spawn(move || {
+        let t0 = Instant::now();
+        let g = Gateway::start(&cfg);
+        (g, t0.elapsed())
+    });
+    let nats = later.join().unwrap();
+    create_stream(&nats.url(), "INTAKE", "intake", Some("file")).await;
+    let (g, took) = starting.join().unwrap();
+    assert!(
+        took >= Duration::from_secs(3),
+        "ready before the log was up: {took:?}"
+    );
+    let log = g.log();
+    assert!(log.contains("rebuild from the log failed"), "{log}");
+    let (s, v) = post_event(&client(), &g.url("/webhooks/s"), "first")
+        .await
+        .unwrap();
+    assert_eq!(s, 201, "{v}");
 }

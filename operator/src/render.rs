@@ -11,14 +11,24 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use ankusa_config::{
-    AdminToken, BlobStoreType, Config, DedupeConfig, HmacVerify, OnVerifyFailure, Preset,
-    RetryOverride, SinkConfig, SourceConfig, StorageConfig, TimedPreset, VerifyConfig,
+    AdminToken, BackupConfig, BackupStoreConfig, BlobStoreType, Config, DedupeConfig, HmacVerify,
+    IntakeConfig, OnVerifyFailure, Preset, RetryOverride, SinkConfig, SourceConfig, StorageConfig,
+    TimedPreset, VerifyConfig, WalConfig, WalType,
 };
 use ankusa_crds::names::DATA_MOUNT;
 use ankusa_crds::sink::SinkType;
 use ankusa_crds::source::{HmacSpec, RetrySpec};
-use ankusa_crds::{Gateway, SecretKeyRef, Sink, Source, SourceSpec, VerifyType};
+use ankusa_crds::{
+    ArchiveCredentials, BackupSpec, DurabilityMode, Gateway, IntakeSpec, IntakeType, SecretKeyRef,
+    Sink, SinkSpec, Source, SourceSpec, VerifyType,
+};
 use kube::ResourceExt;
+
+mod durability;
+pub use durability::{
+    Durability, durability, durability_field, durability_fingerprint, durability_secret_names,
+    is_durability_field,
+};
 
 /// Secret values by Secret name, then key (raw bytes of `data`).
 pub type SecretValues = BTreeMap<String, BTreeMap<String, Vec<u8>>>;
@@ -268,44 +278,18 @@ pub fn archive_storage(
             );
         }
         BlobStoreType::S3 => {
-            let Some(bucket) = &a.bucket else {
-                return Err("spec.archive.bucket: is required for type s3".into());
-            };
-            let mut s3 = serde_json::Map::new();
-            s3.insert("bucket".into(), bucket.clone().into());
-            if let Some(r) = &a.region {
-                s3.insert("region".into(), r.clone().into());
-            }
-            if let Some(e) = &a.endpoint {
-                if url_has_userinfo(e) {
-                    return Err(
-                        "spec.archive.endpoint: carries credentials in its URL: give them in spec.archive.credentials (Secret references)"
-                            .into(),
-                    );
-                }
-                s3.insert("endpoint".into(), e.clone().into());
-            }
-            if let Some(f) = a.force_path_style {
-                s3.insert("force_path_style".into(), f.into());
-            }
-            if let Some(t) = a.timeout_ms {
-                s3.insert("timeout_ms".into(), t.into());
-            }
-            if let Some(c) = &a.credentials {
-                if c.access_key_id.is_some() != c.secret_access_key.is_some() {
-                    return Err("spec.archive.credentials: accessKeyId and secretAccessKey are given together or not at all".into());
-                }
-                for (field, r) in c.refs() {
-                    let v = secret_value(secrets, r)
-                        .map_err(|e| format!("spec.archive.credentials.{field}: {e}"))?;
-                    let key = match field {
-                        "accessKeyId" => "access_key_id",
-                        "secretAccessKey" => "secret_access_key",
-                        _ => "session_token",
-                    };
-                    s3.insert(key.into(), v.into());
-                }
-            }
+            let s3 = s3_store(
+                "spec.archive",
+                &S3Fields {
+                    bucket: a.bucket.as_deref(),
+                    endpoint: a.endpoint.as_deref(),
+                    region: a.region.as_deref(),
+                    force_path_style: a.force_path_style,
+                    timeout_ms: a.timeout_ms,
+                    credentials: a.credentials.as_ref(),
+                },
+                secrets,
+            )?;
             obj.insert("type".into(), "s3".into());
             obj.insert("s3".into(), serde_json::Value::Object(s3));
         }
@@ -318,6 +302,65 @@ pub fn archive_storage(
             let inner = ankusa_config::value_free(&e.into_inner().to_string());
             format!("{field}: {inner}")
         })
+}
+
+/// The S3 fields of `spec.archive` and `spec.durability.backup.store`.
+struct S3Fields<'a> {
+    bucket: Option<&'a str>,
+    endpoint: Option<&'a str>,
+    region: Option<&'a str>,
+    force_path_style: Option<bool>,
+    timeout_ms: Option<u64>,
+    credentials: Option<&'a ArchiveCredentials>,
+}
+
+/// The gateway's `s3:` keys of a store, credentials read from their Secrets; errors name the
+/// field under `at` (`spec.archive`, `spec.durability.backup.store`) and never a value.
+fn s3_store(
+    at: &str,
+    f: &S3Fields,
+    secrets: &SecretValues,
+) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+    let Some(bucket) = f.bucket else {
+        return Err(format!("{at}.bucket: is required for type s3"));
+    };
+    let mut s3 = serde_json::Map::new();
+    s3.insert("bucket".into(), bucket.into());
+    if let Some(r) = f.region {
+        s3.insert("region".into(), r.into());
+    }
+    if let Some(e) = f.endpoint {
+        if url_has_userinfo(e) {
+            return Err(format!(
+                "{at}.endpoint: carries credentials in its URL: give them in {at}.credentials (Secret references)"
+            ));
+        }
+        s3.insert("endpoint".into(), e.into());
+    }
+    if let Some(v) = f.force_path_style {
+        s3.insert("force_path_style".into(), v.into());
+    }
+    if let Some(t) = f.timeout_ms {
+        s3.insert("timeout_ms".into(), t.into());
+    }
+    if let Some(c) = f.credentials {
+        if c.access_key_id.is_some() != c.secret_access_key.is_some() {
+            return Err(format!(
+                "{at}.credentials: accessKeyId and secretAccessKey are given together or not at all"
+            ));
+        }
+        for (field, r) in c.refs() {
+            let v =
+                secret_value(secrets, r).map_err(|e| format!("{at}.credentials.{field}: {e}"))?;
+            let key = match field {
+                "accessKeyId" => "access_key_id",
+                "secretAccessKey" => "secret_access_key",
+                _ => "session_token",
+            };
+            s3.insert(key.into(), v.into());
+        }
+    }
+    Ok(s3)
 }
 
 /// `scheme://user[:password]@host...`: an S3 endpoint carries no userinfo, so any `@` is
@@ -504,7 +547,23 @@ pub fn secret_ref_paths(t: SinkType) -> &'static [&'static str] {
 /// `secretRefs` (keys are option paths: `secret`, `url`, `sasl.password`) and `secretHeaders`, deserialised by the gateway's own types (so a sink type
 /// the gateway gains is rendered without changes here).
 pub fn render_sink(sink: &Sink, secrets: &SecretValues) -> Result<SinkConfig, String> {
-    let spec = &sink.spec;
+    render_sink_spec(&sink.spec, secrets)
+}
+
+/// [`render_sink`] of a Sink's spec alone (also the shape of the intake log of
+/// `spec.durability`). Errors name the field relative to the spec (`options.brokers`,
+/// `secretRefs.sasl.password`).
+pub fn render_sink_spec(spec: &SinkSpec, secrets: &SecretValues) -> Result<SinkConfig, String> {
+    let obj = sink_object(spec, secrets)?;
+    sink_from_object(spec, obj)
+}
+
+/// A Sink spec's options with `type` and the Secret values filled in: the JSON object of the
+/// gateway's sink entry, before its types read it.
+pub(crate) fn sink_object(
+    spec: &SinkSpec,
+    secrets: &SecretValues,
+) -> Result<serde_json::Map<String, serde_json::Value>, String> {
     check_sink_options(&spec.options)?;
     let mut obj = spec.options.clone();
     obj.insert("type".into(), spec.type_.as_str().into());
@@ -552,6 +611,13 @@ pub fn render_sink(sink: &Sink, secrets: &SecretValues) -> Result<SinkConfig, St
             headers.insert(h.clone(), v.into());
         }
     }
+    Ok(obj)
+}
+
+fn sink_from_object(
+    spec: &SinkSpec,
+    obj: serde_json::Map<String, serde_json::Value>,
+) -> Result<SinkConfig, String> {
     let value = serde_json::Value::Object(obj);
     serde_path_to_error::deserialize::<_, SinkConfig>(value).map_err(|e| {
         let path = e.path().to_string();
@@ -711,7 +777,7 @@ pub fn sink_secret_names(sink: &Sink) -> impl Iterator<Item = &str> {
 }
 
 /// Secrets a Gateway's own settings read (the admin token is fetched on its own): the
-/// claim check's reader tokens and the archive's credentials.
+/// claim check's reader tokens, the archive's credentials and those of `spec.durability`.
 pub fn gateway_secret_names(gw: &Gateway) -> impl Iterator<Item = &str> {
     let claim = gw
         .spec
@@ -725,7 +791,7 @@ pub fn gateway_secret_names(gw: &Gateway) -> impl Iterator<Item = &str> {
         .iter()
         .filter_map(|a| a.credentials.as_ref())
         .flat_map(|c| c.refs().map(|(_, r)| r.name.as_str()));
-    claim.chain(archive)
+    claim.chain(archive).chain(durability_secret_names(gw))
 }
 
 /// The claim check's reader tokens; with at least one, the claim port listens on the pod
@@ -799,6 +865,33 @@ pub fn render(inputs: &Inputs) -> Rendered {
             .as_deref()
             .map(archive_field)
             .unwrap_or_else(|| "spec.archive".into());
+        out.error = Some(format!(
+            "{field}: refused by the gateway's validation: {}",
+            e.message
+        ));
+        return out;
+    }
+    out.secrets_used
+        .extend(durability_secret_names(inputs.gateway).map(String::from));
+    match durability(inputs.gateway, inputs.secrets) {
+        Ok(d) => {
+            base.wal = d.wal;
+            base.intake = d.intake;
+            base.backup = d.backup;
+        }
+        Err(e) => {
+            out.error = Some(e);
+            return out;
+        }
+    }
+    if let Err(e) = ankusa_config::validate(&base) {
+        // What passed above is fine: what is refused is `spec.durability`.
+        let field = e
+            .field
+            .as_deref()
+            .filter(|f| is_durability_field(f))
+            .map(durability_field)
+            .unwrap_or_else(|| "spec.durability".into());
         out.error = Some(format!(
             "{field}: refused by the gateway's validation: {}",
             e.message

@@ -542,6 +542,90 @@ pub fn statefulset(gw: &Gateway, default_image: &str) -> StatefulSet {
     }
 }
 
+/// Annotation on the pod template: a keyed digest of the pods' durability settings
+/// ([`crate::render::durability_fingerprint`]); when it changes, the pods roll.
+pub const DURABILITY_ANNOTATION: &str = "ankusa.dev/durability";
+
+/// Sets (or, for `None`, removes) the durability digest on the StatefulSet's pod template.
+pub fn set_durability_fingerprint(sts: &mut StatefulSet, fingerprint: Option<&str>) {
+    let Some(meta) = sts.spec.as_mut().and_then(|s| s.template.metadata.as_mut()) else {
+        return;
+    };
+    let mut annotations = meta.annotations.take().unwrap_or_default();
+    match fingerprint {
+        Some(f) => {
+            annotations.insert(DURABILITY_ANNOTATION.to_string(), f.to_string());
+        }
+        None => {
+            annotations.remove(DURABILITY_ANNOTATION);
+        }
+    }
+    meta.annotations = (!annotations.is_empty()).then_some(annotations);
+}
+
+/// The durability digest an existing StatefulSet's pod template carries.
+pub fn durability_fingerprint_of(sts: &StatefulSet) -> Option<String> {
+    sts.spec
+        .as_ref()?
+        .template
+        .metadata
+        .as_ref()?
+        .annotations
+        .as_ref()?
+        .get(DURABILITY_ANNOTATION)
+        .cloned()
+}
+
+/// Name of a pod's data volume claim, as the StatefulSet controller names it.
+pub fn claim_name(pod: &str) -> String {
+    format!("{DATA_VOLUME}-{pod}")
+}
+
+/// Why a pod must be deleted so that the StatefulSet controller gives it a new, empty volume,
+/// if it must. Kubernetes 1.20's StatefulSet controller creates a missing claim only when it
+/// creates the pod: a pod whose claim was deleted under it stays `Pending` for ever (the
+/// kubelet will not start a pod on a claim being deleted, and the claim's protection waits
+/// for the scheduled pod to go). So:
+///
+/// - the claim no longer exists: the pod cannot get its volume → delete it;
+/// - the claim is being deleted and the pod is not ready: it is stuck → delete it;
+/// - the claim is being deleted under a ready pod: the volume goes when the pod does. With
+///   `protected` (backups or `mode: dual`), delete the pod now: it stops cleanly (a final
+///   backup) and comes back restoring onto a new volume. Without, leave it running: a
+///   restart would start it empty, so that stays the user's call.
+pub fn volume_lost(
+    pod: &k8s_openapi::api::core::v1::Pod,
+    claim: Option<&PersistentVolumeClaim>,
+    ready: bool,
+    protected: bool,
+) -> Option<String> {
+    if pod.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
+    let name = claim_name(&pod.name_any());
+    let uses_claim = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.volumes.as_ref())
+        .is_some_and(|v| {
+            v.iter().any(|v| {
+                v.persistent_volume_claim
+                    .as_ref()
+                    .is_some_and(|c| c.claim_name == name)
+            })
+        });
+    if !uses_claim {
+        return None;
+    }
+    match claim {
+        None => Some(format!("its volume claim {name} no longer exists")),
+        Some(c) if c.metadata.deletion_timestamp.is_some() && (!ready || protected) => {
+            Some(format!("its volume claim {name} is being deleted"))
+        }
+        Some(_) => None,
+    }
+}
+
 /// The label every namespace carries with its own name (set by the API server since
 /// Kubernetes 1.21); NetworkPolicies select namespaces by it.
 pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";

@@ -260,15 +260,29 @@ fn rbac_is_least_privilege() {
                 .iter()
                 .map(|v| v.as_str().unwrap())
                 .collect();
-            // Owner references delete what a Gateway owns; the one exception is the
-            // NetworkPolicy a Gateway switches off while it lives on.
+            // Owner references delete what a Gateway owns; the exceptions are the
+            // NetworkPolicy a Gateway switches off while it lives on, and a gateway pod whose
+            // volume claim is gone (so the StatefulSet recreates it on a new volume).
             assert!(!verbs.contains(&"deletecollection"), "{rule}");
             assert!(
-                !verbs.contains(&"delete") || resources == ["networkpolicies"],
+                !verbs.contains(&"delete")
+                    || resources == ["networkpolicies"]
+                    || resources == ["pods"],
                 "the operator deletes nothing else: {rule}"
             );
             if resources.contains(&"pods") {
-                assert_eq!(verbs, ["get", "list", "watch"], "pods are read only");
+                assert_eq!(
+                    verbs,
+                    ["get", "list", "watch", "delete"],
+                    "pods are read, and deleted only to replace a lost volume (never created)"
+                );
+            }
+            if resources.contains(&"persistentvolumeclaims") {
+                assert_eq!(
+                    verbs,
+                    ["get", "list", "watch"],
+                    "volume claims are read only"
+                );
             }
             if resources.contains(&"leases") {
                 assert_eq!(role["kind"], "Role", "leases only in the release namespace");

@@ -2116,3 +2116,356 @@ fn j_replay_jobs_of_every_kind_across_three_pods() {
         .await;
     });
 }
+
+/// Creates a JetStream stream taking `<subject>.>` on the nats-server of
+/// `tests/brokers/start.sh` (127.0.0.1:4222), with the NATS protocol itself: one request to
+/// `$JS.API.STREAM.CREATE.<name>`.
+async fn create_stream(name: &str, subject: &str) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect("127.0.0.1:4222")
+        .await
+        .unwrap_or_else(|e| {
+            panic!("nats-server is not answering on 127.0.0.1:4222 (start it with tests/brokers/start.sh): {e}")
+        });
+    let body =
+        serde_json::json!({"name": name, "subjects": [format!("{subject}.>")], "storage": "file"})
+            .to_string();
+    let req = format!(
+        "CONNECT {{\"verbose\":false,\"pedantic\":false,\"headers\":false}}\r\nSUB _INBOX.e2e 1\r\nPUB $JS.API.STREAM.CREATE.{name} _INBOX.e2e {}\r\n{body}\r\nPING\r\n",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut got = String::new();
+    let end = Instant::now() + Duration::from_secs(10);
+    while !got.contains("stream_create_response") {
+        assert!(
+            Instant::now() < end,
+            "no answer to the stream create: {got}"
+        );
+        let mut buf = [0u8; 4096];
+        let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf))
+            .await
+            .expect("nats answers")
+            .unwrap();
+        assert!(n > 0, "nats closed the connection: {got}");
+        got.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    // Let the whole JSON line arrive.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut buf = [0u8; 4096];
+    if let Ok(Ok(n)) = tokio::time::timeout(Duration::from_millis(200), s.read(&mut buf)).await {
+        got.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    assert!(!got.contains("\"error\""), "stream create refused: {got}");
+}
+
+const BACKUP_SECRET: &str = r#"apiVersion: v1
+kind: Secret
+metadata:
+  name: backup-s3
+  labels:
+    ankusa.dev/usable: "true"
+stringData:
+  access-key-id: AKIAE2EBACKUPKEY0001
+  secret-access-key: e2e-backup-secret-key-for-moto
+"#;
+
+const INTAKE_TOKEN: &str = "e2e-intake-nats-token-0001";
+
+fn intake_secret_yaml() -> String {
+    format!(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: intake-nats\n  labels:\n    ankusa.dev/usable: \"true\"\nstringData:\n  token: {INTAKE_TOKEN}\n"
+    )
+}
+
+/// The scenario's Gateway with `durability`: dual on a JetStream intake log (its token from
+/// Secret `intake-nats`), backups every second to `bucket` on moto (keys from `backup-s3`).
+fn durable_gateway_yaml(h: &Harness, bucket: &str, subject: &str) -> String {
+    gateway_yaml(h, 3, None)
+        + &format!(
+            r#"  durability:
+    mode: dual
+    intake:
+      type: jetstream
+      options:
+        servers: ["nats://127.0.0.1:4222"]
+        subject: {subject}
+      secretRefs:
+        auth.token: [{{name: intake-nats, key: token}}]
+      reconcileIntervalMs: 200
+    backup:
+      intervalMs: 1000
+      keep: 2
+      store:
+        type: s3
+        bucket: {bucket}
+        endpoint: {MOTO}
+        region: us-east-1
+        forcePathStyle: true
+        credentials:
+          accessKeyId: {{name: backup-s3, key: access-key-id}}
+          secretAccessKey: {{name: backup-s3, key: secret-access-key}}
+"#
+        )
+}
+
+/// `(uid, claim uid)` of a pod and its data volume claim, when both exist.
+async fn pod_and_claim(h: &Harness, pod: &str) -> Option<(String, String)> {
+    let p = h
+        .kubectl(&["get", "pod", pod, "-o", "jsonpath={.metadata.uid}"])
+        .await
+        .ok()?;
+    let c = h
+        .kubectl(&[
+            "get",
+            "pvc",
+            &format!("data-{pod}"),
+            "-o",
+            "jsonpath={.metadata.uid}",
+        ])
+        .await
+        .ok()?;
+    (!p.is_empty() && !c.is_empty()).then_some((p, c))
+}
+
+#[test]
+fn k_durability_renders_reports_and_survives_a_lost_volume_under_load() {
+    scenario("k", async |h| {
+        let bucket = format!("ankusa-e2e-backup-{:08x}", fastrand::u32(..));
+        create_bucket(&bucket).await;
+        let suffix = format!("{:08x}", fastrand::u32(..));
+        let subject = format!("e2e-intake-{suffix}");
+        create_stream(&format!("E2E_INTAKE_{suffix}"), &subject).await;
+        let receiver = Receiver::start("127.0.0.1").await.unwrap();
+        h.apply(&github_secret_yaml(&[("old", GH_OLD)]))
+            .await
+            .unwrap();
+        h.apply(SIGNING_SECRET).await.unwrap();
+        h.apply(BACKUP_SECRET).await.unwrap();
+        h.apply(&intake_secret_yaml()).await.unwrap();
+        h.apply(&durable_gateway_yaml(h, &bucket, &subject))
+            .await
+            .unwrap();
+        h.apply(&sink_yaml("receiver", &receiver.url()))
+            .await
+            .unwrap();
+        h.apply(&source_yaml("orders", &["old"], "receiver"))
+            .await
+            .unwrap();
+        wait_ready(h, "gateway/gw", "180s").await;
+        wait_ready(h, "source/orders", "60s").await;
+
+        // 1. Each pod's config: wal dual, the intake log with its token read from the Secret,
+        // backups with the keys read from theirs; the pods' template carries the digest.
+        let secret = get_json(h, "secret/gw-config").await;
+        for pod in ["gw-0", "gw-1", "gw-2"] {
+            let b64 = secret["data"][format!("{pod}.yaml")].as_str().unwrap();
+            let yaml = String::from_utf8(
+                base64::Engine::decode(&base64::engine::general_purpose::STANDARD, b64).unwrap(),
+            )
+            .unwrap();
+            let c = ankusa_config::from_rendered_yaml(&yaml).expect("a config the gateway reads");
+            assert_eq!(c.node.instance, pod);
+            assert_eq!(c.wal.wal_type, ankusa_config::WalType::Dual);
+            let i = c.intake.as_ref().expect("intake");
+            assert_eq!(i.node, None, "the pod name, by default");
+            let js = i.jetstream.as_ref().expect("jetstream");
+            assert_eq!(js.subject, subject);
+            assert_eq!(
+                js.auth
+                    .as_ref()
+                    .and_then(|a| a.token.as_ref())
+                    .map(|t| t.expose()),
+                Some(INTAKE_TOKEN)
+            );
+            assert!(c.backup.enabled);
+            assert_eq!(c.backup.interval_ms, 1000);
+            assert_eq!(
+                c.backup.key_prefix.as_deref(),
+                Some(format!("{}/gw", h.ns).as_str())
+            );
+            let s3 = c
+                .backup
+                .store
+                .as_ref()
+                .and_then(|s| s.s3.as_ref())
+                .expect("s3");
+            assert_eq!(s3.bucket, bucket);
+            assert_eq!(
+                s3.secret_access_key.as_ref().map(|s| s.expose()),
+                Some("e2e-backup-secret-key-for-moto")
+            );
+        }
+        let sts = get_json(h, "statefulset/gw").await;
+        let fp = sts["spec"]["template"]["metadata"]["annotations"]["ankusa.dev/durability"]
+            .as_str()
+            .expect("the durability digest on the pod template")
+            .to_string();
+        assert!(!sts.to_string().contains(INTAKE_TOKEN));
+
+        // 2. Status: every pod reports its backups and intake log (their real GET /v1/status).
+        eventually(
+            "every pod's backups and intake in the Gateway's status",
+            Duration::from_secs(60),
+            || async {
+                let gw = get_json(h, "gateway/gw").await;
+                let pods = gw["status"]["pods"].as_array()?.clone();
+                (pods.len() == 3
+                    && pods.iter().all(|p| {
+                        p["intakeState"] == "ready"
+                            && p["lastBackupAt"].is_string()
+                            && p["backupAgeSeconds"].is_i64()
+                            && p["intakePending"].is_i64()
+                    }))
+                .then_some(())
+            },
+        )
+        .await;
+        let gw = get_json(h, "gateway/gw").await;
+        eprintln!("[e2e] pods: {}", gw["status"]["pods"]);
+
+        // 3. A rotated intake Secret re-renders and rolls the pods (new digest).
+        let before_roll: Vec<String> = pod_identities(h).await.into_iter().map(|p| p.1).collect();
+        h.apply(&intake_secret_yaml().replace(INTAKE_TOKEN, "e2e-intake-nats-token-0002"))
+            .await
+            .unwrap();
+        eventually(
+            "a new durability digest",
+            Duration::from_secs(30),
+            || async {
+                let sts = get_json(h, "statefulset/gw").await;
+                let now =
+                    sts["spec"]["template"]["metadata"]["annotations"]["ankusa.dev/durability"]
+                        .as_str()
+                        .map(str::to_string);
+                (now.is_some() && now.as_deref() != Some(fp.as_str())).then_some(())
+            },
+        )
+        .await;
+        let t_roll = Instant::now();
+        eventually(
+            "the roll-out of the new digest",
+            Duration::from_secs(240),
+            || async {
+                let sts = get_json(h, "statefulset/gw").await;
+                let st = &sts["status"];
+                let rolled: Vec<String> =
+                    pod_identities(h).await.into_iter().map(|p| p.1).collect();
+                (st["observedGeneration"] == sts["metadata"]["generation"]
+                    && st["updateRevision"] == st["currentRevision"]
+                    && st["updatedReplicas"] == 3
+                    && st["readyReplicas"] == 3
+                    && rolled.len() == 3
+                    && rolled.iter().all(|u| !before_roll.contains(u)))
+                .then_some(())
+            },
+        )
+        .await;
+        eprintln!(
+            "[e2e] pods rolled in {:.1}s",
+            t_roll.elapsed().as_secs_f64()
+        );
+        wait_ready(h, "gateway/gw", "240s").await;
+
+        // 4. The drill: deliveries held back so every pod holds acked, undelivered hooks; under
+        // load, gw-0 and its volume claim are deleted. It comes back on a new, empty claim,
+        // restores its backup, replays the intake log, and every hook ever answered 201 is
+        // delivered.
+        let (old_pod, old_claim) = pod_and_claim(h, "gw-0").await.expect("gw-0 and its claim");
+        receiver.answer(503);
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let load = sender(h, GH_OLD, stop_rx);
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let t_drill = Instant::now();
+        h.kubectl(&["delete", "pvc", "data-gw-0", "--wait=false"])
+            .await
+            .unwrap();
+        h.kubectl(&["delete", "pod", "gw-0", "--wait=false"])
+            .await
+            .unwrap();
+        let (new_pod, new_claim) = eventually(
+            "gw-0 back on a new claim",
+            Duration::from_secs(180),
+            || async {
+                let (p, c) = pod_and_claim(h, "gw-0").await?;
+                (p != old_pod && c != old_claim).then_some((p, c))
+            },
+        )
+        .await;
+        eprintln!(
+            "[e2e] gw-0 recreated ({new_pod}) on claim {new_claim} after {:.1}s",
+            t_drill.elapsed().as_secs_f64()
+        );
+        let restored = eventually(
+            "gw-0 restored and ready",
+            Duration::from_secs(180),
+            || async {
+                let gw = get_json(h, "gateway/gw").await;
+                let p = gw["status"]["pods"]
+                    .as_array()?
+                    .iter()
+                    .find(|p| p["name"] == "gw-0" && p["uid"] == new_pod.as_str())?
+                    .clone();
+                (p["ready"] == true && p["restoredFrom"].is_string()).then_some(p)
+            },
+        )
+        .await;
+        eprintln!(
+            "[e2e] gw-0 ready after {:.1}s, restored from {}",
+            t_drill.elapsed().as_secs_f64(),
+            restored["restoredFrom"]
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let _ = stop_tx.send(true);
+        let sent = load.await.unwrap();
+        receiver.answer(200);
+        let acked: BTreeSet<String> = sent
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.status == 201)
+            .map(|(i, _)| format!(r#"{{"rotation":"{GH_OLD}","n":{i}}}"#))
+            .collect();
+        assert!(
+            acked.len() > 50,
+            "load: {} acked of {}",
+            acked.len(),
+            sent.len()
+        );
+        let all = receiver
+            .wait_for(Duration::from_secs(120), |got| {
+                let have: BTreeSet<&str> = got.iter().map(|r| r.body.as_str()).collect();
+                acked.iter().all(|b| have.contains(b.as_str()))
+            })
+            .await;
+        let got = bodies(&receiver);
+        let missing: Vec<&String> = acked.iter().filter(|b| !got.contains(*b)).collect();
+        let deliveries = receiver.received().len();
+        eprintln!(
+            "[e2e] drill: sent {}, acked {}, delivered {} distinct ({} deliveries, {} redelivered), missing {}",
+            sent.len(),
+            acked.len(),
+            got.len(),
+            deliveries,
+            deliveries.saturating_sub(got.len()),
+            missing.len()
+        );
+        assert!(
+            all && missing.is_empty(),
+            "missing {}: {:?}",
+            missing.len(),
+            missing.iter().take(10).collect::<Vec<_>>()
+        );
+        let events = h
+            .kubectl(&[
+                "get",
+                "events",
+                "--field-selector",
+                "reason=VolumeReplaced",
+                "-o",
+                "name",
+            ])
+            .await
+            .unwrap_or_default();
+        eprintln!("[e2e] VolumeReplaced events: {}", events.lines().count());
+    });
+}

@@ -1038,3 +1038,81 @@ async fn a_quarantine_replay_counts_what_it_released_and_skipped() {
         );
     }
 }
+
+/// Pods `gw-0` (Pending, its claim gone) and `gw-1` (ready, its claim there), both with their
+/// data volume claims.
+fn pods_with_claims(ip: &str) -> Value {
+    let pod = |n: u8, ready: bool| {
+        json!({"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": format!("gw-{n}"), "namespace": "ns", "uid": format!("pod-uid-{n}")},
+               "spec": {"containers": [{"name": "gateway"}],
+                        "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": format!("data-gw-{n}")}}]},
+               "status": {"phase": if ready { "Running" } else { "Pending" }, "podIP": ip,
+                          "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}})
+    };
+    json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": [pod(0, false), pod(1, true)]})
+}
+
+#[tokio::test]
+async fn a_pod_whose_volume_claim_is_gone_is_deleted_so_it_comes_back_on_a_new_one() {
+    let port = failing_pod(0).await;
+    let (client, seen) = mock(Box::new(move |s| {
+        match (s.method.as_str(), route(s)) {
+            ("GET", "/api/v1/namespaces/ns/pods") => {
+                return Some((200, pods_with_claims("127.0.0.1")));
+            }
+            ("GET", "/api/v1/namespaces/ns/persistentvolumeclaims") => {
+                return Some((
+                    200,
+                    json!({"apiVersion": "v1", "kind": "PersistentVolumeClaimList", "metadata": {},
+                    "items": [{"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                               "metadata": {"name": "data-gw-1", "namespace": "ns", "uid": "c-1"}}]}),
+                ));
+            }
+            ("DELETE", "/api/v1/namespaces/ns/pods/gw-0") => return Some((200, s.body.clone())),
+            _ => {}
+        }
+        gateway_world(s, port).or_else(|| match (s.method.as_str(), route(s)) {
+            ("GET", "/apis/ankusa.dev/v1alpha1/namespaces/ns/sources") => {
+                Some((200, list("SourceList", vec![])))
+            }
+            ("GET", "/apis/ankusa.dev/v1alpha1/namespaces/ns/sinks") => {
+                Some((200, list("SinkList", vec![])))
+            }
+            ("PATCH", p) if p.ends_with("/gateways/gw/status") => Some((200, gateway_obj(port))),
+            ("PATCH", _) => Some((200, s.body.clone())),
+            _ => None,
+        })
+    }));
+    let gw: Gateway = serde_json::from_value(gateway_obj(port)).unwrap();
+    gateway::reconcile(Arc::new(gw), ctx(client)).await.unwrap();
+    let seen = seen.lock().unwrap().clone();
+    let deletes: Vec<&Seen> = seen.iter().filter(|s| s.method == "DELETE").collect();
+    assert_eq!(
+        deletes.len(),
+        1,
+        "only gw-0: {:?}",
+        deletes.iter().map(|s| &s.path).collect::<Vec<_>>()
+    );
+    assert!(
+        deletes[0]
+            .path
+            .starts_with("/api/v1/namespaces/ns/pods/gw-0")
+    );
+    assert_eq!(
+        deletes[0].body["preconditions"]["uid"], "pod-uid-0",
+        "only the pod that was read: {}",
+        deletes[0].body
+    );
+    // gw-0's claim was asked for by name before the verdict (it could exist unlabelled).
+    assert!(seen.iter().any(|s| s.method == "GET"
+        && route(s) == "/api/v1/namespaces/ns/persistentvolumeclaims/data-gw-0"));
+    let events = events_of(&seen);
+    assert!(
+        events.iter().any(|(t, r, n)| t == "Warning"
+            && r == "VolumeReplaced"
+            && n.contains("gw-0")
+            && n.contains("data-gw-0")),
+        "{events:?}"
+    );
+}

@@ -15,6 +15,11 @@
 //! d. Secret rotation by `kubectl apply` while hooks signed with the old and the new secret
 //!    flow: no hook signed with a secret valid at send time is refused.
 //! e. A sink outage dead-letters hooks on all three pods; a ReplayJob brings every one back.
+//! g. `spec.durability` (dual on a JetStream intake log, backups to S3; both served on the
+//!    bridge address by brokers of the test's own) rolls the pods; then, under load with
+//!    deliveries held back, one gateway pod AND its PVC are deleted: it comes back on another
+//!    PersistentVolume, restores its backup, replays the log, and every acked hook is
+//!    delivered (missing 0).
 //! f. `helm upgrade` rolls the operator (log level) and then the gateways (image), keeping the
 //!    volumes; `helm uninstall` keeps the CRDs and the user's objects.
 
@@ -1160,6 +1165,14 @@ async fn suite() {
     );
     report.insert("e_s", secs(t_e.elapsed()).into());
 
+    // ---- g. durability: a pod AND its volume lost under load --------------------------------
+    let t_g = Instant::now();
+    // Its brokers serve the pods' intake log and backups until the suite ends (f rolls them).
+    let _drill_brokers = lost_volume_drill(&node, &client, &dir, &receiver_ip, &mut report).await;
+    report.insert("g_s", secs(t_g.elapsed()).into());
+    // webhooks-0 is on a new volume now: the upgrade below must keep these.
+    let vols = volumes(&node).await;
+
     // ---- f. helm upgrade rolls what it should; helm uninstall keeps the user's objects -----
     let t_f = Instant::now();
     let gw_before = gateway_pods(&node).await;
@@ -1314,4 +1327,279 @@ async fn suite() {
         serde_json::to_string(&report).unwrap_or_default()
     );
     drop(node);
+}
+
+/// The bridge address of `e2e/node`: pods reach this host there.
+const BRIDGE_IP: &str = "10.250.0.1";
+const DRILL_NATS_PORT: u16 = 14222;
+const DRILL_S3_PORT: u16 = 15000;
+
+/// A broker of the drill's own on the bridge address (the machine's brokers listen on
+/// 127.0.0.1, which pods cannot reach), killed when its handle is dropped.
+fn spawn_on_bridge(
+    dir: &std::path::Path,
+    name: &str,
+    cmd: &str,
+    args: &[&str],
+) -> tokio::process::Child {
+    std::fs::create_dir_all(dir.join(name)).expect("broker dir");
+    let log = std::fs::File::create(dir.join(format!("{name}.log"))).expect("broker log");
+    tokio::process::Command::new(cmd)
+        .args(args)
+        .current_dir(dir.join(name))
+        .stdout(log.try_clone().expect("log"))
+        .stderr(log)
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {cmd}: {e}"))
+}
+
+async fn port_open(port: u16) -> bool {
+    tokio::net::TcpStream::connect((BRIDGE_IP, port))
+        .await
+        .is_ok()
+}
+
+/// A JetStream stream taking `<subject>.>`, created with the NATS protocol itself.
+async fn create_stream_at(addr: &str, name: &str, subject: &str) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("nats");
+    let body =
+        serde_json::json!({"name": name, "subjects": [format!("{subject}.>")], "storage": "file"})
+            .to_string();
+    let req = format!(
+        "CONNECT {{\"verbose\":false,\"pedantic\":false}}\r\nSUB _INBOX.node 1\r\nPUB $JS.API.STREAM.CREATE.{name} _INBOX.node {}\r\n{body}\r\nPING\r\n",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).await.expect("nats write");
+    let mut got = String::new();
+    let end = Instant::now() + Duration::from_secs(10);
+    while !got.contains("stream_create_response") || !got.ends_with("\r\n") {
+        assert!(
+            Instant::now() < end,
+            "no answer to the stream create: {got}"
+        );
+        let mut buf = [0u8; 4096];
+        let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf))
+            .await
+            .expect("nats answers")
+            .expect("nats read");
+        assert!(n > 0, "nats closed: {got}");
+        got.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    assert!(!got.contains("\"error\""), "stream create refused: {got}");
+}
+
+/// Scenario g: the Gateway gets `spec.durability` (dual on a JetStream intake log, backups
+/// every 2 s to an S3 bucket), which rolls its pods; then, under load with deliveries held
+/// back, `webhooks-0` AND its PVC are deleted. The pod comes back on a new volume (another
+/// local PV), restores its backup, replays the log; every acked hook is delivered.
+async fn lost_volume_drill(
+    node: &RealNode,
+    client: &kube::Client,
+    dir: &std::path::Path,
+    receiver_ip: &str,
+    report: &mut BTreeMap<&str, Value>,
+) -> Vec<tokio::process::Child> {
+    let nats_port = DRILL_NATS_PORT.to_string();
+    let nats_sd = dir.join("drill-nats-js").display().to_string();
+    let nats = spawn_on_bridge(
+        dir,
+        "drill-nats",
+        "nats-server",
+        &["-a", BRIDGE_IP, "-p", &nats_port, "-js", "-sd", &nats_sd],
+    );
+    let s3_port = DRILL_S3_PORT.to_string();
+    let moto = spawn_on_bridge(
+        dir,
+        "drill-moto",
+        "moto_server",
+        &["-H", BRIDGE_IP, "-p", &s3_port],
+    );
+    for port in [DRILL_NATS_PORT, DRILL_S3_PORT] {
+        eventually(
+            &format!("{BRIDGE_IP}:{port}"),
+            Duration::from_secs(30),
+            || async { port_open(port).await.then_some(()) },
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let r = http()
+        .put(format!("http://{BRIDGE_IP}:{DRILL_S3_PORT}/node-backups"))
+        .send()
+        .await
+        .expect("moto");
+    assert!(r.status().is_success(), "bucket: {}", r.status());
+    create_stream_at(
+        &format!("{BRIDGE_IP}:{DRILL_NATS_PORT}"),
+        "INTAKE",
+        "intake",
+    )
+    .await;
+    node.kubectl_stdin(
+        &["apply", "-n", NS, "-f", "-"],
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: backup-s3\n  labels:\n    ankusa.dev/usable: \"true\"\nstringData:\n  id: AKIANODEDRILL0001\n  key: node-drill-secret-key\n",
+    )
+    .await
+    .expect("backup Secret");
+    let patch = serde_json::json!({"spec": {"durability": {
+        "mode": "dual",
+        "intake": {"type": "jetstream",
+                   "options": {"servers": [format!("nats://{BRIDGE_IP}:{DRILL_NATS_PORT}")], "subject": "intake"},
+                   "reconcileIntervalMs": 200},
+        "backup": {"intervalMs": 2000, "keep": 2,
+                   "store": {"type": "s3", "bucket": "node-backups",
+                             "endpoint": format!("http://{BRIDGE_IP}:{DRILL_S3_PORT}"),
+                             "region": "us-east-1", "forcePathStyle": true,
+                             "credentials": {"accessKeyId": {"name": "backup-s3", "key": "id"},
+                                             "secretAccessKey": {"name": "backup-s3", "key": "key"}}}}}}})
+    .to_string();
+    let before_roll = gateway_pods(node).await;
+    let t_roll = Instant::now();
+    node.kubectl(&[
+        "patch", "gateway", GATEWAY, "-n", NS, "--type", "merge", "-p", &patch,
+    ])
+    .await
+    .expect("durability patch");
+    eventually(
+        "the pods rolled onto durability",
+        Duration::from_secs(300),
+        || async {
+            let now = gateway_pods(node).await;
+            let rolled = now.len() == 3
+                && now
+                    .iter()
+                    .all(|(n, p)| before_roll.get(n).is_some_and(|b| b.0 != p.0));
+            rolled.then_some(())
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    wait_ready(node, "gateway/webhooks", Duration::from_secs(240)).await;
+    eventually(
+        "every pod's intake ready and a backup",
+        Duration::from_secs(120),
+        || async {
+            let gw = json(node, &["get", "gateway", GATEWAY, "-n", NS]).await;
+            let pods = gw["status"]["pods"].as_array()?.clone();
+            (pods.len() == 3
+                && pods
+                    .iter()
+                    .all(|p| p["intakeState"] == "ready" && p["lastBackupAt"].is_string()))
+            .then_some(())
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    eprintln!(
+        "[node] g: durability on, pods rolled and backing up in {:.1}s",
+        t_roll.elapsed().as_secs_f64()
+    );
+    report.insert("g_roll_s", secs(t_roll.elapsed()).into());
+
+    let load = Arc::new(Load::default());
+    load.set_secret("new", NEW);
+    load.set_phase("g");
+    let mut tasks = vec![tokio::spawn(load.clone().follow_pods(client.clone()))];
+    for i in 0..3 {
+        tasks.push(tokio::spawn(
+            load.clone()
+                .run_pod(format!("{GATEWAY}-{i}"), Duration::from_millis(25)),
+        ));
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    receiver_answer(receiver_ip, 503).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let pods_before = gateway_pods(node).await;
+    let vols_before = volumes(node).await;
+    let claim = format!("data-{GATEWAY}-0");
+    let held = load
+        .acked()
+        .into_iter()
+        .filter(|(_, a)| a.pod.ends_with("-0"))
+        .count();
+    eprintln!("[node] g: {held} hooks acked by {GATEWAY}-0; deleting it and its PVC {claim}");
+    let t_lost = Instant::now();
+    node.kubectl(&["delete", "pvc", "-n", NS, &claim, "--wait=false"])
+        .await
+        .expect("delete pvc");
+    node.kubectl(&[
+        "delete",
+        "pod",
+        "-n",
+        NS,
+        &format!("{GATEWAY}-0"),
+        "--wait=false",
+    ])
+    .await
+    .expect("delete pod");
+    let restored = eventually(
+        &format!("{GATEWAY}-0 back on a new volume, restored and ready"),
+        Duration::from_secs(300),
+        || async {
+            let vols = volumes(node).await;
+            let new_pv = vols.get(&claim)?;
+            if Some(new_pv) == vols_before.get(&claim) {
+                return None;
+            }
+            let gw = json(node, &["get", "gateway", GATEWAY, "-n", NS]).await;
+            let old_uid = &pods_before.get(&format!("{GATEWAY}-0"))?.0;
+            let p = gw["status"]["pods"]
+                .as_array()?
+                .iter()
+                .find(|p| {
+                    p["name"] == format!("{GATEWAY}-0").as_str() && p["uid"] != old_uid.as_str()
+                })?
+                .clone();
+            (p["ready"] == true && p["restoredFrom"].is_string()).then(|| (new_pv.clone(), p))
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    let back = t_lost.elapsed();
+    eprintln!(
+        "[node] g: {GATEWAY}-0 back on PV {} (was {:?}), restored from {}, ready {:.1}s after the deletion",
+        restored.0,
+        vols_before.get(&claim),
+        restored.1["restoredFrom"],
+        back.as_secs_f64()
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    receiver_answer(receiver_ip, 200).await;
+    load.stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        let _ = t.await;
+    }
+    let acked: BTreeSet<String> = load.acked().into_keys().collect();
+    all_delivered(
+        receiver_ip,
+        &acked,
+        "g (a lost volume)",
+        Duration::from_secs(180),
+    )
+    .await;
+    let events = node
+        .kubectl(&[
+            "get",
+            "events",
+            "-n",
+            NS,
+            "--field-selector",
+            "reason=VolumeReplaced",
+            "-o",
+            "name",
+        ])
+        .await
+        .unwrap_or_default();
+    eprintln!(
+        "[node] g: drill: {} sent, {} acked, missing 0; VolumeReplaced events {}",
+        load.sent.load(Ordering::Relaxed),
+        acked.len(),
+        events.lines().count()
+    );
+    report.insert("g_acked", acked.len().into());
+    report.insert("g_missing", 0.into());
+    report.insert("g_back_ready_s", secs(back).into());
+    vec![nats, moto]
 }

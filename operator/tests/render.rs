@@ -942,3 +942,395 @@ fn a_quarantining_source_renders_and_validates() {
     );
     assert!(c.to_yaml().contains("on_verify_failure: quarantine"));
 }
+
+const KAFKA_PASSWORD: &str = "kafka-intake-password-0001";
+const NATS_TOKEN: &str = "nats-intake-token-0001";
+
+fn durable_gateway(durability: serde_json::Value) -> Gateway {
+    gateway(json!({
+        "replicas": 3,
+        "settings": {"egress": {"allow_http": true, "allow_loopback": true}},
+        "durability": durability,
+    }))
+}
+
+fn intake_secrets() -> SecretValues {
+    secrets(&[
+        ("s3", "id", AKID),
+        ("s3", "secret", SECRET_KEY),
+        ("kafka", "user", "intake"),
+        ("kafka", "password", KAFKA_PASSWORD),
+        ("nats", "token", NATS_TOKEN),
+    ])
+}
+
+fn kafka_intake() -> serde_json::Value {
+    json!({"type": "kafka",
+           "options": {"brokers": ["127.0.0.1:9092"], "topic": "ankusa-intake",
+                       "security_protocol": "sasl_plaintext", "sasl": {"mechanism": "plain"}},
+           "secretRefs": {"sasl.username": [{"name": "kafka", "key": "user"}],
+                          "sasl.password": [{"name": "kafka", "key": "password"}]},
+           "publishTimeoutMs": 3000})
+}
+
+fn s3_backup() -> serde_json::Value {
+    json!({"intervalMs": 30000, "keep": 5,
+           "store": {"type": "s3", "bucket": "hooks-backup", "endpoint": "http://127.0.0.1:5000",
+                     "region": "eu-west-1", "forcePathStyle": true,
+                     "credentials": {"accessKeyId": {"name": "s3", "key": "id"},
+                                     "secretAccessKey": {"name": "s3", "key": "secret"}}}})
+}
+
+#[test]
+fn durability_dual_with_a_kafka_intake_and_s3_backups_reaches_every_pod() {
+    let gw =
+        durable_gateway(json!({"mode": "dual", "intake": kafka_intake(), "backup": s3_backup()}));
+    let r = render_with(&gw, &[], &[], &intake_secrets(), None);
+    assert_eq!(r.error, None);
+    for s in ["kafka", "s3"] {
+        assert!(r.secrets_used.contains(s), "{s}: its changes re-render");
+    }
+    let c = r.for_pod("gw-1").unwrap();
+    assert_eq!(c.wal.wal_type, ankusa_config::WalType::Dual);
+    let i = c.intake.as_ref().expect("intake rendered");
+    assert!(i.jetstream.is_none());
+    assert_eq!(i.node, None, "node defaults to node.instance, the pod name");
+    assert_eq!(i.publish_timeout_ms, 3000);
+    assert_eq!(
+        i.breaker_failures, 3,
+        "absent keys keep the gateway's default"
+    );
+    let k = i.kafka.as_ref().unwrap();
+    assert_eq!(k.brokers, vec!["127.0.0.1:9092".to_string()]);
+    assert_eq!(k.topic, "ankusa-intake");
+    let sasl = k.sasl.as_ref().unwrap();
+    assert_eq!(sasl.username.expose(), "intake");
+    assert_eq!(sasl.password.expose(), KAFKA_PASSWORD);
+    let b = &c.backup;
+    assert!(b.enabled);
+    assert_eq!((b.interval_ms, b.keep), (30_000, 5));
+    assert_eq!(
+        b.key_prefix.as_deref(),
+        Some("ns/gw"),
+        "each pod writes <prefix>/backup/<pod>/"
+    );
+    let store = b.store.as_ref().unwrap();
+    assert_eq!(store.store_type, ankusa_config::BlobStoreType::S3);
+    let s3 = store.s3.as_ref().unwrap();
+    assert_eq!(s3.bucket, "hooks-backup");
+    assert_eq!(s3.access_key_id.as_ref().map(|s| s.expose()), Some(AKID));
+    assert_eq!(
+        s3.secret_access_key.as_ref().map(|s| s.expose()),
+        Some(SECRET_KEY)
+    );
+    // What the pod reads back is the same config, secrets resolved.
+    let yaml = c.to_yaml();
+    let back = ankusa_config::from_rendered_yaml(&yaml).unwrap();
+    assert_eq!(back.hash(), c.hash());
+    assert!(yaml.contains("type: dual"), "{yaml}");
+    assert!(yaml.contains(KAFKA_PASSWORD));
+    // No secret reaches what gets logged.
+    assert!(!format!("{c:?}").contains(KAFKA_PASSWORD));
+    assert!(!format!("{c:?}").contains(SECRET_KEY));
+}
+
+#[test]
+fn a_jetstream_intake_and_backups_to_the_archives_bucket() {
+    let gw = gateway(json!({
+        "settings": {"egress": {"allow_http": true, "allow_loopback": true}},
+        "archive": {"type": "s3", "bucket": "hooks-archive", "endpoint": "http://127.0.0.1:5000",
+                    "credentials": {"accessKeyId": {"name": "s3", "key": "id"},
+                                    "secretAccessKey": {"name": "s3", "key": "secret"}}},
+        "durability": {"mode": "dual",
+                       "intake": {"type": "jetstream",
+                                  "options": {"servers": ["nats://127.0.0.1:4222"], "subject": "ankusa.intake"},
+                                  "secretRefs": {"auth.token": [{"name": "nats", "key": "token"}]},
+                                  "breakerFailures": 5, "retryAfterS": 4, "reconcileIntervalMs": 500},
+                       "backup": {"keyPrefix": "team-a/backups"}},
+    }));
+    let r = render_with(&gw, &[], &[], &intake_secrets(), None);
+    assert_eq!(r.error, None);
+    assert!(r.secrets_used.contains("nats"));
+    let c = r.for_pod("gw-0").unwrap();
+    let i = c.intake.as_ref().unwrap();
+    assert!(i.kafka.is_none());
+    let n = i.jetstream.as_ref().unwrap();
+    assert_eq!(n.subject, "ankusa.intake");
+    assert_eq!(
+        n.auth
+            .as_ref()
+            .and_then(|a| a.token.as_ref())
+            .map(|t| t.expose()),
+        Some(NATS_TOKEN)
+    );
+    assert_eq!(
+        (i.breaker_failures, i.retry_after_s, i.reconcile_interval_ms),
+        (5, 4, 500)
+    );
+    assert!(c.backup.enabled);
+    assert_eq!(
+        c.backup.store, None,
+        "the gateway's default: the archive's store"
+    );
+    assert_eq!(c.backup.key_prefix.as_deref(), Some("team-a/backups"));
+    assert_eq!((c.backup.interval_ms, c.backup.keep), (60_000, 3));
+    // Disk mode with backups only; disabled backups render nothing.
+    let gw = durable_gateway(json!({"backup": s3_backup()}));
+    let c = render_with(&gw, &[], &[], &intake_secrets(), None)
+        .for_pod("gw-0")
+        .unwrap();
+    assert_eq!(c.wal.wal_type, ankusa_config::WalType::Disk);
+    assert!(c.intake.is_none() && c.backup.enabled);
+    let mut off = s3_backup();
+    off["enabled"] = json!(false);
+    let gw = durable_gateway(json!({"backup": off}));
+    let c = render_with(&gw, &[], &[], &intake_secrets(), None)
+        .for_pod("gw-0")
+        .unwrap();
+    assert_eq!(c.backup, ankusa_config::BackupConfig::default());
+    assert!(
+        !c.to_yaml().contains("backup"),
+        "a section at its defaults stays out"
+    );
+}
+
+#[test]
+fn durability_errors_name_the_field_and_never_a_secret() {
+    let dual = |intake: serde_json::Value| json!({"mode": "dual", "intake": intake});
+    let mut bad_topic = kafka_intake();
+    bad_topic["options"]["topic"] = json!(42);
+    let mut inline_password = kafka_intake();
+    inline_password["options"]["sasl"]["password"] = json!(KAFKA_PASSWORD);
+    let mut wrong_ref = kafka_intake();
+    wrong_ref["secretRefs"]["topic"] = json!([{"name": "kafka", "key": "password"}]);
+    let mut missing = kafka_intake();
+    missing["secretRefs"]["sasl.password"] = json!([{"name": "kafka", "key": "nope"}]);
+    let mut no_brokers = kafka_intake();
+    no_brokers["options"]["brokers"] = json!([]);
+    let mut timeout = kafka_intake();
+    timeout["publishTimeoutMs"] = json!(1);
+    let mut backup_no_creds = s3_backup();
+    backup_no_creds["store"]["credentials"]["secretAccessKey"] =
+        json!({"name": "gone", "key": "k"});
+    let mut backup_local = s3_backup();
+    backup_local["store"] = json!({"type": "local"});
+    let mut backup_interval = s3_backup();
+    backup_interval["intervalMs"] = json!(10);
+    let mut backup_endpoint = s3_backup();
+    backup_endpoint["store"]["endpoint"] = json!(format!("http://id:{SECRET_KEY}@minio:9000"));
+    let mut backup_bucket = s3_backup();
+    backup_bucket["store"]["bucket"] = json!("No_Such");
+    let cases = [
+        (
+            json!({"mode": "dual"}),
+            "spec.durability.intake: is required for mode dual",
+        ),
+        (
+            json!({"intake": kafka_intake()}),
+            "spec.durability.intake: is for mode dual only",
+        ),
+        (
+            dual(bad_topic),
+            "spec.durability.intake.options.topic: invalid type",
+        ),
+        (
+            dual(inline_password),
+            "spec.durability.intake.options.sasl.password is a credential",
+        ),
+        (
+            dual(wrong_ref),
+            "spec.durability.intake.secretRefs[\"topic\"]: not a credential option",
+        ),
+        (
+            dual(missing),
+            "spec.durability.intake.secretRefs.sasl.password: Secret kafka has no key",
+        ),
+        (
+            dual(no_brokers),
+            "spec.durability.intake.options.brokers: refused by the gateway's validation",
+        ),
+        (
+            dual(timeout),
+            "spec.durability.intake.publishTimeoutMs: refused by the gateway's validation",
+        ),
+        (
+            json!({"backup": {}}),
+            "spec.durability.backup.store: is required when spec.archive is not set",
+        ),
+        (
+            json!({"backup": backup_no_creds}),
+            "spec.durability.backup.store.credentials.secretAccessKey: Secret gone not found",
+        ),
+        (
+            json!({"backup": backup_local}),
+            "spec.durability.backup.store.type: must be s3",
+        ),
+        (
+            json!({"backup": backup_interval}),
+            "spec.durability.backup.intervalMs: refused by the gateway's validation",
+        ),
+        (
+            json!({"backup": backup_endpoint}),
+            "spec.durability.backup.store.endpoint: carries credentials in its URL",
+        ),
+        (
+            json!({"backup": backup_bucket}),
+            "spec.durability.backup.store.bucket: refused by the gateway's validation",
+        ),
+    ];
+    for (d, want) in cases {
+        let gw = durable_gateway(d.clone());
+        let r = render_with(&gw, &[], &[], &intake_secrets(), None);
+        let e = r.error.unwrap_or_else(|| panic!("{d} renders"));
+        assert!(e.starts_with(want), "{d}:\n  got  {e}\n  want {want}");
+        for secret in [KAFKA_PASSWORD, SECRET_KEY, AKID, NATS_TOKEN] {
+            assert!(!e.contains(secret), "{e}");
+        }
+        assert!(
+            r.base.is_none(),
+            "nothing rendered: the pods keep their config"
+        );
+    }
+    // Backups on a local archive's store would go with the volume.
+    let gw = gateway(json!({"archive": {"type": "local"}, "durability": {"backup": {}}}));
+    let e = render_with(&gw, &[], &[], &intake_secrets(), None)
+        .error
+        .unwrap();
+    assert!(
+        e.starts_with("spec.durability.backup.store: is required: spec.archive is of type local"),
+        "{e}"
+    );
+}
+
+#[test]
+fn durability_secrets_are_watched_and_roll_the_pods() {
+    let gw =
+        durable_gateway(json!({"mode": "dual", "intake": kafka_intake(), "backup": s3_backup()}));
+    let names: Vec<&str> = render::gateway_secret_names(&gw).collect();
+    assert_eq!(names, vec!["kafka", "kafka", "s3", "s3"]);
+    let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "kafka", "namespace": "ns"}}))
+    .unwrap();
+    let hit = ankusa_operator::controllers::gateways_of_secret(
+        &secret,
+        &[std::sync::Arc::new(gw.clone())],
+        &[],
+        &[],
+    );
+    assert_eq!(hit.len(), 1);
+    // The pods' template carries a keyed digest of the durability sections: a rotated
+    // password changes it (the StatefulSet rolls), nothing else does, and it gives nothing
+    // of the password away.
+    let fp = |secrets: &SecretValues| {
+        let c = render_with(&gw, &[], &[], secrets, None).base.unwrap();
+        render::durability_fingerprint(&c, TOKEN).unwrap()
+    };
+    let before = fp(&intake_secrets());
+    assert_eq!(before, fp(&intake_secrets()), "stable");
+    let mut rotated = intake_secrets();
+    rotated
+        .get_mut("kafka")
+        .unwrap()
+        .insert("password".into(), b"rotated-password".to_vec());
+    assert_ne!(before, fp(&rotated));
+    let c = render_with(&gw, &[], &[], &intake_secrets(), None)
+        .base
+        .unwrap();
+    assert_ne!(
+        render::durability_fingerprint(&c, TOKEN),
+        render::durability_fingerprint(&c, "another-key"),
+        "keyed"
+    );
+    let mut sts = resources::statefulset(&gw, "img");
+    resources::set_durability_fingerprint(&mut sts, Some(&before));
+    assert_eq!(
+        resources::durability_fingerprint_of(&sts),
+        Some(before.clone())
+    );
+    assert!(
+        !serde_json::to_string(&sts)
+            .unwrap()
+            .contains(KAFKA_PASSWORD)
+    );
+    // Without durability, no digest: Gateways that never used it do not roll on upgrade.
+    let plain = render_with(&lenient_gateway(), &[], &[], &base_secrets(), None)
+        .base
+        .unwrap();
+    assert_eq!(render::durability_fingerprint(&plain, TOKEN), None);
+    resources::set_durability_fingerprint(&mut sts, None);
+    assert_eq!(resources::durability_fingerprint_of(&sts), None);
+    let template = sts.spec.unwrap().template.metadata.unwrap();
+    assert_eq!(template.annotations, None);
+}
+
+fn pod_with_claim(name: &str, deleting: bool) -> k8s_openapi::api::core::v1::Pod {
+    let mut p: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "ns", "uid": "u-1"},
+        "spec": {"containers": [{"name": "gateway"}],
+                 "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": format!("data-{name}")}}]},
+    }))
+    .unwrap();
+    if deleting {
+        p.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::now(),
+        ));
+    }
+    p
+}
+
+fn claim(deleting: bool) -> k8s_openapi::api::core::v1::PersistentVolumeClaim {
+    let mut c: k8s_openapi::api::core::v1::PersistentVolumeClaim = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "data-gw-0", "namespace": "ns"}}))
+    .unwrap();
+    if deleting {
+        c.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::now(),
+        ));
+    }
+    c
+}
+
+#[test]
+fn a_pod_whose_claim_is_gone_is_replaced() {
+    let pod = pod_with_claim("gw-0", false);
+    assert_eq!(resources::claim_name("gw-0"), "data-gw-0");
+    // (claim, ready, protected) → replaced?
+    let cases = [
+        (None, false, false, true),
+        (None, true, false, true),
+        (Some(claim(true)), false, false, true),
+        (Some(claim(true)), true, true, true),
+        // A ready pod on a claim being deleted, without backups or dual: the user's call.
+        (Some(claim(true)), true, false, false),
+        (Some(claim(false)), false, true, false),
+        (Some(claim(false)), true, true, false),
+    ];
+    for (c, ready, protected, replaced) in cases {
+        let why = resources::volume_lost(&pod, c.as_ref(), ready, protected);
+        assert_eq!(
+            why.is_some(),
+            replaced,
+            "claim {:?} ready {ready} protected {protected}: {why:?}",
+            c.as_ref().map(|c| c.metadata.deletion_timestamp.is_some())
+        );
+        if let Some(w) = why {
+            assert!(w.contains("data-gw-0"), "{w}");
+        }
+    }
+    // A pod already going is left to go.
+    assert_eq!(
+        resources::volume_lost(&pod_with_claim("gw-0", true), None, false, true),
+        None
+    );
+    // The StatefulSet keeps what lets its controller recreate a claim: a claim template named
+    // `data`, no retention policy that would delete claims, no finalizer of ours on them.
+    let sts = resources::statefulset(&durable_gateway(json!({"backup": s3_backup()})), "img");
+    let spec = sts.spec.unwrap();
+    let templates = spec.volume_claim_templates.unwrap();
+    assert_eq!(templates.len(), 1);
+    assert_eq!(templates[0].metadata.name.as_deref(), Some("data"));
+    assert_eq!(templates[0].metadata.finalizers, None);
+    assert_eq!(spec.persistent_volume_claim_retention_policy, None);
+}

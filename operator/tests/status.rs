@@ -717,3 +717,165 @@ fn archive_and_dlq_counts_alone_are_not_a_steady_change() {
     let d = st(vec![pod_with(0, 5, false)]);
     assert_ne!(gateway::steady_part(&a), gateway::steady_part(&d));
 }
+
+fn durable_gw(dual: bool) -> Gateway {
+    let mut d = json!({"backup": {"intervalMs": 10000,
+                                  "store": {"type": "s3", "bucket": "hooks-backup", "endpoint": "http://127.0.0.1:5000"}}});
+    if dual {
+        d["mode"] = json!("dual");
+        d["intake"] = json!({"type": "kafka",
+                             "options": {"brokers": ["127.0.0.1:9092"], "topic": "intake"}});
+    }
+    serde_json::from_value(json!({
+        "apiVersion": "ankusa.dev/v1alpha1", "kind": "Gateway",
+        "metadata": {"name": "gw", "namespace": "ns", "generation": 4},
+        "spec": {"replicas": 2, "durability": d,
+                 "settings": {"egress": {"allow_http": true, "allow_loopback": true}}},
+    }))
+    .unwrap()
+}
+
+/// A pod's `GET /v1/status` with backups and an intake log.
+fn durable_status(age: u64, failures: u64, state: &str) -> ankusa_api::Status {
+    serde_json::from_value(json!({
+        "instance": "gw-0", "version": "0.1.0", "config_hash": "abc", "generation": 1,
+        "loaded_at": 1767225600000u64, "sources": [],
+        "backup": {"store": "s3", "last_success_at": 1767225600000u64, "age_seconds": age,
+                   "runs": 12, "failures": failures,
+                   "last_error": (failures > 0).then_some("s3: PUT backup/gw-0/LATEST: status 503"),
+                   "restored_from": "20260101T000000Z-0007"},
+        "intake": {"log": "kafka", "node": "gw-0", "state": state, "partition": 3, "offset": 812,
+                   "watermark": 800, "pending": 4, "lag_seconds": 1.7, "failures": 0},
+    }))
+    .expect("a status the gateway sends")
+}
+
+fn mapped(age: u64, failures: u64, state: &str, n: u8) -> GatewayPodStatus {
+    let mut p = pod(n, true, true);
+    gateway::pod_durability(&durable_status(age, failures, state), &mut p);
+    p
+}
+
+#[test]
+fn a_pods_backup_and_intake_reach_its_status() {
+    let p = mapped(42, 0, "ready", 0);
+    assert_eq!(p.backup_age_seconds, Some(42));
+    assert_eq!(p.last_backup_at.as_deref(), Some("2026-01-01T00:00:00Z"));
+    assert_eq!(p.backup_failures, Some(0));
+    assert_eq!(p.backup_last_error, None);
+    assert_eq!(p.restored_from.as_deref(), Some("20260101T000000Z-0007"));
+    assert_eq!(p.intake_state.as_deref(), Some("ready"));
+    assert_eq!(p.intake_lag_seconds, Some(1), "whole seconds");
+    assert_eq!(p.intake_pending, Some(4));
+    let v = serde_json::to_value(&p).unwrap();
+    for k in [
+        "backupAgeSeconds",
+        "lastBackupAt",
+        "restoredFrom",
+        "intakeState",
+        "intakeLagSeconds",
+        "intakePending",
+    ] {
+        assert!(v.get(k).is_some(), "{k} in {v}");
+    }
+    // A pod of a version without them, or with neither on, reports none.
+    let mut q = pod(1, true, true);
+    let bare: ankusa_api::Status = serde_json::from_value(json!({
+        "instance": "gw-1", "version": "0.1.0", "config_hash": "abc", "generation": 1,
+        "loaded_at": 0, "sources": []}))
+    .unwrap();
+    gateway::pod_durability(&bare, &mut q);
+    assert_eq!(q, pod(1, true, true));
+}
+
+#[test]
+fn stale_backups_and_a_down_intake_degrade_the_gateway() {
+    let g = durable_gw(true);
+    let r = rendered_ok(&g);
+    assert_eq!(r.error, None);
+    let st = |pods| gateway_status(&g, &r, pods, None, &Default::default(), NOW);
+    // Interval 10 s: stale past 30 s, or after a failure.
+    let ok = st(vec![
+        mapped(30, 0, "ready", 0),
+        mapped(5, 0, "recovering", 1),
+    ]);
+    assert!(
+        !cond(&ok.conditions, "Degraded").is_true(),
+        "{:?}",
+        ok.conditions
+    );
+    assert!(cond(&ok.conditions, "Ready").is_true());
+
+    for stale in [mapped(31, 0, "ready", 0), mapped(3, 1, "ready", 0)] {
+        let s = st(vec![stale, mapped(5, 0, "ready", 1)]);
+        let d = cond(&s.conditions, "Degraded");
+        assert!(d.is_true());
+        assert_eq!(d.reason.as_deref(), Some("BackupStale"));
+        let m = d.message.as_deref().unwrap();
+        assert!(m.contains("gw-0") && !m.contains("gw-1"), "{m}");
+        assert!(m.contains("intake log"), "dual: the log has the rest: {m}");
+        assert!(cond(&s.conditions, "Ready").is_true(), "still serving");
+    }
+    let down = st(vec![mapped(31, 0, "ready", 0), mapped(5, 0, "down", 1)]);
+    let d = cond(&down.conditions, "Degraded");
+    assert_eq!(
+        d.reason.as_deref(),
+        Some("IntakeDown"),
+        "the worse of the two"
+    );
+    assert!(d.message.as_deref().unwrap().contains("gw-1"));
+    assert!(
+        d.message
+            .as_deref()
+            .unwrap()
+            .contains("503 intake_unavailable")
+    );
+
+    // Disk mode: the message says what a lost volume costs.
+    let g = durable_gw(false);
+    let r = rendered_ok(&g);
+    let s = gateway_status(
+        &g,
+        &r,
+        vec![mapped(31, 0, "ready", 0)],
+        None,
+        &Default::default(),
+        NOW,
+    );
+    let m = cond(&s.conditions, "Degraded").message.clone().unwrap();
+    assert!(m.contains("acked since its last backup"), "{m}");
+    // Without backups, an age means nothing.
+    let g = gw(1);
+    let s = gateway_status(
+        &g,
+        &rendered_ok(&g),
+        vec![mapped(9999, 0, "ready", 0)],
+        None,
+        &Default::default(),
+        NOW,
+    );
+    assert!(!cond(&s.conditions, "Degraded").is_true());
+}
+
+#[test]
+fn backup_ages_and_intake_lag_alone_are_not_a_steady_change() {
+    let g = durable_gw(true);
+    let r = rendered_ok(&g);
+    let st = |pods| gateway_status(&g, &r, pods, None, &Default::default(), NOW);
+    let a = st(vec![mapped(3, 0, "ready", 0)]);
+    let mut later = mapped(9, 0, "ready", 0);
+    later.intake_lag_seconds = Some(0);
+    later.intake_pending = Some(17);
+    later.last_backup_at = Some("2026-01-01T00:00:10Z".into());
+    let b = st(vec![later]);
+    assert_ne!(a, b);
+    assert_eq!(gateway::steady_part(&a), gateway::steady_part(&b));
+    // A state change, a first failure, or staleness (a condition) is.
+    for c in [
+        st(vec![mapped(3, 0, "down", 0)]),
+        st(vec![mapped(3, 1, "ready", 0)]),
+        st(vec![mapped(60, 0, "ready", 0)]),
+    ] {
+        assert_ne!(gateway::steady_part(&a), gateway::steady_part(&c));
+    }
+}

@@ -15,24 +15,39 @@ use futures::StreamExt;
 use super::kafka::Position;
 
 pub struct JetStreamLog {
-    js: async_nats::jetstream::Context,
+    cfg: NatsSinkConfig,
+    /// Connected on first use and kept: a server away at start is retried by each use (the
+    /// node starts, reports `recovering`, and takes hooks once the log answers), and the
+    /// client reconnects by itself afterwards.
+    js: tokio::sync::Mutex<Option<async_nats::jetstream::Context>>,
     subject: String,
     timeout: Duration,
 }
 
 impl JetStreamLog {
-    pub async fn connect(
-        cfg: &NatsSinkConfig,
-        publish_timeout: Duration,
-    ) -> Result<JetStreamLog, String> {
-        let (_client, js) = ankusa_sinks::nats::intake_connect(cfg)
-            .await
-            .map_err(|e| format!("intake.jetstream: {e}"))?;
-        Ok(JetStreamLog {
-            js,
+    pub fn new(cfg: &NatsSinkConfig, publish_timeout: Duration) -> JetStreamLog {
+        JetStreamLog {
+            cfg: cfg.clone(),
+            js: tokio::sync::Mutex::new(None),
             subject: cfg.subject.clone(),
             timeout: publish_timeout,
-        })
+        }
+    }
+
+    async fn js(&self) -> Result<async_nats::jetstream::Context, String> {
+        let mut slot = self.js.lock().await;
+        if let Some(js) = slot.as_ref() {
+            return Ok(js.clone());
+        }
+        let (_client, js) = tokio::time::timeout(
+            self.timeout + Duration::from_secs(5),
+            ankusa_sinks::nats::intake_connect(&self.cfg),
+        )
+        .await
+        .map_err(|_| "connect: timed out".to_string())?
+        .map_err(|e| format!("connect: {e}"))?;
+        *slot = Some(js.clone());
+        Ok(js)
     }
 
     fn node_subject(&self, node: &str) -> String {
@@ -41,11 +56,11 @@ impl JetStreamLog {
 
     pub async fn publish(&self, node: &str, payloads: &[Vec<u8>]) -> Result<Vec<Position>, String> {
         let subject = self.node_subject(node);
+        let js = self.js().await?;
         let work = async {
             let mut acks = Vec::with_capacity(payloads.len());
             for p in payloads {
-                let ack = self
-                    .js
+                let ack = js
                     .publish(subject.clone(), bytes::Bytes::copy_from_slice(p))
                     .await
                     .map_err(|e| format!("publish: {e}"))?;
@@ -65,13 +80,12 @@ impl JetStreamLog {
     }
 
     async fn stream(&self, node: &str) -> Result<async_nats::jetstream::stream::Stream, String> {
-        let name = self
-            .js
+        let js = self.js().await?;
+        let name = js
             .stream_by_subject(self.node_subject(node))
             .await
             .map_err(|e| format!("no stream holds the intake subject ({e})"))?;
-        self.js
-            .get_stream(name)
+        js.get_stream(name)
             .await
             .map_err(|e| format!("stream: {e}"))
     }

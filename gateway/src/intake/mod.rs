@@ -47,7 +47,8 @@ const RECONCILE_BATCH: usize = 500;
 /// The log behind the intake: Kafka or JetStream.
 enum Log {
     Kafka(KafkaLog),
-    JetStream(JetStreamLog),
+    /// Boxed: it keeps its sink config for reconnecting.
+    JetStream(Box<JetStreamLog>),
 }
 
 impl Log {
@@ -148,7 +149,7 @@ impl Intake {
         let timeout = Duration::from_millis(cfg.publish_timeout_ms);
         let log = match (&cfg.kafka, &cfg.jetstream) {
             (Some(k), _) => Log::Kafka(KafkaLog::new(k, timeout)?),
-            (None, Some(j)) => Log::JetStream(JetStreamLog::connect(j, timeout).await?),
+            (None, Some(j)) => Log::JetStream(Box::new(JetStreamLog::new(j, timeout))),
             (None, None) => return Err("intake: needs intake.kafka or intake.jetstream".into()),
         };
         let node = cfg.node.clone().unwrap_or_else(|| default_node.to_string());

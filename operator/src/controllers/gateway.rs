@@ -20,7 +20,7 @@ use ankusa_crds::{
     QuarantineOnPod, RenderedSink, Sink, SinkDeliveryError, Source, SourceQuarantine, SourceStatus,
 };
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{Api, DeleteParams, ListParams, Patch, Preconditions};
 use kube::runtime::controller::Action;
@@ -156,9 +156,24 @@ pub async fn reconcile(gw: Arc<Gateway>, ctx: Arc<Ctx>) -> Result<Action> {
     sync_network_policy(&ctx, &ns, &gw).await?;
     let mut sts = resources::statefulset(&gw, &ctx.settings.gateway_image);
     let storage_note = keep_claim_templates(&mut sts, existing_sts.as_ref());
+    // The pods open their intake log and backup store when they start: a change there (a
+    // rotated Secret included) rolls them. A config that does not render keeps the last.
+    let fingerprint = match &rendered.base {
+        Some(c) => render::durability_fingerprint(c, &token),
+        None => existing_sts
+            .as_ref()
+            .and_then(resources::durability_fingerprint_of),
+    };
+    resources::set_durability_fingerprint(&mut sts, fingerprint.as_deref());
     sts_api
         .patch(&sts.name_any(), &apply_params(), &Patch::Apply(&sts))
         .await?;
+
+    // Best effort: a failure here (an older chart's RBAC without volume claims) must not stop
+    // the rest of the reconcile.
+    if let Err(e) = replace_lost_volumes(&ctx, &gw, &pods).await {
+        tracing::warn!(gateway = %gw.name_any(), namespace = %ns, error = %e, "checking the pods' volume claims failed");
+    }
 
     // Push and observe every pod.
     let observed = futures::future::join_all(
@@ -516,6 +531,117 @@ pub fn pod_archive_dlq(s: &ankusa_api::Status) -> (Option<PodArchiveStatus>, Opt
     (archive, dlq)
 }
 
+/// The backup and intake parts of a pod's `GET /v1/status`, as the Gateway's status shows
+/// them (`backupAgeSeconds`, `lastBackupAt`, `restoredFrom`, `intakeState`, ...).
+pub fn pod_durability(s: &ankusa_api::Status, st: &mut GatewayPodStatus) {
+    if let Some(b) = &s.backup {
+        st.backup_age_seconds = Some(i64::try_from(b.age_seconds).unwrap_or(i64::MAX));
+        st.last_backup_at = b.last_success_at.and_then(rfc3339_from_ms);
+        st.backup_failures = Some(i64::try_from(b.failures).unwrap_or(i64::MAX));
+        st.backup_last_error = b
+            .last_error
+            .clone()
+            .map(|e| truncate(e, MAX_SINK_ERROR_BYTES));
+        st.restored_from = b.restored_from.clone().map(|r| truncate(r, 128));
+    }
+    if let Some(i) = &s.intake {
+        st.intake_state = Some(truncate(i.state.clone(), 32));
+        let lag = if i.lag_seconds.is_finite() && i.lag_seconds > 0.0 {
+            // Whole seconds; `as` saturates.
+            i.lag_seconds.floor() as i64
+        } else {
+            0
+        };
+        st.intake_lag_seconds = Some(lag);
+        st.intake_pending = Some(i64::try_from(i.pending).unwrap_or(i64::MAX));
+    }
+}
+
+/// Interval of a Gateway's backups (ms), when they are on.
+pub fn backup_interval_ms(gw: &Gateway) -> Option<u64> {
+    let b = gw.spec.durability.as_ref()?.backup.as_ref()?;
+    b.enabled.then(|| b.interval_ms.unwrap_or(60_000))
+}
+
+/// A pod's backups are stale: older than `BACKUP_STALE_INTERVALS` intervals, or the last one
+/// failed.
+pub fn backup_stale(p: &GatewayPodStatus, interval_ms: u64) -> bool {
+    let limit = (interval_ms / 1000).saturating_mul(BACKUP_STALE_INTERVALS);
+    p.backup_failures.is_some_and(|f| f > 0)
+        || p.backup_age_seconds
+            .is_some_and(|a| u64::try_from(a).unwrap_or(0) > limit)
+}
+
+/// A pod's intake log is down: it answers new hooks `503 intake_unavailable`.
+pub fn intake_down(p: &GatewayPodStatus) -> bool {
+    p.intake_state.as_deref() == Some("down")
+}
+
+/// Backups older than this many intervals make the Gateway `Degraded` (`BackupStale`).
+pub const BACKUP_STALE_INTERVALS: u64 = 3;
+
+/// Deletes the pods that lost their volume claim (see [`resources::volume_lost`]), so that
+/// the StatefulSet controller recreates each with a new, empty claim from the template; the
+/// gateway then restores its backup and rebuilds from the intake log. One Event per pod.
+async fn replace_lost_volumes(ctx: &Ctx, gw: &Gateway, pods: &[Pod]) -> Result<()> {
+    let ns = gw.namespace().unwrap_or_default();
+    let api: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &ns);
+    let listed = api
+        .list_metadata(&ListParams::default().labels(&resources::selector_string(gw)))
+        .await?;
+    let protected = gw.spec.durability.as_ref().is_some_and(|d| {
+        d.mode == ankusa_crds::DurabilityMode::Dual || d.backup.as_ref().is_some_and(|b| b.enabled)
+    });
+    for pod in pods {
+        let name = pod.name_any();
+        if resources::ordinal(gw, &name).is_none() {
+            continue;
+        }
+        let claim_name = resources::claim_name(&name);
+        let claim = match listed.items.iter().find(|c| c.name_any() == claim_name) {
+            Some(m) => Some(PersistentVolumeClaim {
+                metadata: m.metadata.clone(),
+                ..Default::default()
+            }),
+            // Not labelled as ours (made by hand before the pod?): ask for it by name.
+            None => api.get_opt(&claim_name).await?,
+        };
+        let Some(why) = resources::volume_lost(pod, claim.as_ref(), pod_ready(pod), protected)
+        else {
+            continue;
+        };
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: pod.uid(),
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        let pods_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+        match pods_api.delete(&name, &params).await {
+            Ok(_) => {
+                let then = if protected {
+                    "it comes back on a new, empty volume and restores itself"
+                } else {
+                    "it comes back on a new, empty volume (no spec.durability backup or dual mode: it starts empty)"
+                };
+                tracing::warn!(gateway = %gw.name_any(), pod = %name, reason = %why, "pod deleted to replace its volume");
+                ctx.event(
+                    gw,
+                    EventType::Warning,
+                    "VolumeReplaced",
+                    format!("{name}: {why}; pod deleted so the StatefulSet recreates it with a new claim: {then}"),
+                )
+                .await;
+            }
+            // Gone already, or replaced since the read.
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
 /// Polls one pod (pushing its config when it runs another): what it runs, its archive and
 /// DLQ, and the report for the Sinks and Sources.
 async fn observe_pod(
@@ -547,6 +673,7 @@ async fn observe_pod(
             report.failing = s.failing_sinks.clone();
             report.pen = s.quarantine.clone();
             (st.archive, st.dlq) = pod_archive_dlq(&s);
+            pod_durability(&s, &mut st);
             st.config_hash = Some(s.config_hash.clone());
             st.restart_required = s.restart_required.clone();
             if let Some(e) = &s.last_reload_error {
@@ -691,6 +818,24 @@ pub fn gateway_status(
         })
         .map(|p| p.name.as_str())
         .collect();
+    let intake_down_pods: Vec<&str> = pods
+        .iter()
+        .filter(|p| intake_down(p))
+        .map(|p| p.name.as_str())
+        .collect();
+    let backup_stale_pods: Vec<&str> = backup_interval_ms(gw)
+        .map(|i| {
+            pods.iter()
+                .filter(|p| backup_stale(p, i))
+                .map(|p| p.name.as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    let dual = gw
+        .spec
+        .durability
+        .as_ref()
+        .is_some_and(|d| d.mode == ankusa_crds::DurabilityMode::Dual);
     let all_good = rendered.error.is_none() && ready >= desired && programmed >= desired;
     let ready_c = if let Some(e) = &rendered.error {
         (false, "InvalidConfig", e.clone())
@@ -734,6 +879,16 @@ pub fn gateway_status(
         (true, "InvalidConfig", e.clone())
     } else if !pod_errors.is_empty() {
         (true, "PodErrors", pod_errors.join("; "))
+    } else if !intake_down_pods.is_empty() {
+        (
+            true,
+            "IntakeDown",
+            format!(
+                "the intake log does not confirm publishes from {} (status.pods[].intakeState down): \
+                 they answer new hooks 503 intake_unavailable until it is back",
+                intake_down_pods.join(", ")
+            ),
+        )
     } else if !restart.is_empty() {
         (
             true,
@@ -760,6 +915,21 @@ pub fn gateway_status(
             format!(
                 "archive uploads keep failing on {} (status.pods[].archive.lastError); hooks wait on the pods' volumes",
                 archive_failing.join(", ")
+            ),
+        )
+    } else if !backup_stale_pods.is_empty() {
+        let then = if dual {
+            "a pod that loses its volume restores an older backup and replays the rest from the intake log"
+        } else {
+            "a pod that loses its volume now loses the hooks acked since its last backup"
+        };
+        (
+            true,
+            "BackupStale",
+            format!(
+                "backups of {} are older than {BACKUP_STALE_INTERVALS} × spec.durability.backup.intervalMs or failing \
+                 (status.pods[].backupLastError): {then}",
+                backup_stale_pods.join(", ")
             ),
         )
     } else if let Some(n) = storage_note {
@@ -849,6 +1019,13 @@ pub fn steady_part(st: &GatewayStatus) -> GatewayStatus {
                 ..Default::default()
             };
         }
+        // Ages and counts move with every poll; whether they degrade the Gateway is in its
+        // conditions.
+        p.backup_age_seconds = None;
+        p.last_backup_at = None;
+        p.backup_failures = p.backup_failures.map(|f| f.min(1));
+        p.intake_lag_seconds = None;
+        p.intake_pending = p.intake_pending.map(|n| n.min(1));
     }
     st
 }
@@ -1182,8 +1359,41 @@ async fn gateway_events(
                 .await;
         }
     }
+    let interval = backup_interval_ms(gw);
     for p in &new.pods {
         let before = old.pods.iter().find(|o| o.name == p.name);
+        if intake_down(p) && !before.is_some_and(intake_down) {
+            ctx.event(
+                gw,
+                EventType::Warning,
+                "IntakeDown",
+                format!(
+                    "{}: the intake log does not confirm its publishes; new hooks get 503 intake_unavailable",
+                    p.name
+                ),
+            )
+            .await;
+        }
+        if let Some(i) = interval
+            && backup_stale(p, i)
+            && !before.is_some_and(|b| backup_stale(b, i))
+        {
+            let why = p
+                .backup_last_error
+                .as_deref()
+                .filter(|_| p.backup_failures.is_some_and(|f| f > 0))
+                .map(|e| format!("the last one failed: {e}"))
+                .unwrap_or_else(|| {
+                    format!("none for {} s", p.backup_age_seconds.unwrap_or_default())
+                });
+            ctx.event(
+                gw,
+                EventType::Warning,
+                "BackupStale",
+                format!("{}: backups are stale ({why})", p.name),
+            )
+            .await;
+        }
         if let Some(e) = &p.last_error
             && e.contains("refused the config")
             && before.and_then(|b| b.last_error.as_ref()) != Some(e)

@@ -1,7 +1,7 @@
 //! The four controllers and the watches that wake them.
 //!
 //! Gateway reconciles are triggered by the Gateway, what it owns (StatefulSet, Services,
-//! NetworkPolicy, the config Secret), its pods (by label), its Sources, the Sinks those use, and every Secret
+//! NetworkPolicy, the config Secret), its pods and volume claims (by label), its Sources, the Sinks those use, and every Secret
 //! they (or the Gateway) reference; the mappers read reflector stores of Sources, Sinks and
 //! Gateways kept by this module.
 
@@ -16,7 +16,7 @@ use ankusa_crds::names::{GATEWAY_LABEL, MANAGED_BY, MANAGED_BY_LABEL, USABLE, US
 use ankusa_crds::{Gateway, ReplayJob, Sink, Source};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::Api;
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -145,6 +145,17 @@ pub async fn run(
                 let gw = p.labels().get(GATEWAY_LABEL)?.clone();
                 Some(ObjectRef::<Gateway>::new(&gw).within(&ns))
             })
+            // A claim being deleted under its pod (the pod is then replaced, see
+            // `resources::volume_lost`).
+            .watches(
+                api::<PersistentVolumeClaim>(&ctx, ns),
+                managed(),
+                |c: PersistentVolumeClaim| {
+                    let ns = c.namespace()?;
+                    let gw = c.labels().get(GATEWAY_LABEL)?.clone();
+                    Some(ObjectRef::<Gateway>::new(&gw).within(&ns))
+                },
+            )
             .watches(api::<Source>(&ctx, ns), wc(), |s: Source| {
                 Some(ObjectRef::<Gateway>::new(&s.spec.gateway_ref.name).within(&s.namespace()?))
             })

@@ -5,7 +5,8 @@
 //! with the container's `args` (`$(VAR)` expanded, mount paths mapped to local dirs) and
 //! environment (`value`, `fieldRef`, `secretKeyRef`). Each pod gets its own 127.0.0.N
 //! (from its ordinal) which the gateway binds through `ANKUSA_*_IP`, and its own persistent
-//! dir per PVC claim name (so a recreated pod keeps its store). Secret volumes are written
+//! dir per PVC (by claim uid: a recreated pod keeps its store, a claim deleted and made anew
+//! starts empty; a pod whose claim is gone or being deleted stays pending, as on a kubelet). Secret volumes are written
 //! the way the kubelet's AtomicWriter does (a timestamped dir, `..data` symlink swapped by
 //! rename, one symlink per key) and rewritten when the Secret changes. The readiness probe
 //! (`httpGet`, HTTP or HTTPS without verification, as the kubelet does) is polled and the pod's status patched (Running, podIP, Ready); a process
@@ -18,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Container, Node, Pod, Secret};
+use k8s_openapi::api::core::v1::{Container, Node, PersistentVolumeClaim, Pod, Secret};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
@@ -373,7 +374,28 @@ impl Inner {
                 secret_volumes.push((sname, dir.clone()));
                 volume_dirs.insert(v.name.clone(), dir);
             } else if let Some(c) = &v.persistent_volume_claim {
-                let dir = self.cfg.root.join("pvc").join(&c.claim_name);
+                // As a kubelet: no start on a claim that is gone or being deleted; and the
+                // data is the claim's (by uid), so a claim recreated under the same name
+                // starts empty, as a new volume does.
+                let claims: Api<PersistentVolumeClaim> =
+                    Api::namespaced(self.client.clone(), &self.cfg.namespace);
+                let claim = match claims.get_opt(&c.claim_name).await? {
+                    Some(claim) if claim.metadata.deletion_timestamp.is_none() => claim,
+                    Some(_) => anyhow::bail!(
+                        "volume claim {} is being deleted (pod stays pending)",
+                        c.claim_name
+                    ),
+                    None => anyhow::bail!(
+                        "volume claim {} not found (pod stays pending)",
+                        c.claim_name
+                    ),
+                };
+                let claim_uid = claim.uid().unwrap_or_default();
+                let dir = self.cfg.root.join("pvc").join(format!(
+                    "{}-{}",
+                    c.claim_name,
+                    &claim_uid[..claim_uid.len().min(8)]
+                ));
                 std::fs::create_dir_all(&dir)?;
                 pvc_dirs.push(v.name.clone());
                 volume_dirs.insert(v.name.clone(), dir);

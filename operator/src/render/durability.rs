@@ -1,0 +1,292 @@
+//! `spec.durability` → the gateway's `wal`, `intake` and `backup` sections.
+//!
+//! The intake log is rendered as a Sink of type `kafka` or `nats` would be (its options, its
+//! `secretRefs` read from Secrets), then placed under `intake.kafka` or `intake.jetstream`.
+//! The backup store is rendered as `spec.archive`'s S3 fields are. `intake.node` is left to
+//! the gateway's default, `node.instance` (the pod name): stable across a lost volume, so a
+//! pod coming back empty finds its own records in the log and its own backups
+//! (`<keyPrefix>/backup/<pod>/`). Errors name the spec field and never a Secret's value.
+
+use std::collections::BTreeMap;
+
+use ankusa_crds::sink::SinkType;
+
+use super::*;
+
+/// What `spec.durability` renders to.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Durability {
+    pub wal: WalConfig,
+    pub intake: Option<IntakeConfig>,
+    pub backup: BackupConfig,
+}
+
+const AT: &str = "spec.durability";
+
+/// Secrets `spec.durability` reads: the intake log's `secretRefs` and the backup store's
+/// credentials.
+pub fn durability_secret_names(gw: &Gateway) -> impl Iterator<Item = &str> {
+    let d = gw.spec.durability.as_ref();
+    let intake = d
+        .and_then(|d| d.intake.as_ref())
+        .into_iter()
+        .flat_map(|i| i.secret_refs.values().flatten().map(|r| r.name.as_str()));
+    let backup = d
+        .and_then(|d| d.backup.as_ref())
+        .and_then(|b| b.store.as_ref())
+        .and_then(|s| s.credentials.as_ref())
+        .into_iter()
+        .flat_map(|c| c.refs().map(|(_, r)| r.name.as_str()));
+    intake.chain(backup)
+}
+
+/// `spec.durability` → `wal`, `intake`, `backup`. Absent: the defaults (disk, no backups).
+pub fn durability(gw: &Gateway, secrets: &SecretValues) -> Result<Durability, String> {
+    let Some(d) = &gw.spec.durability else {
+        return Ok(Durability::default());
+    };
+    let mut out = Durability::default();
+    match (d.mode, &d.intake) {
+        (DurabilityMode::Dual, None) => {
+            return Err(format!("{AT}.intake: is required for mode dual"));
+        }
+        (DurabilityMode::Disk, Some(_)) => {
+            return Err(format!("{AT}.intake: is for mode dual only (mode is disk)"));
+        }
+        (DurabilityMode::Dual, Some(i)) => {
+            out.wal.wal_type = WalType::Dual;
+            out.intake = Some(intake_config(i, secrets)?);
+        }
+        (DurabilityMode::Disk, None) => {}
+    }
+    if let Some(b) = d.backup.as_ref().filter(|b| b.enabled) {
+        out.backup = backup_config(gw, b, secrets)?;
+    }
+    Ok(out)
+}
+
+/// The intake log: a Sink of type `kafka` (or `nats` for JetStream) rendered by
+/// [`render_sink_spec`], plus the intake's own knobs.
+fn intake_config(i: &IntakeSpec, secrets: &SecretValues) -> Result<IntakeConfig, String> {
+    let at = format!("{AT}.intake");
+    let sink_type = match i.type_ {
+        IntakeType::Kafka => SinkType::Kafka,
+        IntakeType::Jetstream => SinkType::Nats,
+    };
+    let spec = SinkSpec {
+        type_: sink_type,
+        options: i.options.clone(),
+        secret_refs: i.secret_refs.clone(),
+        secret_headers: BTreeMap::new(),
+    };
+    let name_err = |e: String| {
+        if e.starts_with("options") || e.starts_with("secretRefs") {
+            format!("{at}.{e}")
+        } else {
+            format!("{at}: {e}")
+        }
+    };
+    let mut obj = sink_object(&spec, secrets).map_err(name_err)?;
+    obj.remove("type");
+    // Read by the log's own type (not the tagged sink enum), so errors carry their path.
+    fn read<T: serde::de::DeserializeOwned>(
+        at: &str,
+        obj: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<T, String> {
+        serde_path_to_error::deserialize::<_, T>(serde_json::Value::Object(obj)).map_err(|e| {
+            let path = e.path().to_string();
+            // serde may quote the value, which may be a Secret's.
+            let inner = ankusa_config::value_free(&e.into_inner().to_string());
+            if path == "." || path.is_empty() {
+                format!("{at}.options: {inner}")
+            } else {
+                format!("{at}.options.{path}: {inner}")
+            }
+        })
+    }
+    // Every key has a default but the log itself.
+    let mut c: IntakeConfig = serde_json::from_value(serde_json::json!({}))
+        .map_err(|_| format!("{at}: the gateway's intake defaults do not parse"))?;
+    match i.type_ {
+        IntakeType::Kafka => c.kafka = Some(read(&at, obj)?),
+        IntakeType::Jetstream => c.jetstream = Some(read(&at, obj)?),
+    }
+    if let Some(v) = i.publish_timeout_ms {
+        c.publish_timeout_ms = v;
+    }
+    if let Some(v) = i.breaker_failures {
+        c.breaker_failures = v;
+    }
+    if let Some(v) = i.retry_after_s {
+        c.retry_after_s = v;
+    }
+    if let Some(v) = i.reconcile_interval_ms {
+        c.reconcile_interval_ms = v;
+    }
+    Ok(c)
+}
+
+/// Backups: the store given, or the archive's bucket. Never a store on the pod's own volume,
+/// which a lost volume takes with it.
+fn backup_config(
+    gw: &Gateway,
+    b: &BackupSpec,
+    secrets: &SecretValues,
+) -> Result<BackupConfig, String> {
+    let at = format!("{AT}.backup");
+    let mut c = BackupConfig {
+        enabled: true,
+        ..BackupConfig::default()
+    };
+    if let Some(v) = b.interval_ms {
+        c.interval_ms = v;
+    }
+    if let Some(v) = b.keep {
+        c.keep = v;
+    }
+    c.key_prefix =
+        Some(b.key_prefix.clone().unwrap_or_else(|| {
+            format!("{}/{}", gw.namespace().unwrap_or_default(), gw.name_any())
+        }));
+    match &b.store {
+        Some(st) => {
+            if st.type_ != BlobStoreType::S3 {
+                return Err(format!(
+                    "{at}.store.type: must be s3: a local backup stays on the pod's own volume and is lost with it"
+                ));
+            }
+            let s3 = s3_store(
+                &format!("{at}.store"),
+                &S3Fields {
+                    bucket: st.bucket.as_deref(),
+                    endpoint: st.endpoint.as_deref(),
+                    region: st.region.as_deref(),
+                    force_path_style: st.force_path_style,
+                    timeout_ms: st.timeout_ms,
+                    credentials: st.credentials.as_ref(),
+                },
+                secrets,
+            )?;
+            let obj = serde_json::json!({"type": "s3", "s3": s3});
+            let store =
+                serde_path_to_error::deserialize::<_, BackupStoreConfig>(obj).map_err(|e| {
+                    let field = durability_field(&format!("backup.store.{}", e.path()));
+                    // serde may quote the value, which may be a Secret's.
+                    let inner = ankusa_config::value_free(&e.into_inner().to_string());
+                    format!("{field}: {inner}")
+                })?;
+            c.store = Some(store);
+        }
+        // The gateway's default: the archive's store (`storage`), its credentials included.
+        None => match &gw.spec.archive {
+            Some(a) if a.type_ == BlobStoreType::S3 => {}
+            Some(_) => {
+                return Err(format!(
+                    "{at}.store: is required: spec.archive is of type local, on the pod's own volume, which a lost volume takes with it"
+                ));
+            }
+            None => {
+                return Err(format!(
+                    "{at}.store: is required when spec.archive is not set"
+                ));
+            }
+        },
+    }
+    Ok(c)
+}
+
+/// `publish_timeout_ms` → `publishTimeoutMs`.
+fn camel(snake: &str) -> String {
+    let mut out = String::with_capacity(snake.len());
+    let mut up = false;
+    for ch in snake.chars() {
+        if ch == '_' {
+            up = true;
+        } else if up {
+            out.extend(ch.to_uppercase());
+            up = false;
+        } else {
+            out.push(ch);
+        }
+    }
+    out
+}
+
+/// The spec field of a gateway `wal.*`, `intake.*` or `backup.*` key, for errors that name
+/// what the user wrote (`intake.kafka.brokers` → `spec.durability.intake.options.brokers`).
+pub fn durability_field(config_field: &str) -> String {
+    let f = config_field.trim_end_matches('.');
+    if f == "wal" || f.starts_with("wal.") {
+        return format!("{AT}.mode");
+    }
+    if let Some(rest) = f.strip_prefix("intake") {
+        let rest = rest.trim_start_matches('.');
+        for log in ["kafka", "jetstream"] {
+            if let Some(opt) = rest.strip_prefix(log) {
+                let opt = opt.trim_start_matches('.');
+                return if opt.is_empty() {
+                    format!("{AT}.intake.options")
+                } else {
+                    format!("{AT}.intake.options.{opt}")
+                };
+            }
+        }
+        return if rest.is_empty() {
+            format!("{AT}.intake")
+        } else {
+            format!("{AT}.intake.{}", camel(rest))
+        };
+    }
+    if let Some(rest) = f.strip_prefix("backup") {
+        let rest = rest.trim_start_matches('.');
+        if let Some(store) = rest.strip_prefix("store") {
+            let key = store.trim_start_matches('.');
+            let key = key
+                .strip_prefix("s3")
+                .unwrap_or(key)
+                .trim_start_matches('.');
+            let spec = match key {
+                "" | "type" | "local" | "local.dir" => return format!("{AT}.backup.store"),
+                "access_key_id" => "credentials.accessKeyId".to_string(),
+                "secret_access_key" => "credentials.secretAccessKey".to_string(),
+                "session_token" => "credentials.sessionToken".to_string(),
+                other => camel(other),
+            };
+            return format!("{AT}.backup.store.{spec}");
+        }
+        return if rest.is_empty() {
+            format!("{AT}.backup")
+        } else {
+            format!("{AT}.backup.{}", camel(rest))
+        };
+    }
+    AT.to_string()
+}
+
+/// Whether a gateway config field belongs to `spec.durability`.
+pub fn is_durability_field(config_field: &str) -> bool {
+    ["wal", "intake", "backup"].iter().any(|p| {
+        config_field == *p
+            || config_field
+                .strip_prefix(p)
+                .is_some_and(|r| r.starts_with('.') || r.starts_with('['))
+    })
+}
+
+/// A keyed digest of a config's `wal`, `intake` and `backup` sections (secrets included), or
+/// `None` when they are at their defaults. The gateway opens its intake log and backup store
+/// when it starts, so the StatefulSet's pod template carries this digest: a change of
+/// `spec.durability`, or of a Secret it reads, rolls the pods one at a time. Keyed with the
+/// admin token (which only the operator and the pods know), so the annotation gives nobody a
+/// way to test guesses of a password.
+pub fn durability_fingerprint(c: &Config, key: &str) -> Option<String> {
+    use hmac::{Hmac, Mac};
+    if c.wal == WalConfig::default() && c.intake.is_none() && c.backup == BackupConfig::default() {
+        return None;
+    }
+    let body = serde_json::to_vec(&(&c.wal, &c.intake, &c.backup)).ok()?;
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(key.as_bytes()).ok()?;
+    mac.update(&body);
+    let tag = mac.finalize().into_bytes();
+    Some(hex::encode(&tag[..16]))
+}
