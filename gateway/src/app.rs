@@ -380,11 +380,19 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
     }
     spawn_reload_triggers(app.clone());
     spawn_housekeeping(app.clone());
-    tracing::warn!(
-        instance = %config.node.instance,
-        data_dir = %config.node.data_dir.display(),
-        "ankusa started: a 201 means the hook is fsynced to this node's store; durable to power loss on THIS host only"
-    );
+    if intake.is_some() {
+        tracing::info!(
+            instance = %config.node.instance,
+            data_dir = %config.node.data_dir.display(),
+            "ankusa started: a 201 means the hook is fsynced to this node's store AND confirmed by the intake log (wal.type dual): durable to the loss of this host"
+        );
+    } else {
+        tracing::warn!(
+            instance = %config.node.instance,
+            data_dir = %config.node.data_dir.display(),
+            "ankusa started: a 201 means the hook is fsynced to this node's store; durable to power loss on THIS host only"
+        );
+    }
 
     shutdown_signal().await;
     tracing::info!("shutting down: refusing new requests, draining");

@@ -248,21 +248,51 @@ async fn lose_the_node_under_load(intake: String, backup: Option<String>, label:
     let rebuild = t0.elapsed();
     tokio::time::sleep(Duration::from_millis(1500)).await;
     stop_tx.send(true).unwrap();
-    let acked = loader.await.unwrap();
+    let acked = match loader.await {
+        Ok(a) => a,
+        Err(e) => {
+            let log = g.log();
+            let lines: Vec<&str> = log
+                .lines()
+                .filter(|l| l.contains("started") || l.contains("intake") || l.contains("store"))
+                .collect();
+            panic!("{e}\n{}", lines.join("\n"));
+        }
+    };
     assert!(acked.len() > 50, "too little load: {} acked", acked.len());
     let want: HashSet<String> = acked.values().cloned().collect();
-    let got = rx
-        .wait_for(Duration::from_secs(90), |r| {
-            let ids: HashSet<String> = r.iter().filter_map(|x| x.header("x-ankusa-id")).collect();
-            want.is_subset(&ids)
-        })
-        .await;
+    let t_wait = Instant::now();
+    let got = loop {
+        let r = rx.received();
+        let ids: HashSet<String> = r.iter().filter_map(|x| x.header("x-ankusa-id")).collect();
+        if want.is_subset(&ids) || t_wait.elapsed() > Duration::from_secs(90) {
+            break r;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     let (missing, duplicate_hooks, redeliveries) = tally(&acked, &got);
+    if missing > 0 {
+        let ids: HashSet<String> = got.iter().filter_map(|x| x.header("x-ankusa-id")).collect();
+        let lost: Vec<&String> = want
+            .iter()
+            .filter(|id| !ids.contains(*id))
+            .take(5)
+            .collect();
+        let log = g.log();
+        let lines: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains("started") || l.contains("intake") || l.contains("store"))
+            .collect();
+        panic!("missing {missing}, e.g. {lost:?}\n{}", lines.join("\n"));
+    }
     println!(
         "{label}: acked {} events, delivered {} requests, missing {missing}, duplicate hooks {duplicate_hooks}, redeliveries of one id {redeliveries}, ready {rebuild:?} after the restart",
         acked.len(),
         got.len()
     );
+    for l in g.log().lines().filter(|l| l.contains("past the end")) {
+        println!("{label}: {l}");
+    }
     assert_eq!(missing, 0);
     assert_eq!(duplicate_hooks, 0);
     let status = g.admin_json(&client(), "/v1/status").await;

@@ -54,14 +54,18 @@ impl JetStreamLog {
         format!("{}.{node}", self.subject)
     }
 
-    pub async fn publish(&self, node: &str, payloads: &[Vec<u8>]) -> Result<Vec<Position>, String> {
+    pub async fn publish(
+        &self,
+        node: &str,
+        payloads: Vec<Vec<u8>>,
+    ) -> Result<Vec<Position>, String> {
         let subject = self.node_subject(node);
         let js = self.js().await?;
         let work = async {
             let mut acks = Vec::with_capacity(payloads.len());
             for p in payloads {
                 let ack = js
-                    .publish(subject.clone(), bytes::Bytes::copy_from_slice(p))
+                    .publish(subject.clone(), bytes::Bytes::from(p))
                     .await
                     .map_err(|e| format!("publish: {e}"))?;
                 acks.push(ack);

@@ -42,9 +42,13 @@ impl KafkaLog {
 
     /// Publishes `payloads` in order under `key` and waits for every confirmation; the
     /// positions in the same order.
-    pub async fn publish(&self, key: &str, payloads: &[Vec<u8>]) -> Result<Vec<Position>, String> {
+    pub async fn publish(
+        &self,
+        key: &str,
+        payloads: Vec<Vec<u8>>,
+    ) -> Result<Vec<Position>, String> {
         let mut pending = Vec::with_capacity(payloads.len());
-        for p in payloads {
+        for p in &payloads {
             let rec = FutureRecord::to(&self.topic).key(key.as_bytes()).payload(p);
             match self.producer.send_result(rec) {
                 Ok(f) => pending.push(f),
@@ -102,6 +106,16 @@ impl KafkaLog {
     ) -> Result<u64, String> {
         let ends = self.end_offsets()?;
         let mut cfg = self.client.clone();
+        // The producer's own settings mean nothing to a consumer (librdkafka warns of each).
+        for k in [
+            "acks",
+            "enable.idempotence",
+            "max.in.flight.requests.per.connection",
+            "message.timeout.ms",
+            "linger.ms",
+        ] {
+            cfg.remove(k);
+        }
         cfg.set("group.id", format!("ankusa-intake-rebuild-{node}"))
             .set("enable.auto.commit", "false")
             .set("enable.partition.eof", "false")
@@ -111,22 +125,36 @@ impl KafkaLog {
             .map_err(|e| format!("cannot create a consumer ({e})"))?;
         let mut tpl = TopicPartitionList::new();
         let mut left: BTreeMap<i32, i64> = BTreeMap::new();
+        // Every partition is read, also one whose reported end is at the start: the end is
+        // only where the read may stop waiting, not where records stop (a broker may report
+        // it behind its last record), so the read also drains what comes after it.
         for (&p, &end) in &ends {
             let start = from.get(&p).copied().unwrap_or(0).max(0);
+            tpl.add_partition_offset(&self.topic, p, Offset::Offset(start))
+                .map_err(|e| format!("assign: {e}"))?;
             if start < end {
-                tpl.add_partition_offset(&self.topic, p, Offset::Offset(start))
-                    .map_err(|e| format!("assign: {e}"))?;
                 left.insert(p, end);
             }
-        }
-        if left.is_empty() {
-            return Ok(0);
         }
         consumer.assign(&tpl).map_err(|e| format!("assign: {e}"))?;
         let mut seen = 0u64;
         let mut idle = 0u32;
-        while !left.is_empty() {
+        let mut last: BTreeMap<i32, i64> = BTreeMap::new();
+        // Past every end, the read stops after a quiet second, or once every partition has
+        // shown a record newer than the read (other nodes' records keep coming; this node
+        // publishes nothing while it rebuilds).
+        let started_ms = ankusa_core::now_ms() as i64;
+        let mut newer: std::collections::BTreeSet<i32> = std::collections::BTreeSet::new();
+        let mut quiet = 0u32;
+        let mut past_end = 0u64;
+        loop {
             match consumer.poll(Duration::from_millis(500)) {
+                None if left.is_empty() => {
+                    quiet += 1;
+                    if quiet >= 2 {
+                        break;
+                    }
+                }
                 None => {
                     idle += 1;
                     // 60 s without a record while records are still due: the log is away.
@@ -137,7 +165,29 @@ impl KafkaLog {
                 Some(Err(e)) => return Err(format!("read: {e}")),
                 Some(Ok(m)) => {
                     idle = 0;
+                    quiet = 0;
                     let (p, off) = (m.partition(), m.offset());
+                    if left.is_empty() && m.timestamp().to_millis().is_some_and(|t| t > started_ms)
+                    {
+                        newer.insert(p);
+                        if newer.len() >= ends.len() {
+                            break;
+                        }
+                        continue;
+                    }
+                    if let Some(prev) = last.insert(p, off)
+                        && off != prev + 1
+                    {
+                        tracing::warn!(
+                            partition = p,
+                            after = prev,
+                            offset = off,
+                            "intake: the log skipped offsets while reading"
+                        );
+                    }
+                    if ends.get(&p).is_some_and(|&end| off >= end) {
+                        past_end += 1;
+                    }
                     if m.key() == Some(node.as_bytes())
                         && let Some(payload) = m.payload()
                     {
@@ -149,6 +199,12 @@ impl KafkaLog {
                     }
                 }
             }
+        }
+        if past_end > 0 {
+            tracing::warn!(
+                records = past_end,
+                "intake: the log held records past the end it reported; read them too"
+            );
         }
         Ok(seen)
     }

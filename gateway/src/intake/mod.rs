@@ -62,7 +62,7 @@ impl Log {
     async fn publish(
         &self,
         node: &str,
-        payloads: &[Vec<u8>],
+        payloads: Vec<Vec<u8>>,
     ) -> Result<Vec<kafka::Position>, String> {
         match self {
             Log::Kafka(k) => k.publish(node, payloads).await,
@@ -116,6 +116,9 @@ pub struct Intake {
     /// Unix ms the breaker opened (0: closed).
     opened_at: AtomicU64,
     pending: Mutex<HashMap<Uuid, PendingEntry>>,
+    /// Seqs whose record the log confirmed and whose marker is still stored: deleted by the
+    /// next commit's batch (no write of their own on the ack path) or the reconciler's round.
+    settled: Mutex<Vec<u64>>,
     partition: AtomicI32,
     offset: AtomicI64,
     last_confirm_ms: AtomicU64,
@@ -164,6 +167,7 @@ impl Intake {
             failures: AtomicU64::new(0),
             opened_at: AtomicU64::new(0),
             pending: Mutex::new(HashMap::new()),
+            settled: Mutex::new(Vec::new()),
             partition: AtomicI32::new(-1),
             offset: AtomicI64::new(-1),
             last_confirm_ms: AtomicU64::new(0),
@@ -186,6 +190,10 @@ impl Intake {
             READY => "ready",
             _ => "down",
         }
+    }
+
+    fn settled(&self) -> std::sync::MutexGuard<'_, Vec<u64>> {
+        self.settled.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn pending_map(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, PendingEntry>> {
@@ -222,6 +230,9 @@ impl Intake {
         rt: &tokio::runtime::Handle,
     ) -> Publish {
         let now = now_ms();
+        for seq in std::mem::take(&mut *self.settled()) {
+            batch.delete(keys::intake_pending(seq));
+        }
         let mut payloads = Vec::new();
         let mut seqs = Vec::new();
         let mut ids = Vec::new();
@@ -254,7 +265,7 @@ impl Intake {
             let r = if payloads.is_empty() {
                 Ok(Vec::new())
             } else {
-                me.log.publish(&me.node, &payloads).await
+                me.log.publish(&me.node, payloads).await
             };
             let _ = tx.send(r);
         });
@@ -280,14 +291,10 @@ impl Intake {
             // Only duplicates in the batch: nothing was published, the breaker learns nothing.
             Ok(_) if publish.ids.is_empty() => true,
             Ok(positions) => {
+                // Queued before the ids leave the pending map, so a reconciler round that
+                // no longer finds an id there finds its seq here.
+                self.settled().extend_from_slice(&publish.seqs);
                 self.confirmed(&publish.ids, &positions);
-                let store = self.store.clone();
-                let seqs = publish.seqs;
-                if let Err(e) =
-                    tokio::task::spawn_blocking(move || store.intake_settle(&seqs)).await
-                {
-                    tracing::warn!(error = %e, "intake: settling markers failed");
-                }
                 true
             }
             Err(e) => {
@@ -366,16 +373,25 @@ impl Intake {
     /// record is not confirmed. Returns how many were confirmed.
     pub async fn reconcile_once(&self) -> Result<usize, String> {
         let store = self.store.clone();
-        let markers = tokio::task::spawn_blocking(move || store.intake_pending(RECONCILE_BATCH))
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())?;
+        let done = std::mem::take(&mut *self.settled());
+        let markers = tokio::task::spawn_blocking(move || {
+            store.intake_settle(&done)?;
+            store.intake_pending(RECONCILE_BATCH)
+        })
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
         let now = now_ms();
         let mut todo = Vec::new();
         {
             let mut pending = self.pending_map();
             let by_seq: HashMap<u64, Uuid> = pending.iter().map(|(id, p)| (p.seq, *id)).collect();
+            // Confirmed since the settle above: their markers go with the next one.
+            let settled: std::collections::HashSet<u64> = self.settled().iter().copied().collect();
             for (seq, meta) in markers {
+                if settled.contains(&seq) {
+                    continue;
+                }
                 match by_seq.get(&seq) {
                     Some(id) if pending.get(id).is_some_and(|p| p.inflight) => continue,
                     Some(id) => {
@@ -450,7 +466,7 @@ impl Intake {
             return Ok(0);
         }
         let started = Instant::now();
-        match self.log.publish(&self.node, &payloads).await {
+        match self.log.publish(&self.node, payloads).await {
             Ok(positions) => {
                 self.metrics
                     .publish_seconds
