@@ -9,65 +9,11 @@
 mod common;
 
 use std::collections::HashSet;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::nats::Nats;
 use common::*;
 use serde_json::Value;
-
-struct Nats {
-    child: Option<Child>,
-    port: u16,
-    dir: std::path::PathBuf,
-}
-
-impl Nats {
-    fn start(port: u16, dir: &std::path::Path) -> Nats {
-        let mut n = Nats {
-            child: None,
-            port,
-            dir: dir.to_path_buf(),
-        };
-        n.spawn();
-        n
-    }
-    fn spawn(&mut self) {
-        let child = Command::new("nats-server")
-            .args([
-                "-a",
-                "127.0.0.1",
-                "-p",
-                &self.port.to_string(),
-                "-js",
-                "-sd",
-            ])
-            .arg(&self.dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect(
-                "nats-server (Debian's nats-server package; tests/brokers/start.sh installs it)",
-            );
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(Instant::now() < deadline, "nats-server did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-    fn kill9(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Nats {
-    fn drop(&mut self) {
-        self.kill9();
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn hooks_survive_a_broker_restart_with_visible_retries() {

@@ -14,11 +14,11 @@
 mod common;
 
 use std::collections::{HashMap, HashSet};
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 
 use std::time::{Duration, Instant};
 
+use common::nats::Nats;
 use common::receiver::{Received, Receiver, Reply};
 use common::*;
 use serde_json::Value;
@@ -372,68 +372,6 @@ async fn jetstream_intake_rebuilds_every_acked_hook_after_the_data_dir_is_lost()
     assert!(rebuild_read(&g.log()) > 0);
 }
 
-/// A nats-server with JetStream of the test's own, on a free port, keeping its store in `dir`.
-struct Nats {
-    child: Option<Child>,
-    port: u16,
-    dir: std::path::PathBuf,
-}
-
-impl Nats {
-    fn start(dir: &std::path::Path) -> Nats {
-        Self::start_on(dir, free_port())
-    }
-    fn start_on(dir: &std::path::Path, port: u16) -> Nats {
-        let mut n = Nats {
-            child: None,
-            port,
-            dir: dir.to_path_buf(),
-        };
-        n.spawn();
-        n
-    }
-    fn spawn(&mut self) {
-        let child = Command::new("nats-server")
-            .args([
-                "-js",
-                "-a",
-                "127.0.0.1",
-                "-p",
-                &self.port.to_string(),
-                "-sd",
-            ])
-            .arg(&self.dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("nats-server on PATH");
-        self.child = Some(child);
-        let t0 = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(
-                t0.elapsed() < Duration::from_secs(10),
-                "nats-server did not start"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-    fn stop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-    fn url(&self) -> String {
-        format!("nats://127.0.0.1:{}", self.port)
-    }
-}
-
-impl Drop for Nats {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
 /// The ids of every record the node published to `<subject>.gw`.
 async fn ids_in_stream(url: &str, stream: &str) -> HashSet<String> {
     use futures::StreamExt;
@@ -463,7 +401,7 @@ async fn ids_in_stream(url: &str, stream: &str) -> HashSet<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn intake_down_is_503_and_the_node_recovers_without_a_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let mut nats = Nats::start(dir.path());
+    let mut nats = Nats::start(free_port(), dir.path());
     create_stream(&nats.url(), "INTAKE", "intake", Some("file")).await;
     let rx = Receiver::start(|_, _| Reply::status(200)).await;
     let intake = format!(
@@ -484,7 +422,7 @@ async fn intake_down_is_503_and_the_node_recovers_without_a_restart() {
 
     // Deliveries fail while the log is down, so the hooks stored meanwhile stay stored.
     rx.set(|_, _| Reply::status(503));
-    nats.stop();
+    nats.kill9();
     // The first failure answers 503 intake_unavailable with the hook stored here but not in
     // the log; the provider's retry of it is told to come back (intake_pending).
     let pending_event = "down-0".to_string();
@@ -592,7 +530,7 @@ async fn a_node_whose_log_is_away_at_start_waits_recovering_then_takes_hooks() {
     let path = dir.path().to_path_buf();
     let later = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_secs(3));
-        Nats::start_on(&path, port)
+        Nats::start(port, &path)
     });
     let cfg = config(&rx.url("/hook"), &intake);
     let starting = std::thread::spawn(move || {

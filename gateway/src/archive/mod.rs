@@ -73,8 +73,9 @@ pub struct Archive {
     state: Mutex<State>,
 }
 
-/// `node.instance` as a key segment: anything outside `[A-Za-z0-9-_.]` becomes `_`.
-fn key_segment(s: &str) -> String {
+/// `node.instance` as a key segment: anything outside `[A-Za-z0-9-_.]` becomes `_` (the
+/// archive's and the backups' keys, so one node's objects sit under one name).
+pub(crate) fn key_segment(s: &str) -> String {
     let out: String = s
         .chars()
         .map(|c| {

@@ -20,6 +20,8 @@ use std::collections::HashSet;
 
 use serde::{Deserialize, Serialize};
 
+use crate::archive::key_segment;
+
 /// The manifest and `LATEST` format.
 pub const FORMAT: u32 = 1;
 /// A backup file larger than this is refused (the backup fails, saying which file).
@@ -109,26 +111,6 @@ pub fn valid_id(id: &str) -> bool {
 
 fn valid_sha256(s: &str) -> bool {
     s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-}
-
-/// `node.instance` as a key segment: anything outside `[A-Za-z0-9-_.]` becomes `_` (the
-/// archive's rule, so one node's objects sit under one name).
-fn key_segment(s: &str) -> String {
-    let out: String = s
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if out.is_empty() || out == "." || out == ".." {
-        "node".into()
-    } else {
-        out
-    }
 }
 
 /// Keys of one node's backups.

@@ -74,13 +74,9 @@ impl S3Store {
     /// The object's URL (keys are checked to be plain path segments, so they need no escaping).
     fn url(&self, key: &str) -> String {
         if self.path_style {
-            format!("{}/{}/{key}", self.origin, self.bucket)
+            format!("{}/{key}", self.bucket_url())
         } else {
-            let (scheme, host) = self
-                .origin
-                .split_once("://")
-                .unwrap_or(("https", self.origin.as_str()));
-            format!("{scheme}://{}.{host}/{key}", self.bucket)
+            format!("{}{key}", self.bucket_url())
         }
     }
 

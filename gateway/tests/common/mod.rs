@@ -3,6 +3,7 @@
 //! data. Every child is killed on drop.
 #![allow(dead_code)]
 
+pub mod nats;
 pub mod ports;
 pub mod receiver;
 
