@@ -198,18 +198,15 @@ impl Conn for KafkaConn {
     }
 }
 
-/// The librdkafka settings of a producer described by a Kafka sink's keys that is not a sink:
-/// the intake log of `wal.type: dual`. Idempotent with `acks=all`, so a retried produce lands
-/// once and one key's records keep their order. OAUTHBEARER is refused here (its token
-/// refresh lives in the sink's client context).
-pub fn intake_client_config(cfg: &KafkaSinkConfig, p: &str) -> Result<ClientConfig, String> {
+/// What every producer of ours sets: the brokers, `acks=all`, the produce timeout and record
+/// size, keepalive. A topic is an operator's contract (partitions, retention): never
+/// auto-created.
+fn producer_base(cfg: &KafkaSinkConfig, client_id: &str) -> ClientConfig {
     let mut client = ClientConfig::new();
     client
         .set("bootstrap.servers", bootstrap(&cfg.brokers))
-        .set("client.id", "ankusa-intake")
+        .set("client.id", client_id)
         .set("acks", "all")
-        .set("enable.idempotence", "true")
-        .set("max.in.flight.requests.per.connection", "5")
         .set("allow.auto.create.topics", "false")
         .set("message.timeout.ms", cfg.produce_timeout_ms.to_string())
         .set(
@@ -219,8 +216,20 @@ pub fn intake_client_config(cfg: &KafkaSinkConfig, p: &str) -> Result<ClientConf
                 .clamp(1_000_000, 1_000_000_000)
                 .to_string(),
         )
-        .set("linger.ms", "1")
         .set("socket.keepalive.enable", "true");
+    client
+}
+
+/// The librdkafka settings of a producer described by a Kafka sink's keys that is not a sink:
+/// the intake log of `wal.type: dual`. Idempotent with `acks=all`, so a retried produce lands
+/// once and one key's records keep their order. OAUTHBEARER is refused here (its token
+/// refresh lives in the sink's client context).
+pub fn intake_client_config(cfg: &KafkaSinkConfig, p: &str) -> Result<ClientConfig, String> {
+    let mut client = producer_base(cfg, "ankusa-intake");
+    client
+        .set("enable.idempotence", "true")
+        .set("max.in.flight.requests.per.connection", "5")
+        .set("linger.ms", "1");
     let protocol = cfg.protocol();
     client.set("security.protocol", protocol.as_str());
     if let Some(s) = &cfg.sasl {
@@ -296,24 +305,10 @@ fn bootstrap(brokers: &[String]) -> String {
 impl KafkaSink {
     pub fn new(cfg: &KafkaSinkConfig, ctx: &BuildCtx, registry: &Registry<KafkaConn>) -> KafkaSink {
         let servers = bootstrap(&cfg.brokers);
-        let mut client = ClientConfig::new();
+        let mut client = producer_base(cfg, "ankusa");
         client
-            .set("bootstrap.servers", &servers)
-            .set("client.id", "ankusa")
-            .set("acks", "all")
             .set("enable.idempotence", "false")
-            // A topic is an operator's contract (partitions, retention): never auto-create.
-            .set("allow.auto.create.topics", "false")
-            .set("message.timeout.ms", cfg.produce_timeout_ms.to_string())
-            .set(
-                "message.max.bytes",
-                cfg.max_record_bytes
-                    .saturating_add(65_536)
-                    .clamp(1_000_000, 1_000_000_000)
-                    .to_string(),
-            )
             .set("linger.ms", "2")
-            .set("socket.keepalive.enable", "true")
             // An unknown topic fails its records after this long instead of 30 s, well inside
             // the produce timeout, so it is reported as unknown_topic rather than a timeout.
             .set(

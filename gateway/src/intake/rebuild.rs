@@ -40,7 +40,6 @@ pub(super) fn run(intake: &Intake, from: &BTreeMap<i32, i64>) -> Result<RebuildR
     let mut report = RebuildReport::default();
     let mut recs: Vec<IngestRecord> = Vec::new();
     let mut encoded: Vec<Vec<u8>> = Vec::new();
-    let mut ids_here = std::collections::HashSet::new();
     let flush = |recs: &mut Vec<IngestRecord>,
                  encoded: &mut Vec<Vec<u8>>,
                  report: &mut RebuildReport|
@@ -61,6 +60,10 @@ pub(super) fn run(intake: &Intake, from: &BTreeMap<i32, i64>) -> Result<RebuildR
         encoded.clear();
         Ok(())
     };
+    // Ids of the batch not committed yet (a record the log holds twice, republished by a
+    // reconciler, can fall in one batch); committed ones are found in the store, so the set
+    // never holds more than one batch.
+    let mut ids_here = std::collections::HashSet::new();
     intake
         .log
         .read_node(&intake.node, from, &intake.rt, |_p, _off, payload| {
