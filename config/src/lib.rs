@@ -2,27 +2,37 @@
 //! redaction and the config hash. One definition, used by the gateway (which parses it) and
 //! the operator (which renders it from custom resources).
 
+mod claim_token;
 pub mod durability;
 pub mod egress;
 mod error;
+mod file_guard;
+mod file_paths;
 pub mod interpolate;
 mod load;
 mod model;
+mod quarantine;
 mod redact;
 pub mod scalar;
 mod secrets;
+#[cfg(test)]
+mod sink_url_tests;
 mod sinks;
 mod storage;
 mod validate;
 
+pub use claim_token::ClaimToken;
 pub use durability::{BackupConfig, BackupStoreConfig, IntakeConfig, WalConfig, WalType};
 pub use egress::{AddressPolicy, Denied, EgressTarget};
 pub use error::ConfigError;
+pub use file_guard::{OWN_FILE_REFUSAL, OwnFiles, check_file_options};
+pub use file_paths::{FilePath, file_options};
 pub use load::{
     Loaded, apply_env_overrides, from_rendered_yaml, from_yaml_str, from_yaml_value, load_file,
     value_free,
 };
 pub use model::*;
+pub use quarantine::{DEFAULT_QUARANTINE_BODY_BYTES, PenShares, QuarantineConfig};
 pub use redact::{redact_url, redacted_json};
 pub use secrets::{MAX_SECRETS, Secret, SecretUrl, Secrets};
 pub use sinks::*;
@@ -58,6 +68,17 @@ impl Config {
 
     pub fn has_role(&self, role: Role) -> bool {
         self.node.roles.contains(&role)
+    }
+
+    /// The quarantine pen's byte shares in force: `QuarantineConfig::shares` over the sources
+    /// with `on_verify_failure: quarantine`.
+    pub fn pen_shares(&self) -> PenShares {
+        self.quarantine.shares(
+            self.sources
+                .values()
+                .filter(|s| s.on_verify_failure == OnVerifyFailure::Quarantine)
+                .map(|s| s.tenant.as_deref().unwrap_or("default")),
+        )
     }
 }
 

@@ -19,12 +19,15 @@ pub struct Loaded {
     pub file_hash: String,
 }
 
-/// Reads, interpolates, overrides from the process environment and validates a config file.
+/// Reads, interpolates, overrides from the process environment and validates a config file;
+/// a sink file option naming the gateway's own files is refused (`check_file_options`).
 pub fn load_file(path: &Path) -> Result<Loaded, ConfigError> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         ConfigError::general(format!("cannot read config file {}: {e}", path.display()))
     })?;
-    load_text(&text, &SystemLookup)
+    let loaded = load_text(&text, &SystemLookup)?;
+    crate::file_guard::check_file_options(&loaded.config, Some(path))?;
+    Ok(loaded)
 }
 
 fn load_text(text: &str, lookup: &dyn Lookup) -> Result<Loaded, ConfigError> {

@@ -32,7 +32,7 @@ pub struct Config {
     pub egress: EgressConfig,
     pub claim_check: ClaimCheckConfig,
     /// The pen of sources with `on_verify_failure: quarantine`.
-    pub quarantine: QuarantineConfig,
+    pub quarantine: crate::quarantine::QuarantineConfig,
     /// The archive: hooks packed into segments in a blob store. Absent: no archive.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub storage: Option<crate::storage::StorageConfig>,
@@ -500,10 +500,10 @@ pub struct ClaimCheckConfig {
     pub port: u16,
     /// Days a checked-in body is kept (absent: kept until deleted by hand).
     pub retention_days: Option<u32>,
-    /// Bearer tokens readers must present; empty means the claim port is open (it binds
-    /// loopback by default).
-    #[serde(deserialize_with = "crate::scalar::strings")]
-    pub tokens: Vec<String>,
+    /// Bearer tokens readers must present, each for every tenant or for some
+    /// (`crate::claim_token`); empty means the claim port is open (it binds loopback by
+    /// default).
+    pub tokens: Vec<crate::ClaimToken>,
     pub connections: ConnectionLimits,
 }
 
@@ -519,32 +519,6 @@ impl Default for ClaimCheckConfig {
                 max_connections: 1024,
                 ..ConnectionLimits::default()
             },
-        }
-    }
-}
-
-/// Bounds of the quarantine pen, so a flood of forged requests can neither fill the disk nor
-/// spend another source's share: a bucket per source (`burst` back to back, refilled at `rate`
-/// per second; over it `429 quarantine_rate_limited`) and one byte cap for the whole pen (a
-/// hook that would cross it is `503 quarantine_full`; nothing answered `202` is ever evicted).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(JsonSchema))]
-#[serde(deny_unknown_fields, default)]
-pub struct QuarantineConfig {
-    /// Hooks one source may quarantine back to back.
-    pub burst: u32,
-    /// Hooks per second one source's bucket refills (may be fractional).
-    pub rate: f64,
-    /// Bytes the pen holds at most (stored envelopes: headers, body and metadata).
-    pub max_bytes: u64,
-}
-
-impl Default for QuarantineConfig {
-    fn default() -> Self {
-        QuarantineConfig {
-            burst: 100,
-            rate: 20.0,
-            max_bytes: 1 << 30,
         }
     }
 }

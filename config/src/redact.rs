@@ -1,6 +1,9 @@
 //! Redaction for `print-config` and `GET /v1/config`: an allowlist. Only keys known to hold
 //! no secret are shown; everything else (secrets, tokens, sink header values, keys added
-//! later and not yet reviewed) reads `[redacted]`. URLs lose userinfo and query values.
+//! later and not yet reviewed) reads `[redacted]`. URLs lose userinfo and query values; a
+//! sink's `url`, `queue_url` and `endpoint` (options the operator lets a Secret fill: a Slack
+//! incoming-webhook URL carries its token in the path) show only `scheme://host[:port]`, with
+//! `/[redacted]` in place of any path or query.
 
 use serde_json::{Map, Value};
 
@@ -153,9 +156,13 @@ const SHOWN: &[&str] = &[
     "security_protocol",
     "token_file",
     "auth_mechanism",
-    // the quarantine pen's bounds (burst and rate are listed above)
+    // the quarantine pen's bounds (burst, rate and max_body_bytes are listed above)
     "quarantine",
     "max_bytes",
+    "max_bytes_per_source",
+    "max_bytes_per_tenant",
+    "retention_hours",
+    "expire_interval_ms",
     // the archive's store (access_key_id, secret_access_key and session_token stay redacted)
     // and the DLQ's bounds
     "storage",
@@ -190,6 +197,11 @@ const SHOWN: &[&str] = &[
 /// Keys holding a URL, or a list of `host:port` / URL entries, that may carry userinfo:
 /// shown without it (and without query values).
 const URL_KEYS: &[&str] = &["url", "queue_url", "endpoint", "servers", "brokers"];
+
+/// URL keys of a sink whose path and query are redacted too (`SINK_URL_KEYS` under
+/// `SINKS_AT`): the sink URL options a Secret may fill (`secret_ref_paths` in the operator).
+const SINK_URL_KEYS: &[&str] = &["url", "queue_url", "endpoint"];
+const SINKS_AT: &str = "sources.*.sinks";
 
 /// Paths (dotted, `*` for any id) of maps whose keys are ids (shown) and whose values are
 /// structures walked by the same rule.
@@ -241,10 +253,18 @@ fn walk_map(m: Map<String, Value>, path: &str) -> Map<String, Value> {
                 other => other,
             }
         } else if SECRET_LISTS.contains(&here.as_str()) {
+            // A plain entry is the secret itself; a map entry (`{token, tenants}`) is walked
+            // by the same rule, so its token reads `[redacted]` and its tenants are shown.
             match v {
-                Value::Array(items) => {
-                    Value::Array(items.iter().map(|_| REDACTED.into()).collect())
-                }
+                Value::Array(items) => Value::Array(
+                    items
+                        .into_iter()
+                        .map(|i| match i {
+                            Value::Object(m) => Value::Object(walk_map(m, &here)),
+                            _ => REDACTED.into(),
+                        })
+                        .collect(),
+                ),
                 _ => REDACTED.into(),
             }
         } else if k == "headers" {
@@ -254,6 +274,11 @@ fn walk_map(m: Map<String, Value>, path: &str) -> Map<String, Value> {
                         .map(|(name, _)| (name, REDACTED.into()))
                         .collect(),
                 ),
+                _ => REDACTED.into(),
+            }
+        } else if path == SINKS_AT && SINK_URL_KEYS.contains(&k.as_str()) {
+            match v {
+                Value::String(u) => Value::String(origin_only(&u)),
                 _ => REDACTED.into(),
             }
         } else if URL_KEYS.contains(&k.as_str()) {
@@ -321,6 +346,24 @@ fn redact_server(raw: &str) -> String {
     }
 }
 
+/// `scheme://host[:port]` of a URL, then its path as `/[redacted]` when it has a path other
+/// than `/`, a query or a fragment. Whatever does not parse, or has no host, is redacted whole.
+fn origin_only(raw: &str) -> String {
+    let Ok(u) = url::Url::parse(raw) else {
+        return REDACTED.into();
+    };
+    let Some(host) = u.host_str() else {
+        return REDACTED.into();
+    };
+    let mut out = format!("{}://{host}", u.scheme());
+    if let Some(port) = u.port() {
+        out.push_str(&format!(":{port}"));
+    }
+    let bare = matches!(u.path(), "" | "/") && u.query().is_none() && u.fragment().is_none();
+    out.push_str(if bare { u.path() } else { "/[redacted]" });
+    out
+}
+
 /// A URL without userinfo and with every query value replaced.
 pub fn redact_url(raw: &str) -> String {
     match url::Url::parse(raw) {
@@ -343,6 +386,7 @@ pub fn redact_url(raw: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ClaimToken;
     use crate::model::*;
     use crate::secrets::Secrets;
     use crate::sinks::*;
@@ -378,7 +422,7 @@ mod tests {
         assert_eq!(v["sources"]["gh"]["verify"]["type"], "github");
         assert_eq!(
             v["sources"]["gh"]["sinks"][0]["url"],
-            "https://example.com/in?key=[redacted]&x=[redacted]"
+            "https://example.com/[redacted]"
         );
         assert_eq!(v["admin"]["tokens"][0]["scopes"][0], "*");
         assert_eq!(v["http"]["port"], 4000);
@@ -387,7 +431,10 @@ mod tests {
     #[test]
     fn claim_tokens_are_redacted_and_id_maps_show_their_ids() {
         let mut c = Config::default();
-        c.claim_check.tokens = vec!["claim-token-0123456789".into()];
+        c.claim_check.tokens = vec![
+            "claim-token-0123456789".into(),
+            ClaimToken::for_tenants("scoped-claim-token-0123", &["acme"]),
+        ];
         c.dispatch.tenants.overrides.insert(
             "acme".into(),
             TenantWindow {
@@ -403,8 +450,10 @@ mod tests {
             },
         );
         let v = redacted_json(&c);
-        assert!(!v.to_string().contains("claim-token-0123456789"));
+        assert!(!v.to_string().contains("claim-token-0123"), "{v}");
         assert_eq!(v["claim_check"]["tokens"][0], "[redacted]");
+        assert_eq!(v["claim_check"]["tokens"][1]["token"], "[redacted]");
+        assert_eq!(v["claim_check"]["tokens"][1]["tenants"][0], "acme");
         assert_eq!(
             v["dispatch"]["tenants"]["overrides"]["acme"]["max_inflight"],
             9
@@ -481,13 +530,63 @@ mod tests {
         assert_eq!(sinks[0]["brokers"][0], "127.0.0.1:9092");
         assert_eq!(sinks[0]["topic"], "hooks");
         assert_eq!(sinks[0]["sasl"]["mechanism"], "plain");
-        assert_eq!(sinks[1]["url"], "amqp://127.0.0.1:5672/%2f");
+        assert_eq!(sinks[1]["url"], "amqp://127.0.0.1:5672/[redacted]");
+        assert_eq!(sinks[3]["url"], "redis://127.0.0.1:6379/[redacted]");
+        assert_eq!(
+            sinks[4]["queue_url"],
+            "https://sqs.us-east-1.amazonaws.com/[redacted]"
+        );
+        assert_eq!(sinks[4]["endpoint"], "http://127.0.0.1:5000/");
         assert_eq!(sinks[1]["exchange"], "ex");
         assert_eq!(sinks[2]["servers"][0], "nats://127.0.0.1:4222");
         assert_eq!(sinks[3]["channel"], "ch");
         assert_eq!(sinks[4]["batch_max_entries"], 10);
         assert_eq!(sinks[5]["auth"], "token");
         assert_eq!(sinks[5]["token"], "[redacted]");
+    }
+
+    #[test]
+    fn sink_url_paths_are_redacted_and_origins_shown() {
+        let mut c = Config::default();
+        let mut slack =
+            HttpSinkConfig::new("https://hooks.slack.com/services/T000/B000/XXXXslacktoken");
+        slack.allow_unsigned = true;
+        let bare = HttpSinkConfig::new("http://[::1]:8080/");
+        let frag = HttpSinkConfig::new("https://r.example/#frag-token");
+        let mut g = GooglePubsubSinkConfig::new("proj", "topic1");
+        g.endpoint = Some("https://pubsub.example:8443/v1/ep-token".into());
+        c.sources.insert(
+            "s".into(),
+            SourceConfig::with_sinks(vec![
+                SinkConfig::Http(slack),
+                SinkConfig::Http(bare),
+                SinkConfig::Http(frag),
+                SinkConfig::GooglePubsub(g),
+                SinkConfig::Http(HttpSinkConfig::new("not a url/with-token")),
+            ]),
+        );
+        // Not a sink: the archive's S3 endpoint keeps its path.
+        c.storage = Some(
+            serde_yaml_ng::from_str(
+                "type: s3\ns3: {bucket: b, endpoint: \"http://minio:9000/base\"}",
+            )
+            .expect("storage parses"),
+        );
+        let v = redacted_json(&c);
+        let text = v.to_string();
+        for needle in ["slacktoken", "T000", "frag-token", "ep-token", "with-token"] {
+            assert!(!text.contains(needle), "{needle} leaked: {text}");
+        }
+        let sinks = &v["sources"]["s"]["sinks"];
+        assert_eq!(sinks[0]["url"], "https://hooks.slack.com/[redacted]");
+        assert_eq!(sinks[1]["url"], "http://[::1]:8080/");
+        assert_eq!(sinks[2]["url"], "https://r.example/[redacted]");
+        assert_eq!(
+            sinks[3]["endpoint"],
+            "https://pubsub.example:8443/[redacted]"
+        );
+        assert_eq!(sinks[4]["url"], "[redacted]");
+        assert_eq!(v["storage"]["s3"]["endpoint"], "http://minio:9000/base");
     }
 
     #[test]

@@ -65,7 +65,7 @@ pub fn validate(c: &Config) -> Result<(), ConfigError> {
     dispatch(&c.dispatch)?;
     egress(&c.egress)?;
     claim_check(c)?;
-    quarantine(&c.quarantine)?;
+    c.quarantine.validate()?;
     if let Some(s) = &c.storage {
         crate::storage::validate_storage(s)?;
     }
@@ -286,23 +286,6 @@ fn commit(c: &Config) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// The pen's bounds: a bucket that admits something, and a byte cap.
-fn quarantine(q: &QuarantineConfig) -> Result<(), ConfigError> {
-    if !(q.rate.is_finite() && q.rate > 0.0) {
-        return Err(err(
-            "quarantine.rate",
-            format!("must be a number > 0, got {}", q.rate),
-        ));
-    }
-    if q.burst == 0 {
-        return Err(err("quarantine.burst", "must be >= 1, got 0"));
-    }
-    if q.max_bytes == 0 {
-        return Err(err("quarantine.max_bytes", "must be >= 1, got 0"));
-    }
-    Ok(())
-}
-
 fn rate_limit(field: &str, r: &RateLimit) -> Result<(), ConfigError> {
     if !(r.rate.is_finite() && r.rate > 0.0) {
         return Err(ConfigError::general(format!(
@@ -456,11 +439,28 @@ fn egress(e: &EgressConfig) -> Result<(), ConfigError> {
 fn claim_check(c: &Config) -> Result<(), ConfigError> {
     let cc = &c.claim_check;
     for (i, t) in cc.tokens.iter().enumerate() {
-        if t.trim().len() < 16 {
+        if t.token.trim().len() < 16 {
             return Err(err(
                 format!("claim_check.tokens[{i}]"),
-                format!("must be at least 16 characters, got {}", t.trim().len()),
+                format!(
+                    "must be at least 16 characters, got {}",
+                    t.token.trim().len()
+                ),
             ));
+        }
+        if let Some(tenants) = &t.tenants {
+            if tenants.is_empty() {
+                return Err(err(
+                    format!("claim_check.tokens[{i}].tenants"),
+                    "must name at least one tenant (leave it out for every tenant)",
+                ));
+            }
+            if let Some(j) = tenants.iter().position(|x| !valid_id(x)) {
+                return Err(err(
+                    format!("claim_check.tokens[{i}].tenants[{j}]"),
+                    "is not a tenant id ([A-Za-z0-9_-]{1,64})",
+                ));
+            }
         }
     }
     if cc.enabled && cc.tokens.is_empty() && !cc.ip.is_loopback() {
@@ -851,7 +851,9 @@ fn hmac(p: &str, h: &HmacVerify) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// The `{...}` tokens of a signed-string template.
+/// The `{...}` tokens of a signed-string template. Two tokens with no literal text between
+/// them (`{header:x}{body}`) are refused: bytes could move from one value to the other and
+/// the signature would still match. Messages never quote the template.
 pub fn signed_tokens(tpl: &str) -> Result<Vec<String>, String> {
     let mut out = Vec::new();
     let mut rest = tpl;
@@ -859,6 +861,13 @@ pub fn signed_tokens(tpl: &str) -> Result<Vec<String>, String> {
         let Some(end) = rest[start..].find('}') else {
             return Err("a `{` without a closing `}`".to_string());
         };
+        if start == 0 && !out.is_empty() {
+            return Err(
+                "has two tokens with no literal text between them: the boundary between \
+                 their values is ambiguous (put a separator such as `.` between them)"
+                    .to_string(),
+            );
+        }
         let tok = &rest[start + 1..start + end];
         if tok != "body" && tok != "ts" && !tok.starts_with("header:") {
             return Err("unknown token (expected {body}, {ts} or {header:<name>})".to_string());
@@ -1109,35 +1118,17 @@ mod tests {
         });
         let mut c = with_source(s);
         validate(&c).unwrap();
-        assert_eq!(c.quarantine, QuarantineConfig::default());
+        assert_eq!(c.quarantine, crate::QuarantineConfig::default());
+        // The section's own bounds (`quarantine.rs`) are part of the whole config's.
         c.quarantine.rate = 0.0;
         let e = validate(&c).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("quarantine.rate"));
-        c.quarantine.rate = f64::NAN;
-        assert_eq!(
-            validate(&c).unwrap_err().field.as_deref(),
-            Some("quarantine.rate")
-        );
         c.quarantine.rate = 0.5;
-        c.quarantine.burst = 0;
+        c.quarantine.max_bytes_per_source = Some(c.quarantine.max_bytes + 1);
         let e = validate(&c).unwrap_err();
-        assert_eq!(e.field.as_deref(), Some("quarantine.burst"));
-        assert_eq!(e.message, "must be >= 1, got 0");
-        c.quarantine.burst = 1;
-        c.quarantine.max_bytes = 0;
-        let e = validate(&c).unwrap_err();
-        assert_eq!(e.field.as_deref(), Some("quarantine.max_bytes"));
-        c.quarantine.max_bytes = 1;
+        assert_eq!(e.field.as_deref(), Some("quarantine.max_bytes_per_source"));
+        c.quarantine.max_bytes_per_source = Some(1);
         validate(&c).unwrap();
-    }
-
-    #[test]
-    fn the_quarantine_section_reads_from_yaml_with_defaults() {
-        let c: Config = serde_yaml_ng::from_str("quarantine: {burst: 5}").unwrap();
-        assert_eq!(c.quarantine.burst, 5);
-        assert_eq!(c.quarantine.rate, 20.0);
-        assert_eq!(c.quarantine.max_bytes, 1 << 30);
-        assert!(serde_yaml_ng::from_str::<Config>("quarantine: {brust: 5}").is_err());
     }
 
     #[test]
@@ -1214,6 +1205,25 @@ mod tests {
                 .contains("sources.s.verify.tolerance_seconds must be <= 3600")
         );
         h.tolerance_seconds = Some(300);
+        s.verify = VerifyConfig::Hmac(h.clone());
+        validate(&with_source(s.clone())).unwrap();
+        for adjacent in [
+            "{header:x-id}{body}",
+            "{ts}.{body}{header:x-id}",
+            "{body}{body}",
+        ] {
+            h.signed = adjacent.into();
+            s.verify = VerifyConfig::Hmac(h.clone());
+            let e = validate(&with_source(s.clone())).unwrap_err();
+            assert_eq!(
+                e.field.as_deref(),
+                Some("sources.s.verify.signed"),
+                "{adjacent}"
+            );
+            assert!(e.message.contains("ambiguous"), "{e}");
+            assert!(!e.to_string().contains("x-id"), "{e}");
+        }
+        h.signed = "{header:x-id}.{body}".into();
         s.verify = VerifyConfig::Hmac(h.clone());
         validate(&with_source(s.clone())).unwrap();
         h.signed = "{bogus}".into();

@@ -470,9 +470,10 @@ pub struct GatewaySettings {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dispatch: Option<DispatchConfig>,
     /// Where sinks may connect: HTTP receivers, brokers and queue endpoints (https and public
-    /// addresses only by default).
+    /// addresses only by default); and `allowAmbientIdentity`, whether Sinks may use the pods'
+    /// ambient cloud identity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub egress: Option<EgressConfig>,
+    pub egress: Option<EgressSettings>,
     /// The claim check: where bodies over a queue sink's inline limit are kept and served.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claim_check: Option<ClaimCheckSettings>,
@@ -484,6 +485,25 @@ pub struct GatewaySettings {
     /// one, archived dead rows are evicted; unarchived ones make new hooks `503 dlq_full`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<QueueConfig>,
+}
+
+/// `settings.egress`: the gateway's own `egress` section, plus one key the operator alone
+/// reads (camelCase, as it is no key of the gateway's config file).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct EgressSettings {
+    #[serde(flatten)]
+    pub gateway: EgressConfig,
+    /// Let a Sink of type `sqs` without static credentials, or `google_pubsub` with
+    /// `auth: metadata`, use the pods' ambient cloud identity (environment, web identity,
+    /// the node's metadata server). Default false: such a Sink is refused, naming the option,
+    /// since it would act with whatever identity the pods' ServiceAccount or node carries,
+    /// which the Sink's author was never given.
+    #[serde(
+        default,
+        rename = "allowAmbientIdentity",
+        skip_serializing_if = "std::ops::Not::not"
+    )]
+    pub allow_ambient_identity: bool,
 }
 
 /// Claim-check settings. The claim port listens on the pod network only when reader tokens
@@ -645,6 +665,42 @@ pub struct GatewayStatus {
     pub sinks: Vec<RenderedSink>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pods: Vec<GatewayPodStatus>,
+    /// The Secrets the operator itself wrote under this Gateway's names, and what it wrote
+    /// there. Only an object matching its record is used; anything else under those names is
+    /// `ForeignObject`, whatever its owner references say. Written by the operator alone
+    /// (the status subresource).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ownership: Option<OwnershipRecord>,
+}
+
+/// What the operator wrote into the Secrets it reads back: the generated admin token, the
+/// admin CA and the per-pod config.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OwnershipRecord {
+    /// `<gateway>-admin-token` (absent with `adminTokenSecretRef`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admin_token: Option<OwnedSecret>,
+    /// `<gateway>-admin-ca`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admin_ca: Option<OwnedSecret>,
+    /// `<gateway>-config`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<OwnedSecret>,
+}
+
+/// One Secret the operator wrote: its uid and the sha256 of its `data`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OwnedSecret {
+    /// The uid of the object the operator created.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    /// sha256 of the `data` the operator wrote last (hex, over the sorted keys and values).
+    pub sha256: String,
+    /// sha256 of the `data` it held before that write, while the write may not have landed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_sha256: Option<String>,
 }
 
 /// A Sink as this Gateway rendered it.

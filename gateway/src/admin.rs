@@ -339,9 +339,22 @@ async fn get_archived_hook(
     let Some(archive) = &app.archive else {
         return error(StatusCode::NOT_FOUND, "archive_not_configured", None);
     };
-    let (h, seg) = match archive.fetch(&id).await {
-        Ok(Some(found)) => found,
-        Ok(None) => return error(StatusCode::NOT_FOUND, "hook_not_archived", None),
+    // The tenant check comes from the catalogue entry, before any read of the blob store: a
+    // tenant-limited token learns nothing of another tenant's hook, not even by the time or
+    // the error of a read. An entry written before tenants were catalogued has none, and
+    // only a token that sees every tenant reads it.
+    let found = match archive.lookup(&id).await {
+        Ok(found) => found,
+        Err(e) => {
+            tracing::warn!(hook = %id, error = %e, "archive catalogue read failed");
+            return error(StatusCode::SERVICE_UNAVAILABLE, "archive_unavailable", None);
+        }
+    };
+    let Some(found) = found.filter(|f| caller.sees_tenant(f.entry.tenant.as_deref())) else {
+        return error(StatusCode::NOT_FOUND, "hook_not_archived", None);
+    };
+    let (h, seg) = match archive.read_hook(found).await {
+        Ok(found) => found,
         Err(crate::archive::ArchiveError::Corrupt(why)) => {
             tracing::error!(hook = %id, error = %why, "an archived record failed its sha256 check");
             return error(StatusCode::INTERNAL_SERVER_ERROR, "archive_corrupt", None);

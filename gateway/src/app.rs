@@ -122,11 +122,11 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
         tokio::task::spawn_blocking(move || Store::open(&path)).await??
     };
     let store = Arc::new(store);
-    let pen = {
-        let store = store.clone();
-        tokio::task::spawn_blocking(move || Pen::start(store)).await??
-    };
     let metrics = Arc::new(Metrics::new());
+    let pen = {
+        let (store, metrics) = (store.clone(), metrics.clone());
+        tokio::task::spawn_blocking(move || Pen::start(store, &metrics.registry)).await??
+    };
     let archive = match &config.storage {
         Some(cfg) => Some(
             Archive::start(store.clone(), cfg, &config.node.instance, metrics.clone())
@@ -380,6 +380,11 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
     }
     spawn_reload_triggers(app.clone());
     spawn_housekeeping(app.clone());
+    {
+        let clock = app.clock.clone();
+        let (store, pen) = (app.store.clone(), app.pen.clone());
+        crate::quarantine::expire::spawn(store, pen, app.config.clone(), move || clock.now_ms());
+    }
     if intake.is_some() {
         tracing::info!(
             instance = %config.node.instance,

@@ -6,12 +6,18 @@
 //! A write is a temp file, fsync, rename, then a directory fsync, so a claim that a delivered
 //! message names survives power loss. Claims outlive their hook (a consumer redeems after the
 //! delivery); `claim_check.retention_days` bounds how long.
+//!
+//! Readers: with `claim_check.tokens` set, a request needs one of them (`401` otherwise); a
+//! token limited to some tenants (`{token, tenants}`) gets `403 forbidden` for a claim of any
+//! other tenant, decided from the URL's tenant before the store is touched, so the answer is
+//! the same whether the claim exists or not.
 
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use ankusa_config::ClaimToken;
 use ankusa_core::{ClaimCheck, ClaimCheckRef, Envelope};
 use axum::Router;
 use axum::extract::{Path as UrlPath, State};
@@ -25,11 +31,20 @@ use crate::edge::error;
 
 pub struct LocalClaimCheck {
     dir: PathBuf,
-    tokens: Vec<String>,
+    tokens: Vec<ClaimToken>,
+}
+
+/// Why a reader is refused before the claim is looked at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refusal {
+    /// No token, or not one of `claim_check.tokens` (`401`).
+    Unauthorized,
+    /// A token limited to other tenants (`403`).
+    OtherTenant,
 }
 
 impl LocalClaimCheck {
-    pub fn new(dir: PathBuf, tokens: Vec<String>) -> std::io::Result<Arc<LocalClaimCheck>> {
+    pub fn new(dir: PathBuf, tokens: Vec<ClaimToken>) -> std::io::Result<Arc<LocalClaimCheck>> {
         crate::store::create_dir_synced(&dir)?;
         Ok(Arc::new(LocalClaimCheck { dir, tokens }))
     }
@@ -75,6 +90,31 @@ impl LocalClaimCheck {
         std::fs::rename(&tmp, &path)?;
         std::fs::File::open(dir)?.sync_all()?;
         Ok(reference)
+    }
+
+    /// Checks the bearer token of a request for `tenant`'s claim: one of the configured
+    /// tokens (compared in constant time), and one that may read that tenant. Nothing of the
+    /// store is looked at. No tokens configured: every request is admitted.
+    fn admit(&self, headers: &HeaderMap, tenant: &str) -> Result<(), Refusal> {
+        if self.tokens.is_empty() {
+            return Ok(());
+        }
+        let presented = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim)
+            .ok_or(Refusal::Unauthorized)?;
+        use subtle::ConstantTimeEq;
+        let found = self.tokens.iter().find(|t| {
+            t.token.len() == presented.len()
+                && bool::from(t.token.as_bytes().ct_eq(presented.as_bytes()))
+        });
+        match found {
+            None => Err(Refusal::Unauthorized),
+            Some(t) if t.allows(tenant) => Ok(()),
+            Some(_) => Err(Refusal::OtherTenant),
+        }
     }
 
     /// Deletes claims older than `days`; returns how many.
@@ -165,22 +205,12 @@ async fn redeem(
     headers: HeaderMap,
     UrlPath((tenant, claim_id)): UrlPath<(String, String)>,
 ) -> Response {
-    if !claims.tokens.is_empty() {
-        let presented = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim);
-        let ok = presented.is_some_and(|p| {
-            use subtle::ConstantTimeEq;
-            claims
-                .tokens
-                .iter()
-                .any(|t| t.len() == p.len() && bool::from(t.as_bytes().ct_eq(p.as_bytes())))
-        });
-        if !ok {
+    match claims.admit(&headers, &tenant) {
+        Ok(()) => {}
+        Err(Refusal::Unauthorized) => {
             return error(StatusCode::UNAUTHORIZED, "unauthorized", None);
         }
+        Err(Refusal::OtherTenant) => return error(StatusCode::FORBIDDEN, "forbidden", None),
     }
     let Some(path) = claims.path(&tenant, &claim_id) else {
         return error(StatusCode::NOT_FOUND, "claim_not_found", None);
@@ -286,5 +316,52 @@ mod tests {
         assert_eq!(r.headers()[header::CONTENT_RANGE], "bytes 10-19/100000");
         assert_eq!(claims.sweep(1).unwrap(), 0);
         assert!(claims.path("../etc", "x").is_none());
+    }
+
+    #[test]
+    fn tokens_limited_to_tenants() {
+        let d = tempfile::tempdir().unwrap();
+        let claims = LocalClaimCheck::new(
+            d.path().join("claims"),
+            vec![
+                ClaimToken::new("every-tenant-reader-0"),
+                ClaimToken::for_tenants("acme-only-reader-0000", &["acme"]),
+            ],
+        )
+        .unwrap();
+        let bearer = |t: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(
+                header::AUTHORIZATION,
+                format!("Bearer {t}").parse().unwrap(),
+            );
+            h
+        };
+        assert_eq!(
+            claims.admit(&HeaderMap::new(), "acme"),
+            Err(Refusal::Unauthorized)
+        );
+        assert_eq!(
+            claims.admit(&bearer("wrong-token-00000000"), "acme"),
+            Err(Refusal::Unauthorized)
+        );
+        assert_eq!(
+            claims.admit(&bearer("every-tenant-reader-0"), "beta"),
+            Ok(())
+        );
+        assert_eq!(
+            claims.admit(&bearer("acme-only-reader-0000"), "acme"),
+            Ok(())
+        );
+        assert_eq!(
+            claims.admit(&bearer(" acme-only-reader-0000 "), "acme"),
+            Ok(())
+        );
+        assert_eq!(
+            claims.admit(&bearer("acme-only-reader-0000"), "beta"),
+            Err(Refusal::OtherTenant)
+        );
+        let open = LocalClaimCheck::new(d.path().join("open"), vec![]).unwrap();
+        assert_eq!(open.admit(&HeaderMap::new(), "beta"), Ok(()));
     }
 }

@@ -92,6 +92,12 @@ pub fn main() -> i32 {
             return EXIT_CONFIG;
         }
     };
+    // From here on no sink (nor the intake client) reads the gateway's own files: the config
+    // file and its directory, the admin TLS directories, the data dir (`ankusa_sinks::files`).
+    ankusa_sinks::files::protect(ankusa_config::OwnFiles::of(
+        &loaded.config,
+        cli.config.as_deref(),
+    ));
     match cli.cmd.unwrap_or(Cmd::Run) {
         Cmd::CheckConfig => {
             // Build what `run` builds from the config (verifiers, sinks: certificate files,

@@ -19,6 +19,7 @@ pub mod cli;
 pub mod commit;
 pub mod dispatch;
 pub mod edge;
+mod egress_metrics;
 pub mod intake;
 pub mod live;
 pub mod metrics;

@@ -196,6 +196,9 @@ impl ConfigHandle {
                 &ankusa_config::interpolate::SystemLookup,
             )?;
             ankusa_config::validate(&config)?;
+            // A pushed config is held to the same rule as the file: no sink reads the
+            // gateway's own files.
+            ankusa_config::check_file_options(&config, self.path.as_deref())?;
             Ok(ankusa_config::Loaded { config, file_hash })
         })();
         self.install(loaded)

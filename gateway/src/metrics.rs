@@ -448,7 +448,11 @@ impl Metrics {
                 "Backups refused to protect another writer's backups (foreign_backup, prefix_shared)",
                 &["reason"],
             ),
-            registry: r,
+            registry: {
+                // Counted inside the sinks' connect guards, read at each scrape.
+                let _ = r.register(Box::new(crate::egress_metrics::EgressRefused::new()));
+                r
+            },
         }
     }
 

@@ -542,3 +542,83 @@ async fn restart_and_read_released(g: &mut Gateway, job: &str) -> u64 {
     let j = g.admin_json(&c, &format!("/v1/replays/{job}")).await;
     j["released"].as_u64().unwrap()
 }
+
+/// `GET /v1/archive/hooks/{id}` decides a tenant-limited token's access from the catalogue
+/// entry, before the blob store is touched: with every segment file gone, another tenant's
+/// token still gets the plain `404 hook_not_archived` (not the `503` a read would give),
+/// exactly what a hook that was never archived gets.
+#[tokio::test]
+async fn another_tenants_archived_hook_is_refused_without_reading_the_blob_store() {
+    let rx = Receiver::start(|_, _| Reply::status(200)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let blobs = dir.path().join("blobs");
+    const ALL: &str = "admin-every-tenant-0001";
+    const ACME: &str = "admin-acme-reader-00001";
+    const BETA: &str = "admin-beta-reader-00001";
+    let cfg = format!(
+        r#"
+egress: {{allow_http: true, allow_loopback: true}}
+admin:
+  tokens:
+    - {{token: {ALL}, scopes: ["*"]}}
+    - {{token: {ACME}, scopes: [hooks:read, "tenant:acme"]}}
+    - {{token: {BETA}, scopes: [hooks:read, "tenant:beta"]}}
+{storage}
+sources:
+  s:
+    tenant: acme
+    sinks:
+      - type: http
+        url: {url}
+        secret: {SINK_SECRET}
+"#,
+        storage = local_storage(&blobs, 100),
+        url = rx.url("/in"),
+    );
+    let g = Gateway::start(&cfg);
+    let c = client();
+    let ids = post_ids(&c, &g, "/webhooks/s", 1, |i| body_of(i, "t")).await;
+    let get = |token: &'static str, id: String| {
+        let req = c
+            .get(g.admin_url(&format!("/v1/archive/hooks/{id}")))
+            .bearer_auth(token);
+        async move {
+            let r = req.send().await.unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap())
+        }
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (status, v) = get(ALL, ids[0].clone()).await;
+        if status == 200 {
+            assert_eq!(v["tenant"], "acme", "{v}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "never archived: {status} {v}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (status, v) = get(ACME, ids[0].clone()).await;
+    assert_eq!(status, 200, "{v}");
+    let (status, before) = get(BETA, ids[0].clone()).await;
+    assert_eq!(
+        (status, &before["error"]),
+        (404, &json!("hook_not_archived"))
+    );
+
+    // Every segment gone: a read of the blob store now fails.
+    std::fs::remove_dir_all(&blobs).unwrap();
+    let (status, v) = get(ACME, ids[0].clone()).await;
+    assert_eq!(
+        (status, &v["error"]),
+        (503, &json!("archive_unavailable")),
+        "{v}"
+    );
+    // Tenant beta's token never gets that far: the same answer as before, and as for a hook
+    // that was never archived.
+    let (status, after) = get(BETA, ids[0].clone()).await;
+    assert_eq!(status, 404, "{after}");
+    assert_eq!(after, before);
+    let (status, never) = get(BETA, uuid_v7_like()).await;
+    assert_eq!(status, 404);
+    assert_eq!(never, before);
+}

@@ -107,3 +107,101 @@ async fn a_large_body_is_claim_checked_and_redeemed_over_http() {
 fn client_http() -> reqwest::Client {
     client()
 }
+
+/// `claim_check.tokens` entries limited to tenants: a token of tenant `beta` reading tenant
+/// `acme`'s claim gets `403 forbidden` — the same answer whether the claim exists or not — and
+/// `acme`'s own token and an every-tenant token read it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn claim_tokens_are_limited_to_their_tenants() {
+    let channel = format!("ankusa-claims-scoped-{}", uuid::Uuid::now_v7().simple());
+    let client = redis::Client::open("redis://127.0.0.1:6379/").expect("redis url");
+    let mut pubsub = client
+        .get_async_pubsub()
+        .await
+        .expect("Redis on 127.0.0.1:6379 (run tests/brokers/start.sh <statedir>)");
+    pubsub.subscribe(&channel).await.unwrap();
+    let g = Gateway::start(&format!(
+        "egress: {{allow_loopback: true}}\n\
+         claim_check:\n  tokens:\n\
+         \x20   - every-tenant-reader-01\n\
+         \x20   - {{token: acme-claim-reader-0001, tenants: [acme]}}\n\
+         \x20   - {{token: beta-claim-reader-0001, tenants: [beta, gamma]}}\n\
+         sources:\n  big:\n    tenant: acme\n    sinks:\n      - type: redis\n        \
+         url: redis://127.0.0.1:6379/0\n        channel: {channel}\n        inline_max_bytes: 1024\n"
+    ));
+    let c = client_http();
+    let body = vec![b'x'; 8_000];
+    let r = c
+        .post(g.url("/webhooks/big"))
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+
+    use futures::StreamExt;
+    let msg = tokio::time::timeout(Duration::from_secs(15), pubsub.on_message().next())
+        .await
+        .expect("a message within 15 s")
+        .expect("a message");
+    let m: Value = serde_json::from_slice(msg.get_payload_bytes()).unwrap();
+    let urn = m["claim"].as_str().expect("a claim reference");
+    let rest = urn.strip_prefix("urn:ankusa:claim:v1:").expect("claim urn");
+    let (tenant, claim_id) = rest.split_once(':').unwrap();
+    assert_eq!(tenant, "acme");
+
+    let get = |path: String, token: Option<&'static str>| {
+        let mut req = c.get(format!("http://{}{path}", g.claims));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        async move {
+            let r = req.send().await.unwrap();
+            let status = r.status().as_u16();
+            (status, r.bytes().await.unwrap())
+        }
+    };
+    let acme = format!("/v1/claims/acme/{claim_id}");
+    let (s, b) = get(acme.clone(), Some("acme-claim-reader-0001")).await;
+    assert_eq!((s, b.len()), (200, body.len()));
+    let (s, b) = get(acme.clone(), Some("every-tenant-reader-01")).await;
+    assert_eq!((s, b.len()), (200, body.len()));
+    let (s, _) = get(acme.clone(), None).await;
+    assert_eq!(s, 401);
+
+    // Tenant beta's token: refused, and the refusal does not tell an existing claim from a
+    // missing one (or from a tenant that has no claims at all).
+    let (s, existing) = get(acme.clone(), Some("beta-claim-reader-0001")).await;
+    assert_eq!(s, 403);
+    let (s, missing) = get(
+        format!("/v1/claims/acme/{}", "0".repeat(32)),
+        Some("beta-claim-reader-0001"),
+    )
+    .await;
+    assert_eq!(s, 403);
+    assert_eq!(existing, missing);
+    let v: Value = serde_json::from_slice(&existing).unwrap();
+    assert_eq!(v["error"], "forbidden");
+    // Its own tenants: the usual 404 for a claim that is not there.
+    let (s, _) = get(
+        format!("/v1/claims/gamma/{}", "0".repeat(32)),
+        Some("beta-claim-reader-0001"),
+    )
+    .await;
+    assert_eq!(s, 404);
+
+    // `GET /v1/config` shows the scoped token's tenants, never a token.
+    let cfg: Value = c
+        .get(g.admin_url("/v1/config"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let tokens = &cfg["claim_check"]["tokens"];
+    assert_eq!(tokens[0], "[redacted]");
+    assert_eq!(tokens[1]["tenants"][0], "acme");
+    assert_eq!(tokens[2]["token"], "[redacted]");
+    assert!(!cfg.to_string().contains("claim-reader"), "{cfg}");
+}

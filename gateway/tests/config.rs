@@ -472,3 +472,65 @@ fn with_refs_resolvable(config: &str, file: &std::path::Path) -> (String, Vec<St
     out.push_str(rest);
     (out, names)
 }
+
+/// A sink option that names a file the gateway reads on the sink's behalf may not name the
+/// gateway's own files: `check-config` refuses a Kafka `sasl.token_file` aimed at the config
+/// file itself (directly, through `..`, through a symlink) or at another file of its directory,
+/// naming the option and never the path; a token file in a directory of its own passes.
+#[test]
+fn a_sink_token_file_naming_the_config_file_is_refused() {
+    let conf = tempfile::tempdir().unwrap();
+    let keys = tempfile::tempdir().unwrap();
+    let path = conf.path().join("gw.yml");
+    let token = keys.path().join("token");
+    std::fs::write(&token, "a-bearer-token").unwrap();
+    let link = keys.path().join("link");
+    std::os::unix::fs::symlink(&path, &link).unwrap();
+    let conf_name = conf
+        .path()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .to_string();
+    let run = |token_file: &std::path::Path| {
+        let config = format!(
+            "egress: {{allow_loopback: true}}\nsources:\n  s:\n    sinks:\n      - type: kafka\n        \
+             brokers: [\"127.0.0.1:9093\"]\n        topic: hooks\n        security_protocol: sasl_plaintext\n        \
+             sasl: {{mechanism: oauthbearer, token_file: \"{}\"}}\n",
+            token_file.display()
+        );
+        std::fs::write(&path, config).unwrap();
+        let out = Command::new(BIN)
+            .arg("check-config")
+            .arg("--config")
+            .arg(&path)
+            .env_remove("ANKUSA_CONFIG")
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stderr).to_string()
+                + &String::from_utf8_lossy(&out.stdout),
+        )
+    };
+    for bad in [
+        path.clone(),
+        conf.path().join("other.pem"),
+        keys.path().join(format!("../{conf_name}/gw.yml")),
+        link.clone(),
+    ] {
+        let (code, err) = run(&bad);
+        assert_eq!(code, 78, "{}: {err}", bad.display());
+        assert!(
+            err.contains(
+                "sources.s.sinks[0].sasl.token_file: names a file under the gateway's own \
+                 config or TLS directory"
+            ),
+            "{}: {err}",
+            bad.display()
+        );
+        assert!(!err.contains(&conf_name), "the path is quoted: {err}");
+    }
+    let (code, out) = run(&token);
+    assert_eq!(code, 0, "{out}");
+}

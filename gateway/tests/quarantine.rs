@@ -2,7 +2,9 @@
 //! have are answered 202 and held; a config fix and a `quarantine` replay job release each
 //! exactly once (signed, with the job's replay id); entries survive kill -9 with their byte
 //! count; a forged flood is rate limited (429) and capped (503) per source while another
-//! source keeps getting 201; purges honour their filters and limit.
+//! source keeps getting 201; one source's flood never spends another source's share, nor one
+//! tenant's another tenant's (the shares survive kill -9); a body over the pen's cap is 413;
+//! old entries expire; purges honour their filters and limit.
 
 mod common;
 
@@ -662,4 +664,316 @@ async fn a_release_job_resumes_after_kill_9_and_releases_each_entry_once() {
         .filter_map(|r| r.header("x-ankusa-id"))
         .collect();
     assert_eq!(got, held);
+}
+
+/// A second `quarantine` source `id` (GitHub, the stale secret); `pin` adds its tenant.
+fn quarantine_source(id: &str, url: &str, pin: Option<&str>) -> String {
+    let tenant = pin
+        .map(|t| format!("    tenant: {t}\n"))
+        .unwrap_or_default();
+    format!(
+        r#"
+  {id}:
+{tenant}    verify: {{type: github, secret: "{STALE_SECRET}"}}
+    on_verify_failure: quarantine
+    sinks:
+      - type: http
+        url: {url}
+        secret: {SINK_SECRET}
+"#
+    )
+}
+
+/// One forged request shaped like `flood`'s (so every entry of a source has one size): its
+/// status and error code.
+async fn forged(c: &reqwest::Client, url: &str, body_bytes: usize) -> (u16, Option<String>) {
+    let body = format!("{{\"pad\":\"{}\"}}", "x".repeat(body_bytes));
+    let r = c
+        .post(url)
+        .header("x-hub-signature-256", "sha256=00")
+        .body(body)
+        .send()
+        .await
+        .expect("post");
+    let status = r.status().as_u16();
+    let err = r
+        .json::<Value>()
+        .await
+        .ok()
+        .and_then(|v| v["error"].as_str().map(String::from));
+    (status, err)
+}
+
+/// Forged requests to `url` until the first that is not `202`, which must be
+/// `503 quarantine_full`: how many were held.
+async fn fill(c: &reqwest::Client, url: &str, body_bytes: usize) -> usize {
+    for held in 0..200 {
+        match forged(c, url, body_bytes).await {
+            (202, _) => {}
+            (503, Some(e)) if e == "quarantine_full" => return held,
+            other => panic!("hook {held} to {url}: {other:?}"),
+        }
+    }
+    panic!("{url} was never refused");
+}
+
+/// (entries, bytes, every entry's size) of the listing for `query`.
+async fn listed(c: &reqwest::Client, g: &Gateway, query: &str) -> (u64, u64, Vec<u64>) {
+    let page = g
+        .admin_json(c, &format!("/v1/quarantine?limit=1000&{query}"))
+        .await;
+    let sizes: Vec<u64> = page["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["size"].as_u64().unwrap())
+        .collect();
+    (sizes.len() as u64, sizes.iter().sum(), sizes)
+}
+
+/// `bytes` fill `share` to within one entry of `size`: the next one would cross it.
+fn full_to_the_share(bytes: u64, sizes: &[u64], share: u64, what: &str) {
+    let size = sizes[0];
+    assert!(sizes.iter().all(|s| *s == size), "{what}: sizes {sizes:?}");
+    assert!(
+        bytes <= share && bytes + size > share,
+        "{what}: {bytes} bytes held of a {share} share, entries of {size}"
+    );
+}
+
+#[tokio::test]
+async fn one_source_flooding_never_spends_another_sources_share_even_after_kill_9() {
+    let rx = Receiver::start(|_, _| Reply::status(200)).await;
+    // Two quarantine sources and no share configured: each gets half of the 40 kB cap.
+    let text = config(
+        &rx.url("/in"),
+        STALE_SECRET,
+        "quarantine: {burst: 100000, rate: 100000, max_bytes: 40000}",
+    ) + &quarantine_source("gh2", &rx.url("/in"), None);
+    let mut g = Gateway::start(&text);
+    let c = client();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tasks, counts) = flood(&c, g.url("/webhooks/gh"), 8, 1000, stop.clone());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while counts[2].load(Ordering::Relaxed) < 50 {
+        assert!(Instant::now() < deadline, "gh's share never filled");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // While gh's flood goes on, refused, gh2's forged hooks are held — every one of them,
+    // until gh2's own share.
+    let held2 = fill(&c, &g.url("/webhooks/gh2"), 1000).await;
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(counts[3].load(Ordering::Relaxed), 0, "only 202s and 503s");
+    let (n1, b1, sizes1) = listed(&c, &g, "source_id=gh").await;
+    let (n2, b2, sizes2) = listed(&c, &g, "source_id=gh2").await;
+    assert_eq!(
+        n1,
+        counts[0].load(Ordering::Relaxed) as u64,
+        "every 202 held"
+    );
+    assert_eq!(n2, held2 as u64);
+    full_to_the_share(b1, &sizes1, 20000, "gh");
+    full_to_the_share(b2, &sizes2, 20000, "gh2");
+
+    g.kill9();
+    g.spawn_again();
+    g.wait_ready(Duration::from_secs(30));
+    let c = client();
+    // The shares are remembered: both sources are refused at once.
+    for source in ["gh", "gh2"] {
+        let (status, err) = forged(&c, &g.url(&format!("/webhooks/{source}")), 1000).await;
+        assert_eq!(
+            (status, err.as_deref()),
+            (503, Some("quarantine_full")),
+            "{source}"
+        );
+    }
+    // And the counters agree with the entries.
+    let page = g.admin_json(&c, "/v1/quarantine?limit=1").await;
+    assert_eq!(page["total"].as_u64(), Some(n1 + n2), "{page}");
+    assert_eq!(page["bytes"].as_u64(), Some(b1 + b2), "{page}");
+    let m = g.metrics(&c).await;
+    assert_eq!(metric(&m, "ankusa_quarantine_entries "), (n1 + n2) as f64);
+    assert_eq!(metric(&m, "ankusa_quarantine_bytes "), (b1 + b2) as f64);
+    assert_eq!(
+        metric(&m, "ankusa_quarantine_full_total{scope=\"source\"}"),
+        2.0
+    );
+    let status = g.admin_json(&c, "/v1/status").await;
+    let by_source: Vec<(String, u64)> = status["quarantine"]["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["source"].as_str().unwrap().to_string(),
+                s["bytes"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(by_source, vec![("gh".into(), b1), ("gh2".into(), b2)]);
+
+    // A purge frees that source's share, and only that source's.
+    let r = c
+        .delete(g.admin_url("/v1/quarantine?source_id=gh2&limit=2"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.json::<Value>().await.unwrap()["deleted"], 2);
+    assert_eq!(fill(&c, &g.url("/webhooks/gh2"), 1000).await, 2);
+    let (status, _) = forged(&c, &g.url("/webhooks/gh"), 1000).await;
+    assert_eq!(status, 503);
+}
+
+#[tokio::test]
+async fn one_tenant_cannot_spend_another_tenants_share() {
+    let rx = Receiver::start(|_, _| Reply::status(200)).await;
+    let extra = "http: {routing: tenant_path}\n\
+                 quarantine: {burst: 100000, rate: 100000, max_bytes: 100000, max_bytes_per_tenant: 6000}";
+    // `gh` answers every URL tenant; `pinned` only acme.
+    let text = config(&rx.url("/in"), STALE_SECRET, extra)
+        + &quarantine_source("pinned", &rx.url("/in"), Some("acme"));
+    let g = Gateway::start(&text);
+    let c = client();
+    let acme = fill(&c, &g.url("/webhooks/acme/gh"), 500).await;
+    assert!(acme >= 3, "only {acme} held");
+    // acme's share spans its sources: its pinned source is refused too.
+    let (status, err) = forged(&c, &g.url("/webhooks/acme/pinned"), 500).await;
+    assert_eq!((status, err.as_deref()), (503, Some("quarantine_full")));
+    // Another tenant of the same source has its whole share.
+    assert_eq!(fill(&c, &g.url("/webhooks/beta/gh"), 500).await, acme);
+    let (status, _) = forged(&c, &g.url("/webhooks/gamma/gh"), 500).await;
+    assert_eq!(status, 202, "the source's own share is far from full");
+    let (n, bytes, sizes) = listed(&c, &g, "tenant=acme").await;
+    assert_eq!(n, acme as u64);
+    full_to_the_share(bytes, &sizes, 6000, "acme");
+    let m = g.metrics(&c).await;
+    assert_eq!(
+        metric(&m, "ankusa_quarantine_full_total{scope=\"tenant\"}"),
+        3.0
+    );
+}
+
+#[tokio::test]
+async fn a_body_over_the_pens_cap_is_413_and_stores_nothing() {
+    let rx = Receiver::start(|_, _| Reply::status(200)).await;
+    let g = Gateway::start(&config(
+        &rx.url("/in"),
+        STALE_SECRET,
+        "quarantine: {max_body_bytes: 1000}",
+    ));
+    let c = client();
+    let r = c
+        .post(g.url("/webhooks/gh"))
+        .header("x-hub-signature-256", "sha256=00")
+        .body("x".repeat(1001))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 413);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(
+        v,
+        json!({"error": "payload_too_large", "max_body_bytes": 1000})
+    );
+    // The cap is the pen's: a hook that verifies is not held to it.
+    let big = format!("{{\"pad\":\"{}\"}}", "x".repeat(2000));
+    let r = post_github(&c, &g, "/webhooks/gh", STALE_SECRET, "d-big", &big).await;
+    assert_eq!(r.status().as_u16(), 201);
+    let (status, _) = forged(&c, &g.url("/webhooks/gh"), 900).await;
+    assert_eq!(status, 202, "a body within the cap is held");
+    let page = g.admin_json(&c, "/v1/quarantine").await;
+    assert_eq!(page["total"], 1, "nothing stored for the 413: {page}");
+    let m = g.metrics(&c).await;
+    assert_eq!(
+        metric(
+            &m,
+            "ankusa_ingest_requests_total{outcome=\"quarantine_too_large\"}"
+        ),
+        1.0
+    );
+}
+
+/// Polls the pen until it holds `n` entries; their ids.
+async fn wait_total(c: &reqwest::Client, g: &Gateway, n: u64, within: Duration) -> Vec<String> {
+    let deadline = Instant::now() + within;
+    loop {
+        let page = g.admin_json(c, "/v1/quarantine?limit=1000").await;
+        if page["total"].as_u64() == Some(n) {
+            return page["entries"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["id"].as_str().unwrap().to_string())
+                .collect();
+        }
+        assert!(Instant::now() < deadline, "never {n} entries: {page}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn old_entries_expire_and_the_counters_follow_across_kill_9() {
+    let rx = Receiver::start(|_, _| Reply::status(200)).await;
+    // 0.002 h: entries expire 7.2 s after they were received; a pass every 100 ms.
+    let mut g = Gateway::start(&config(
+        &rx.url("/in"),
+        STALE_SECRET,
+        "quarantine: {retention_hours: 0.002, expire_interval_ms: 100}",
+    ));
+    let c = client();
+    let t0 = Instant::now();
+    for i in 0..3 {
+        quarantine_one(&c, &g, "/webhooks/gh", i).await;
+    }
+    // Held across a kill -9, and expired by the restarted process.
+    g.kill9();
+    g.spawn_again();
+    g.wait_ready(Duration::from_secs(30));
+    let c = client();
+    assert!(
+        t0.elapsed() < Duration::from_secs(7),
+        "restart too slow to test"
+    );
+    let page = g.admin_json(&c, "/v1/quarantine").await;
+    assert_eq!(page["total"], 3, "{page}");
+    // Newer entries, 4 s younger.
+    tokio::time::sleep(Duration::from_secs(4).saturating_sub(t0.elapsed())).await;
+    let mut newer = HashSet::new();
+    for i in 10..12 {
+        newer.insert(quarantine_one(&c, &g, "/webhooks/gh", i).await);
+    }
+    let (_, all_bytes, _) = listed(&c, &g, "").await;
+    let left = wait_total(&c, &g, 2, Duration::from_secs(15)).await;
+    assert_eq!(
+        left.into_iter().collect::<HashSet<_>>(),
+        newer,
+        "the old ones went"
+    );
+    let page = g.admin_json(&c, "/v1/quarantine").await;
+    let (_, kept_bytes, _) = listed(&c, &g, "").await;
+    assert_eq!(page["bytes"].as_u64(), Some(kept_bytes));
+    assert!(kept_bytes < all_bytes);
+    let m = g.metrics(&c).await;
+    assert_eq!(metric(&m, "ankusa_quarantine_expired_total "), 3.0);
+    assert_eq!(metric(&m, "ankusa_quarantine_entries "), 2.0);
+    assert_eq!(metric(&m, "ankusa_quarantine_bytes "), kept_bytes as f64);
+    // Then the newer ones, and every counter is back at zero.
+    wait_total(&c, &g, 0, Duration::from_secs(15)).await;
+    let page = g.admin_json(&c, "/v1/quarantine").await;
+    assert_eq!(page["bytes"], 0);
+    let status = g.admin_json(&c, "/v1/status").await;
+    assert_eq!(status["quarantine"]["entries"], 0, "{status}");
+    assert!(
+        status["quarantine"]["sources"]
+            .as_array()
+            .is_none_or(|a| a.is_empty()),
+        "{status}"
+    );
+    let m = g.metrics(&c).await;
+    assert_eq!(metric(&m, "ankusa_quarantine_expired_total "), 5.0);
+    assert_eq!(metric(&m, "ankusa_quarantine_bytes "), 0.0);
 }

@@ -6,6 +6,9 @@
 //! Gateway's pod domain (`<headless Service>.<namespace>.svc`) whatever IP it dialled, so a
 //! pod of another Gateway, or anything else on the pod network, cannot take a config push.
 //!
+//! No redirect is followed: a pod answering `3xx` gets an error, and nothing (no token, no
+//! config) is sent to where it points.
+//!
 //! Every call has a short timeout; a pod that does not answer is reported per pod, never
 //! fails a whole reconcile (the CloudNativePG pattern).
 
@@ -92,6 +95,7 @@ impl AdminClient {
                 .timeout(timeout)
                 .connect_timeout(Duration::from_secs(2))
                 .no_proxy()
+                .redirect(reqwest::redirect::Policy::none())
                 .build()
                 .expect("HTTP client builds"),
             timeout,
@@ -112,6 +116,8 @@ impl AdminClient {
             .timeout(self.timeout)
             .connect_timeout(Duration::from_secs(2))
             .no_proxy()
+            // A redirect would carry the token, and a PUT's whole config, elsewhere.
+            .redirect(reqwest::redirect::Policy::none())
             .tls_backend_preconfigured(tls_config(trust)?)
             .build()
             .map_err(|e| AdminError::Unreachable(format!("HTTPS client: {e}")))?;

@@ -1,8 +1,10 @@
 //! The Secrets behind a Gateway's admin TLS: `<gateway>-admin-ca` (the CA, read by the operator
 //! only) and `<gateway>-admin-tls` (the serving certificate the pods mount). The Gateway
 //! controller keeps them current (`ensure`); the other controllers only read the trust
-//! (`trust`). Both refuse a Secret of that name the Gateway does not own: trusting a planted
-//! CA would send the admin token to whoever planted it.
+//! (`trust`). A CA Secret is used only when it holds what the operator recorded writing there
+//! (`crate::ownership`): trusting a planted CA would send the admin token to whoever planted it.
+//! The serving certificate is never trusted as such (it must verify against the CA, else it is
+//! re-issued), so it is checked by owner reference only.
 
 use std::sync::Arc;
 
@@ -12,7 +14,8 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch};
 
 use crate::admin::AdminTrust;
-use crate::context::{Ctx, Error, Result, apply_params};
+use crate::context::{AdminAccess, Ctx, Error, Result, apply_params};
+use crate::ownership::{self, Ledger, Role, Verdict};
 use crate::pki::{self, CaFiles, LeafFiles};
 use crate::resources;
 
@@ -21,6 +24,17 @@ fn text(s: &Secret, key: &str) -> Option<String> {
         .as_ref()?
         .get(key)
         .and_then(|b| String::from_utf8(b.0.clone()).ok())
+}
+
+/// The CA Secret, if it is the operator's own (absent: `None`; anything else: refused).
+async fn own_ca(ctx: &Ctx, gw: &Gateway, ledger: &mut Ledger) -> Result<Option<Secret>> {
+    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &gw.namespace().unwrap_or_default());
+    let name = resources::admin_ca_secret_name(gw);
+    let s = api.get_opt(&name).await?;
+    match ledger.check(ctx, gw, Role::AdminCa, s.as_ref()).await? {
+        Verdict::Foreign(why) => Err(Error::Invalid(ownership::foreign_message(&name, &why))),
+        Verdict::Mine | Verdict::Absent => Ok(s),
+    }
 }
 
 fn owned(s: Option<Secret>, gw: &Gateway) -> Result<Option<Secret>> {
@@ -43,12 +57,11 @@ fn trust_of(gw: &Gateway, bundle: String) -> Arc<AdminTrust> {
 /// Creates, renews or repairs the CA and the serving certificate, and answers the trust the
 /// operator uses for this Gateway's pods. The CA Secret is written before the serving one,
 /// so a pod never serves a certificate the operator cannot verify.
-pub async fn ensure(ctx: &Ctx, gw: &Gateway) -> Result<Arc<AdminTrust>> {
+pub async fn ensure(ctx: &Ctx, gw: &Gateway, ledger: &mut Ledger) -> Result<Arc<AdminTrust>> {
     let ns = gw.namespace().unwrap_or_default();
     let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
-    let ca_name = resources::admin_ca_secret_name(gw);
     let tls_name = resources::admin_tls_secret_name(gw);
-    let ca_secret = owned(api.get_opt(&ca_name).await?, gw)?;
+    let ca_secret = own_ca(ctx, gw, ledger).await?;
     let tls_secret = owned(api.get_opt(&tls_name).await?, gw)?;
     let ca = ca_secret.as_ref().map(|s| CaFiles {
         bundle_pem: text(s, "ca.crt").unwrap_or_default(),
@@ -68,10 +81,13 @@ pub async fn ensure(ctx: &Ctx, gw: &Gateway) -> Result<Arc<AdminTrust>> {
     .map_err(|e| Error::Waiting(e.to_string()))?;
     if issued.ca_changed {
         tracing::info!(gateway = %gw.name_any(), namespace = %ns, "admin CA written");
-        api.patch(
-            &ca_name,
-            &apply_params(),
-            &Patch::Apply(resources::admin_ca_secret(gw, &issued.ca)),
+        ownership::write_secret(
+            ctx,
+            gw,
+            ledger,
+            Role::AdminCa,
+            ca_secret.as_ref(),
+            resources::admin_ca_secret(gw, &issued.ca),
         )
         .await?;
     }
@@ -88,15 +104,24 @@ pub async fn ensure(ctx: &Ctx, gw: &Gateway) -> Result<Arc<AdminTrust>> {
     Ok(trust_of(gw, issued.ca.bundle_pem))
 }
 
-/// The trust for this Gateway's pods, as the Gateway controller last wrote it.
+/// The trust for this Gateway's pods, as the Gateway controller last wrote it (`gw` read fresh
+/// from the API server by the caller).
 pub async fn trust(ctx: &Ctx, gw: &Gateway) -> Result<Arc<AdminTrust>> {
-    let ns = gw.namespace().unwrap_or_default();
-    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
     let name = resources::admin_ca_secret_name(gw);
-    owned(api.get_opt(&name).await?, gw)?
+    own_ca(ctx, gw, &mut Ledger::load(gw))
+        .await?
         .as_ref()
         .and_then(|s| text(s, "ca.crt"))
         .filter(|b| !b.is_empty())
         .map(|b| trust_of(gw, b))
         .ok_or_else(|| Error::Waiting(format!("Secret {name} (the admin CA) not written yet")))
+}
+
+/// The admin token and the TLS trust the Gateway controller keeps, for the other controllers
+/// (`gw` read fresh from the API server by them); neither is created here.
+pub async fn admin_access(ctx: &Ctx, gw: &Gateway) -> Result<AdminAccess> {
+    Ok(AdminAccess {
+        token: ownership::read_admin_token(ctx, gw).await?,
+        tls: trust(ctx, gw).await?,
+    })
 }

@@ -1,13 +1,12 @@
 //! What every reconciler shares: the client, the event recorder, metrics, the pods' admin
-//! API client, settings; the error type; helpers to find a Gateway's pods and admin token.
+//! API client, settings; the error type; helpers to reach a Gateway's pods.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ankusa_crds::{Gateway, SecretKeyRef};
-use k8s_openapi::api::core::v1::{Pod, Secret};
-use kube::api::{Api, ListParams, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::PatchParams;
 use kube::runtime::events::{Event as KEvent, EventType, Recorder, Reporter};
 use kube::{Client, Resource, ResourceExt};
 
@@ -161,73 +160,6 @@ pub fn truncate(mut s: String, max: usize) -> String {
     s
 }
 
-/// Reads one key of a Secret as text.
-pub async fn read_secret_key(
-    client: &Client,
-    ns: &str,
-    r: &SecretKeyRef,
-) -> Result<Option<String>> {
-    let api: Api<Secret> = Api::namespaced(client.clone(), ns);
-    let Some(s) = api.get_opt(&r.name).await? else {
-        return Ok(None);
-    };
-    Ok(s.data
-        .and_then(|d| d.get(&r.key).cloned())
-        .and_then(|b| String::from_utf8(b.0).ok())
-        .map(|t| t.trim_end_matches(['\n', '\r']).to_string())
-        .filter(|t| !t.is_empty()))
-}
-
-/// The admin token of a Gateway: from its `adminTokenSecretRef`, or from the Secret the
-/// operator generated (created on first use, never replaced).
-pub async fn admin_token(ctx: &Ctx, gw: &Gateway) -> Result<String> {
-    let ns = gw.namespace().unwrap_or_default();
-    if let Some(r) = &gw.spec.admin_token_secret_ref {
-        return read_secret_key(&ctx.client, &ns, r).await?.ok_or_else(|| {
-            Error::Invalid(format!(
-                "adminTokenSecretRef: Secret {} key {:?} not found or empty",
-                r.name, r.key
-            ))
-        });
-    }
-    let r = SecretKeyRef {
-        name: resources::admin_token_secret_name(gw),
-        key: "token".into(),
-    };
-    if let Some(t) = read_secret_key(&ctx.client, &ns, &r).await? {
-        return Ok(t);
-    }
-    let token = resources::random_token()
-        .map_err(|e| Error::Waiting(format!("the OS random source failed: {e}")))?;
-    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
-    match api
-        .create(
-            &PostParams::default(),
-            &resources::admin_token_secret(gw, &token),
-        )
-        .await
-    {
-        Ok(_) => Ok(token),
-        // Created concurrently: read the winner's.
-        Err(kube::Error::Api(s)) if s.code == 409 => read_secret_key(&ctx.client, &ns, &r)
-            .await?
-            .ok_or_else(|| Error::Waiting("admin token Secret being created".into())),
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// A Gateway's pods (by the StatefulSet's labels), sorted by name.
-pub async fn gateway_pods(client: &Client, gw: &Gateway) -> Result<Vec<Pod>> {
-    let ns = gw.namespace().unwrap_or_default();
-    let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    let mut pods = api
-        .list(&ListParams::default().labels(&resources::selector_string(gw)))
-        .await?
-        .items;
-    pods.sort_by_key(|p| p.name_any());
-    Ok(pods)
-}
-
 pub fn pod_ready(p: &Pod) -> bool {
     p.status
         .as_ref()
@@ -240,14 +172,6 @@ pub fn pod_ready(p: &Pod) -> bool {
 pub struct AdminAccess {
     pub token: String,
     pub tls: Arc<crate::admin::AdminTrust>,
-}
-
-/// The admin token and the TLS trust the Gateway controller keeps, for the other controllers.
-pub async fn admin_access(ctx: &Ctx, gw: &Gateway) -> Result<AdminAccess> {
-    Ok(AdminAccess {
-        token: admin_token(ctx, gw).await?,
-        tls: crate::admin_tls::trust(ctx, gw).await?,
-    })
 }
 
 /// Where to reach a pod's admin API, when it runs and has an IP.

@@ -25,6 +25,7 @@ use ankusa_crds::{
 use kube::ResourceExt;
 
 mod durability;
+pub mod files;
 pub use durability::{
     Durability, durability, durability_field, durability_fingerprint, durability_secret_names,
     is_durability_field,
@@ -186,7 +187,7 @@ pub fn base_config(gw: &Gateway, admin_token: &str) -> Config {
         c.dispatch = d.clone();
     }
     if let Some(e) = &s.egress {
-        c.egress = e.clone();
+        c.egress = e.gateway.clone();
     }
     if let Some(q) = &s.quarantine {
         c.quarantine = q.clone();
@@ -554,8 +555,9 @@ pub fn render_sink(sink: &Sink, secrets: &SecretValues) -> Result<SinkConfig, St
 /// `spec.durability`). Errors name the field relative to the spec (`options.brokers`,
 /// `secretRefs.sasl.password`).
 pub fn render_sink_spec(spec: &SinkSpec, secrets: &SecretValues) -> Result<SinkConfig, String> {
-    let obj = sink_object(spec, secrets)?;
-    sink_from_object(spec, obj)
+    files::refuse_path_keys(&spec.options, Some(spec.type_), "a Sink")?;
+    let c = sink_from_object(spec, sink_object(spec, secrets)?)?;
+    files::refuse_file_options(&c, "options", Some(spec.type_), "a Sink").map(|()| c)
 }
 
 /// A Sink spec's options with `type` and the Secret values filled in: the JSON object of the
@@ -805,7 +807,7 @@ fn claim_tokens(
     for (i, r) in cc.token_secret_refs.iter().enumerate() {
         let v = secret_value(secrets, r)
             .map_err(|e| format!("spec.settings.claim_check.token_secret_refs[{i}]: {e}"))?;
-        tokens.push(v);
+        tokens.push(ankusa_config::ClaimToken::new(v));
     }
     if !tokens.is_empty() {
         c.claim_check.ip = [0, 0, 0, 0].into();
@@ -917,6 +919,7 @@ pub fn render(inputs: &Inputs) -> Rendered {
     });
 
     // Sinks used by them.
+    let ambient_allowed = files::ambient_identity_allowed(inputs.gateway);
     let by_name: BTreeMap<String, &Sink> = inputs.sinks.iter().map(|s| (s.name_any(), s)).collect();
     let mut sink_configs: BTreeMap<String, Result<SinkConfig, String>> = BTreeMap::new();
     for src in &sources {
@@ -936,7 +939,8 @@ pub fn render(inputs: &Inputs) -> Rendered {
                 entry.used_by.push(src.name_any());
             }
             if !sink_configs.contains_key(&r.name) {
-                let rendered = render_sink(sink, inputs.secrets);
+                let rendered = render_sink(sink, inputs.secrets)
+                    .and_then(|c| files::refuse_ambient_identity(&c, ambient_allowed).map(|()| c));
                 if let Err(e) = &rendered {
                     entry.error = Some(e.clone());
                 } else {
@@ -958,6 +962,7 @@ pub fn render(inputs: &Inputs) -> Rendered {
             ))
         } else {
             render_source(src, &sink_configs, inputs.secrets).and_then(|sc| {
+                files::check_source(&sc, ambient_allowed)?;
                 // Validate in context with the gateway's own rules.
                 let mut probe = base.clone();
                 probe.sources.insert(id.clone(), sc.clone());
@@ -978,13 +983,11 @@ pub fn render(inputs: &Inputs) -> Rendered {
                     .previous
                     .and_then(|p| p.sources.get(&id))
                     .filter(|_| !ids_taken.contains_key(&id));
-                match prev {
-                    Some(prev) => {
-                        base.sources.insert(id.clone(), prev.clone());
-                        Outcome::Previous(e)
-                    }
-                    None => Outcome::Missing(e),
+                let (kept, outcome) = files::fallback(prev, e);
+                if let Some(prev) = kept {
+                    base.sources.insert(id.clone(), prev.clone());
                 }
+                outcome
             }
         };
         ids_taken.entry(id.clone()).or_insert_with(|| name.clone());
@@ -997,9 +1000,9 @@ pub fn render(inputs: &Inputs) -> Rendered {
             },
         );
     }
-    match ankusa_config::validate(&base) {
+    match files::validate(&base) {
         Ok(()) => out.base = Some(base),
-        Err(e) => out.error = Some(format!("config refused by the gateway's validation: {e}")),
+        Err(e) => out.error = Some(e),
     }
     out
 }

@@ -2469,3 +2469,7 @@ fn k_durability_renders_reports_and_survives_a_lost_volume_under_load() {
         eprintln!("[e2e] VolumeReplaced events: {}", events.lines().count());
     });
 }
+
+/// Issue 25's scenario (`l`): no file from a Sink, no planted admin token.
+#[path = "e2e/ownership.rs"]
+mod ownership;

@@ -41,6 +41,9 @@ fn gateway_world(s: &Seen, admin_port: u16) -> Option<(u16, Value)> {
         ("GET", "/api/v1/namespaces/ns/secrets/tok") => Some((200, token_secret())),
         ("GET", "/api/v1/namespaces/ns/secrets/gw-admin-ca") => Some((200, ca_secret())),
         ("GET", "/api/v1/namespaces/ns/pods") => Some((200, pod_list("127.0.0.1"))),
+        ("GET", "/apis/apps/v1/namespaces/ns/statefulsets/gw") => Some((200, statefulset())),
+        // The config Secret, created by the operator: the object as created.
+        ("POST", "/api/v1/namespaces/ns/secrets") => Some((201, s.body.clone())),
         ("POST", p) if p.contains("/events") => Some((201, s.body.clone())),
         _ => None,
     }
@@ -119,15 +122,45 @@ fn replay_job(finalizers: &[&str], deleting: bool, status: Value) -> ReplayJob {
 fn gateway_obj(admin_port: u16) -> Value {
     json!({
         "apiVersion": "ankusa.dev/v1alpha1", "kind": "Gateway",
-        "metadata": {"name": "gw", "namespace": "ns", "uid": "g-uid", "generation": 1},
+        "metadata": {"name": "gw", "namespace": "ns", "uid": "g-uid", "generation": 1,
+                     "resourceVersion": "41"},
         "spec": {"replicas": 2, "ports": {"http": 4000, "admin": admin_port},
                  "adminTokenSecretRef": {"name": "tok", "key": "token"}},
+        "status": {"ownership": {"adminCa": owned(&ca_secret())}},
     })
+}
+
+/// The ownership record of a Secret the operator wrote (`status.ownership.*`).
+fn owned(secret: &Value) -> Value {
+    let s: k8s_openapi::api::core::v1::Secret = serde_json::from_value(secret.clone()).unwrap();
+    json!({"uid": s.metadata.uid, "sha256": ankusa_operator::ownership::fingerprint(s.data.as_ref())})
+}
+
+/// The Gateway's StatefulSet (its pods' controller), 2 replicas.
+fn statefulset() -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
+           "metadata": {"name": "gw", "namespace": "ns", "uid": "sts-uid", "ownerReferences": [
+               {"apiVersion": "ankusa.dev/v1alpha1", "kind": "Gateway", "name": "gw", "uid": "g-uid", "controller": true}]},
+           "spec": {"replicas": 2, "selector": {}, "serviceName": "gw-pods", "template": {}},
+           "status": {"replicas": 2}})
+}
+
+/// The controller reference the StatefulSet controller puts on its pods.
+fn sts_owner() -> Value {
+    json!([{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "gw", "uid": "sts-uid", "controller": true}])
+}
+
+/// A Status-write of the Gateway controller (not an ownership record): server-side apply.
+fn is_gateway_status_write(s: &Seen) -> bool {
+    s.method == "PATCH"
+        && s.path.contains("/gateways/gw/status")
+        && s.content_type.contains("apply-patch")
 }
 
 fn token_secret() -> Value {
     use base64::Engine;
-    json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "tok", "namespace": "ns"},
+    json!({"apiVersion": "v1", "kind": "Secret",
+           "metadata": {"name": "tok", "namespace": "ns", "labels": {"ankusa.dev/usable": "true"}},
            "data": {"token": base64::engine::general_purpose::STANDARD.encode("admin-token-0123456789")}})
 }
 
@@ -146,7 +179,7 @@ fn ca_secret() -> Value {
     use base64::Engine;
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
     json!({"apiVersion": "v1", "kind": "Secret",
-           "metadata": {"name": "gw-admin-ca", "namespace": "ns", "ownerReferences": [
+           "metadata": {"name": "gw-admin-ca", "namespace": "ns", "uid": "ca-uid", "ownerReferences": [
                {"apiVersion": "ankusa.dev/v1alpha1", "kind": "Gateway", "name": "gw", "uid": "g-uid", "controller": true}]},
            "data": {"ca.crt": b64(&pki().ca.bundle_pem), "ca.key": b64(&pki().ca.key_pem)}})
 }
@@ -154,7 +187,8 @@ fn ca_secret() -> Value {
 fn pod_list(ip: &str) -> Value {
     let pod = |n: u8| {
         json!({"apiVersion": "v1", "kind": "Pod",
-               "metadata": {"name": format!("gw-{n}"), "namespace": "ns", "uid": format!("pod-uid-{n}")},
+               "metadata": {"name": format!("gw-{n}"), "namespace": "ns", "uid": format!("pod-uid-{n}"),
+                            "ownerReferences": sts_owner()},
                "spec": {"containers": [{"name": "gateway"}]},
                "status": {"phase": "Running", "podIP": ip,
                           "conditions": [{"type": "Ready", "status": "True"}]}})
@@ -488,7 +522,7 @@ async fn a_missing_admin_token_marks_the_gateway_degraded() {
     let seen = seen.lock().unwrap().clone();
     let st = seen
         .iter()
-        .find(|s| s.path.contains("/status"))
+        .find(|s| is_gateway_status_write(s))
         .expect("status written");
     let conds = st.body["status"]["conditions"].as_array().unwrap();
     let degraded = conds.iter().find(|c| c["type"] == "Degraded").unwrap();
@@ -609,7 +643,7 @@ async fn gateway_status_with(failures: u64) -> Value {
     gateway::reconcile(Arc::new(gw), ctx(client)).await.unwrap();
     let seen = seen.lock().unwrap().clone();
     seen.iter()
-        .find(|s| s.path.contains("/gateways/gw/status"))
+        .find(|s| is_gateway_status_write(s))
         .expect("Gateway status written")
         .body["status"]
         .clone()
@@ -861,7 +895,7 @@ async fn one_status_poll_fills_the_sources_quarantine_and_the_pods_archive_and_d
 
     let gw = seen
         .iter()
-        .find(|s| s.path.contains("/gateways/gw/status"))
+        .find(|s| is_gateway_status_write(s))
         .expect("Gateway status written");
     let p0 = &gw.body["status"]["pods"][0];
     assert_eq!(p0["archive"]["pending"], 3);
@@ -1044,7 +1078,8 @@ async fn a_quarantine_replay_counts_what_it_released_and_skipped() {
 fn pods_with_claims(ip: &str) -> Value {
     let pod = |n: u8, ready: bool| {
         json!({"apiVersion": "v1", "kind": "Pod",
-               "metadata": {"name": format!("gw-{n}"), "namespace": "ns", "uid": format!("pod-uid-{n}")},
+               "metadata": {"name": format!("gw-{n}"), "namespace": "ns", "uid": format!("pod-uid-{n}"),
+                            "ownerReferences": sts_owner()},
                "spec": {"containers": [{"name": "gateway"}],
                         "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": format!("data-gw-{n}")}}]},
                "status": {"phase": if ready { "Running" } else { "Pending" }, "podIP": ip,
@@ -1115,4 +1150,486 @@ async fn a_pod_whose_volume_claim_is_gone_is_deleted_so_it_comes_back_on_a_new_o
             && n.contains("data-gw-0")),
         "{events:?}"
     );
+}
+
+// Issue 25: what the operator trusts is what it recorded writing, not an owner reference; pods
+// are the StatefulSet's within its ordinals; the admin client follows no redirect.
+
+/// A namespace a test can plant in: Secrets by name (a POST creates one with a fresh uid, or
+/// answers 409 when the name is taken; an apply stores the body; a GET answers what is there),
+/// and the Gateway `gw` (generated admin token) whose status takes the operator's writes:
+/// ownership records as JSON merge patches with their `resourceVersion` precondition, the
+/// Gateway controller's status by server-side apply.
+struct World {
+    secrets: Mutex<BTreeMap<String, Value>>,
+    gateway: Mutex<Value>,
+    uids: std::sync::atomic::AtomicU64,
+}
+
+fn fresh_gateway() -> Value {
+    json!({
+        "apiVersion": "ankusa.dev/v1alpha1", "kind": "Gateway",
+        "metadata": {"name": "gw", "namespace": "ns", "uid": "g-uid", "generation": 1,
+                     "resourceVersion": "1"},
+        "spec": {"replicas": 1, "ports": {"http": 4000, "admin": 4002}},
+    })
+}
+
+/// RFC 7386 JSON merge patch.
+fn merge(target: &mut Value, patch: &Value) {
+    match (target, patch) {
+        (Value::Object(t), Value::Object(p)) => {
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(k);
+                } else {
+                    merge(t.entry(k.clone()).or_insert(Value::Null), v);
+                }
+            }
+        }
+        (t, p) => *t = p.clone(),
+    }
+}
+
+impl World {
+    fn new(gateway: Value, secrets: &[Value]) -> Arc<World> {
+        Arc::new(World {
+            secrets: Mutex::new(
+                secrets
+                    .iter()
+                    .map(|s| {
+                        (
+                            s["metadata"]["name"].as_str().unwrap().to_string(),
+                            s.clone(),
+                        )
+                    })
+                    .collect(),
+            ),
+            gateway: Mutex::new(gateway),
+            uids: Default::default(),
+        })
+    }
+
+    fn gateway(&self) -> Gateway {
+        serde_json::from_value(self.gateway.lock().unwrap().clone()).unwrap()
+    }
+
+    fn bump(g: &mut Value) {
+        let rv: u64 = g["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        g["metadata"]["resourceVersion"] = json!((rv + 1).to_string());
+    }
+
+    fn answer(&self, s: &Seen) -> Option<(u16, Value)> {
+        let secret_path = "/api/v1/namespaces/ns/secrets";
+        match (s.method.as_str(), route(s)) {
+            ("GET", "/apis/ankusa.dev/v1alpha1/namespaces/ns/gateways/gw")
+            | ("GET", "/apis/ankusa.dev/v1alpha1/namespaces/ns/gateways/gw/status") => {
+                Some((200, self.gateway.lock().unwrap().clone()))
+            }
+            ("PATCH", "/apis/ankusa.dev/v1alpha1/namespaces/ns/gateways/gw/status") => {
+                let mut g = self.gateway.lock().unwrap();
+                if s.content_type.contains("merge-patch") {
+                    let want = &s.body["metadata"]["resourceVersion"];
+                    if !want.is_null() && *want != g["metadata"]["resourceVersion"] {
+                        return Some((
+                            409,
+                            json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                   "reason": "Conflict", "code": 409, "message": "conflict"}),
+                        ));
+                    }
+                    let mut patch = s.body.clone();
+                    patch.as_object_mut().unwrap().remove("metadata");
+                    merge(&mut g, &patch);
+                } else {
+                    let ownership = g["status"]["ownership"].clone();
+                    g["status"] = s.body["status"].clone();
+                    if !ownership.is_null() {
+                        g["status"]["ownership"] = ownership;
+                    }
+                }
+                World::bump(&mut g);
+                Some((200, g.clone()))
+            }
+            ("GET", p) if p.starts_with(&format!("{secret_path}/")) => {
+                let name = p.rsplit('/').next().unwrap();
+                self.secrets
+                    .lock()
+                    .unwrap()
+                    .get(name)
+                    .map(|v| (200, v.clone()))
+            }
+            ("POST", p) if p == secret_path => {
+                let mut body = s.body.clone();
+                let name = body["metadata"]["name"].as_str().unwrap().to_string();
+                let mut secrets = self.secrets.lock().unwrap();
+                if secrets.contains_key(&name) {
+                    return Some((
+                        409,
+                        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                               "reason": "AlreadyExists", "code": 409, "message": "exists"}),
+                    ));
+                }
+                let n = self.uids.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                body["metadata"]["uid"] = json!(format!("created-{n}"));
+                secrets.insert(name, body.clone());
+                Some((201, body))
+            }
+            ("PATCH", p) if p.starts_with(&format!("{secret_path}/")) => {
+                let name = p.rsplit('/').next().unwrap().to_string();
+                let mut secrets = self.secrets.lock().unwrap();
+                let mut body = s.body.clone();
+                body["metadata"]["uid"] = secrets
+                    .get(&name)
+                    .map(|o| o["metadata"]["uid"].clone())
+                    .unwrap_or(json!("applied"));
+                secrets.insert(name, body.clone());
+                Some((200, body))
+            }
+            ("GET", "/apis/ankusa.dev/v1alpha1/namespaces/ns/sources") => {
+                Some((200, list("SourceList", vec![])))
+            }
+            ("GET", "/apis/ankusa.dev/v1alpha1/namespaces/ns/sinks") => {
+                Some((200, list("SinkList", vec![])))
+            }
+            ("POST", p) if p.contains("/events") => Some((201, s.body.clone())),
+            // Services, NetworkPolicy, StatefulSet: the object as applied.
+            ("PATCH", _) => Some((200, s.body.clone())),
+            _ => None,
+        }
+    }
+}
+
+/// One Gateway reconcile of the world's Gateway as a watch cache would hand it over.
+async fn reconcile_world(world: &Arc<World>) -> (Action, Vec<Seen>) {
+    let w = world.clone();
+    let (client, seen) = mock(Box::new(move |s| w.answer(s)));
+    let action = gateway::reconcile(Arc::new(world.gateway()), ctx(client))
+        .await
+        .unwrap();
+    let seen = seen.lock().unwrap().clone();
+    (action, seen)
+}
+
+/// A Secret `name` holding `token`, with a controller reference to the Gateway (anyone who
+/// may create Secrets and read the Gateway's uid can write one).
+fn planted_token(token: &str) -> Value {
+    use base64::Engine;
+    json!({"apiVersion": "v1", "kind": "Secret",
+           "metadata": {"name": "gw-admin-token", "namespace": "ns", "uid": "planted-uid",
+                        "ownerReferences": [{"apiVersion": "ankusa.dev/v1alpha1", "kind": "Gateway",
+                                             "name": "gw", "uid": "g-uid", "controller": true}]},
+           "data": {"token": base64::engine::general_purpose::STANDARD.encode(token)}})
+}
+
+fn foreign_condition(world: &World) -> Value {
+    let g = world.gateway.lock().unwrap().clone();
+    g["status"]["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "Degraded").cloned())
+        .unwrap_or(Value::Null)
+}
+
+fn writes_of_secrets(seen: &[Seen]) -> Vec<String> {
+    seen.iter()
+        .filter(|s| s.method != "GET" && route(s).starts_with("/api/v1/namespaces/ns/secrets"))
+        .map(|s| format!("{} {}", s.method, route(s)))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_secret_planted_before_the_first_pass_is_refused_not_adopted() {
+    let world = World::new(fresh_gateway(), &[planted_token("attacker-token")]);
+    let (action, seen) = reconcile_world(&world).await;
+    assert_eq!(action, Action::requeue(Duration::from_secs(10)));
+    let degraded = foreign_condition(&world);
+    assert_eq!(degraded["reason"], "ForeignObject", "{degraded:#}");
+    let msg = degraded["message"].as_str().unwrap();
+    assert!(
+        msg.contains("Secret gw-admin-token") && msg.contains("not created by the operator"),
+        "{msg}"
+    );
+    // Nothing written: no Secret, no StatefulSet; the planted one is untouched.
+    assert_eq!(writes_of_secrets(&seen), Vec::<String>::new());
+    assert!(
+        !seen
+            .iter()
+            .any(|s| s.method == "PATCH" && s.path.contains("statefulsets"))
+    );
+    assert_eq!(
+        world.secrets.lock().unwrap()["gw-admin-token"],
+        planted_token("attacker-token")
+    );
+    let events = events_of(&seen);
+    assert!(
+        events.iter().any(|(t, r, n)| t == "Warning"
+            && r == "ForeignObject"
+            && n.contains("gw-admin-token")),
+        "{events:?}"
+    );
+    assert!(!format!("{seen:?}").contains("attacker-token"));
+}
+
+#[tokio::test]
+async fn the_operator_records_before_it_creates_and_refuses_a_replanted_token() {
+    let world = World::new(fresh_gateway(), &[]);
+    let (_, seen) = reconcile_world(&world).await;
+    // The token Secret was created, and its hash recorded before it was.
+    let post = seen
+        .iter()
+        .position(|s| s.method == "POST" && s.body["metadata"]["name"] == "gw-admin-token")
+        .expect("the token Secret created");
+    let posted: k8s_openapi::api::core::v1::Secret =
+        serde_json::from_value(seen[post].body.clone()).unwrap();
+    let fp = ankusa_operator::ownership::fingerprint(posted.data.as_ref());
+    assert!(
+        seen[..post]
+            .iter()
+            .any(|s| s.content_type.contains("merge-patch")
+                && s.body["status"]["ownership"]["adminToken"]["sha256"] == fp.as_str()),
+        "recorded ahead of the create"
+    );
+    let own = world.gateway.lock().unwrap()["status"]["ownership"].clone();
+    assert_eq!(own["adminToken"]["sha256"], fp.as_str(), "{own:#}");
+    assert_eq!(
+        own["adminToken"]["uid"],
+        world.secrets.lock().unwrap()["gw-admin-token"]["metadata"]["uid"]
+    );
+    assert!(own["adminToken"]["previousSha256"].is_null(), "{own:#}");
+    for role in ["adminCa", "config"] {
+        assert!(own[role]["sha256"].is_string(), "{role}: {own:#}");
+    }
+    // The pods' config carries the token the operator created.
+    let config = world.secrets.lock().unwrap()["gw-config"].clone();
+    let token = ankusa_operator::ownership::secret_text(&posted, "token").unwrap();
+    let yaml = String::from_utf8(
+        serde_json::from_value::<k8s_openapi::ByteString>(config["data"]["gw-0.yaml"].clone())
+            .unwrap()
+            .0,
+    )
+    .unwrap();
+    assert!(yaml.contains(&token));
+
+    // A second pass (the operator restarted, say) finds everything its own: no write.
+    let (_, seen) = reconcile_world(&world).await;
+    assert_eq!(writes_of_secrets(&seen), Vec::<String>::new());
+    assert_ne!(foreign_condition(&world)["reason"], "ForeignObject");
+
+    // Deleted and re-planted with a forged controller reference: refused, never used.
+    world
+        .secrets
+        .lock()
+        .unwrap()
+        .insert("gw-admin-token".into(), planted_token("attacker-token"));
+    let (action, seen) = reconcile_world(&world).await;
+    assert_eq!(action, Action::requeue(Duration::from_secs(10)));
+    let degraded = foreign_condition(&world);
+    assert_eq!(degraded["reason"], "ForeignObject", "{degraded:#}");
+    assert!(
+        degraded["message"].as_str().unwrap().contains("replaced"),
+        "{degraded:#}"
+    );
+    assert_eq!(writes_of_secrets(&seen), Vec::<String>::new());
+    let config = world.secrets.lock().unwrap()["gw-config"].to_string();
+    use base64::Engine;
+    assert!(!config.contains(&base64::engine::general_purpose::STANDARD.encode("attacker-token")));
+
+    // Its owner deletes it: the operator writes a fresh token.
+    world.secrets.lock().unwrap().remove("gw-admin-token");
+    reconcile_world(&world).await;
+    let fresh = world.secrets.lock().unwrap()["gw-admin-token"].clone();
+    let fresh: k8s_openapi::api::core::v1::Secret = serde_json::from_value(fresh).unwrap();
+    assert_ne!(
+        ankusa_operator::ownership::secret_text(&fresh, "token"),
+        Some(token)
+    );
+    assert_ne!(foreign_condition(&world)["reason"], "ForeignObject");
+}
+
+#[tokio::test]
+async fn a_ca_or_config_changed_in_place_is_refused() {
+    let world = World::new(fresh_gateway(), &[]);
+    reconcile_world(&world).await;
+    for name in ["gw-admin-ca", "gw-config"] {
+        let before = world.secrets.lock().unwrap()[name].clone();
+        let mut changed = before.clone();
+        changed["data"]["extra"] = json!("cGxhbnRlZA==");
+        world
+            .secrets
+            .lock()
+            .unwrap()
+            .insert(name.into(), changed.clone());
+        let (_, seen) = reconcile_world(&world).await;
+        let degraded = foreign_condition(&world);
+        assert_eq!(degraded["reason"], "ForeignObject", "{name}: {degraded:#}");
+        assert!(
+            degraded["message"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("Secret {name} "))
+        );
+        assert_eq!(
+            writes_of_secrets(&seen),
+            Vec::<String>::new(),
+            "{name} left alone"
+        );
+        assert_eq!(world.secrets.lock().unwrap()[name], changed);
+        world.secrets.lock().unwrap().insert(name.into(), before);
+        reconcile_world(&world).await;
+        assert_ne!(
+            foreign_condition(&world)["reason"],
+            "ForeignObject",
+            "{name}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_admin_token_secret_that_did_not_opt_in_is_not_used() {
+    let mut tok = token_secret();
+    tok["metadata"]["labels"] = json!({});
+    let (client, seen) = mock(Box::new(move |s| match (s.method.as_str(), route(s)) {
+        ("GET", "/api/v1/namespaces/ns/secrets/tok") => Some((200, tok.clone())),
+        ("PATCH", p) if p.ends_with("/gateways/gw/status") => Some((200, gateway_obj(4002))),
+        _ => None,
+    }));
+    let gw: Gateway = serde_json::from_value(gateway_obj(4002)).unwrap();
+    gateway::reconcile(Arc::new(gw), ctx(client)).await.unwrap();
+    let seen = seen.lock().unwrap().clone();
+    let st = seen
+        .iter()
+        .find(|s| is_gateway_status_write(s))
+        .expect("status written");
+    let degraded = st.body["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Degraded")
+        .unwrap()
+        .clone();
+    assert_eq!(degraded["reason"], "AdminTokenMissing");
+    assert!(
+        degraded["message"]
+            .as_str()
+            .unwrap()
+            .contains("adminTokenSecretRef: Secret tok is not labelled ankusa.dev/usable=true"),
+        "{degraded:#}"
+    );
+}
+
+#[tokio::test]
+async fn a_planted_pod_beyond_the_replicas_gets_no_config_and_no_call() {
+    let port = failing_pod(0).await;
+    let (client, seen) = mock(Box::new(move |s| {
+        if s.method == "GET" && route(s) == "/api/v1/namespaces/ns/pods" {
+            let mut pods = pod_list("127.0.0.1");
+            let mut planted = pods["items"][0].clone();
+            planted["metadata"]["name"] = json!("gw-99999");
+            planted["metadata"]["uid"] = json!("planted");
+            pods["items"].as_array_mut().unwrap().push(planted);
+            return Some((200, pods));
+        }
+        gateway_world(s, port).or_else(|| match (s.method.as_str(), route(s)) {
+            ("GET", "/apis/ankusa.dev/v1alpha1/namespaces/ns/sources") => {
+                Some((200, list("SourceList", vec![])))
+            }
+            ("GET", "/apis/ankusa.dev/v1alpha1/namespaces/ns/sinks") => {
+                Some((200, list("SinkList", vec![])))
+            }
+            ("PATCH", p) if p.ends_with("/gateways/gw/status") => Some((200, gateway_obj(port))),
+            ("PATCH", _) => Some((200, s.body.clone())),
+            _ => None,
+        })
+    }));
+    let gw: Gateway = serde_json::from_value(gateway_obj(port)).unwrap();
+    gateway::reconcile(Arc::new(gw), ctx(client)).await.unwrap();
+    let seen = seen.lock().unwrap().clone();
+    let config = seen
+        .iter()
+        .find(|s| s.method == "POST" && s.body["metadata"]["name"] == "gw-config")
+        .expect("config Secret created");
+    let keys: Vec<&String> = config.body["data"].as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["gw-0.yaml", "gw-1.yaml"]);
+    let st = seen.iter().find(|s| is_gateway_status_write(s)).unwrap();
+    let polled: Vec<&str> = st.body["status"]["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(polled, ["gw-0", "gw-1"]);
+}
+
+/// Serves `app` over plain HTTP on loopback.
+async fn serve_plain(app: axum::Router) -> u16 {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = l.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        let _ = axum::serve(l, app).await;
+    });
+    port
+}
+
+#[tokio::test]
+async fn the_admin_client_follows_no_redirect() {
+    use ankusa_operator::admin::{AdminClient, AdminError, AdminTrust, PodTarget};
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    // Where a redirect would lead: anything it receives is recorded.
+    let got = Arc::new(Mutex::new(Vec::<String>::new()));
+    let recorder = |got: Arc<Mutex<Vec<String>>>| {
+        axum::Router::new().fallback(move |req: axum::extract::Request| {
+            let got = got.clone();
+            async move {
+                got.lock()
+                    .unwrap()
+                    .push(format!("{} {}", req.method(), req.uri()));
+                axum::Json(json!({"changed": true, "config_hash": "x", "generation": 1}))
+            }
+        })
+    };
+    let redirect_to = |scheme: &'static str, port: u16| {
+        axum::Router::new().fallback(move || async move {
+            (
+                http::StatusCode::TEMPORARY_REDIRECT,
+                [(
+                    http::header::LOCATION,
+                    format!("{scheme}://127.0.0.1:{port}/v1/config"),
+                )],
+            )
+        })
+    };
+    let tls_sink = serve_tls(recorder(got.clone())).await;
+    let plain_sink = serve_plain(recorder(got.clone())).await;
+    let tls_pod = serve_tls(redirect_to("https", tls_sink)).await;
+    let plain_pod = serve_plain(redirect_to("http", plain_sink)).await;
+    let trust = AdminTrust {
+        ca_pem: pki().ca.bundle_pem.clone(),
+        server_name: "gw-pods.ns.svc".into(),
+    };
+    let target = |port: u16, tls: bool| PodTarget {
+        name: "gw-0".into(),
+        uid: "u".into(),
+        ip: "127.0.0.1".into(),
+        port,
+        token: "admin-token-0123456789".into(),
+        tls: tls.then(|| Arc::new(trust.clone())),
+    };
+    let client = AdminClient::new(Duration::from_secs(5));
+    for t in [target(tls_pod, true), target(plain_pod, false)] {
+        match client.put_config(&t, "sources: {}\n").await {
+            Err(AdminError::Http { status: 307, .. }) => {}
+            other => panic!("a redirect was not refused: {other:?}"),
+        }
+        match client.status(&t).await {
+            Err(AdminError::Http { status: 307, .. }) => {}
+            other => panic!("a redirect was not refused: {other:?}"),
+        }
+    }
+    // Both redirect targets answer: nothing reached them.
+    assert!(client.status(&target(tls_sink, true)).await.is_err());
+    let reached = got.lock().unwrap().clone();
+    assert_eq!(reached, ["GET /v1/status"], "only the direct call above");
 }

@@ -68,11 +68,23 @@ impl CredentialSource {
                 let c = provider
                     .provide_credentials()
                     .await
-                    .map_err(|e| format!("no_credentials: {e}"))?;
+                    .map_err(|e| format!("no_credentials: {}", credentials_class(&e)))?;
                 *cached = Some(c.clone());
                 Ok(c)
             }
         }
+    }
+}
+
+/// Why the credential chain gave no credentials, in class words: the providers' own texts
+/// (an STS or IMDS reply among them) are not kept.
+fn credentials_class(e: &aws_credential_types::provider::error::CredentialsError) -> &'static str {
+    use aws_credential_types::provider::error::CredentialsError as E;
+    match e {
+        E::CredentialsNotLoaded(_) => "no source in the AWS credential chain has credentials",
+        E::ProviderTimedOut(_) => "the AWS credential source timed out",
+        E::InvalidConfiguration(_) => "the AWS credential source is misconfigured",
+        _ => "the AWS credential source failed",
     }
 }
 

@@ -4,12 +4,16 @@
 //! How each kind of sink applies it, on every connect:
 //! - HTTP (`http/`) resolves the URL's host on every attempt, takes the first allowed address
 //!   and pins the connection to it (`Policy::pick`).
-//! - Kafka, RabbitMQ and NATS resolve each broker's name before the client library is
-//!   pointed at it, and refuse the connect unless every address it resolves to is allowed
-//!   (`Policy::check_targets`); the libraries then resolve the name again themselves (see
-//!   docs/sinks.md, Egress, for that window and what closes it).
-//! - Redis checks the same way (`Policy::check_target`) and dials one of the addresses it
-//!   checked itself, then hands the stream to the client library: no second lookup.
+//! - Kafka: every connection librdkafka makes passes the connect guard (kafka/connect.rs),
+//!   which checks the address librdkafka resolved and connects to it itself; the names are
+//!   checked too, before the producer is made (`Policy::check_targets`), for errors that name
+//!   the field.
+//! - RabbitMQ and Redis check a name (`Policy::check_target`: every address it resolves to must
+//!   be allowed) and dial one of the addresses they checked themselves, then hand the stream to
+//!   the client library: no second lookup.
+//! - NATS checks the servers before the first connect and before each reconnect (the client's
+//!   server-selection callback); the client then resolves the name itself (see docs/sinks.md,
+//!   Egress, for that window and what closes it).
 //! - SQS and Pub/Sub send through a client whose resolver answers only with checked
 //!   addresses (`PolicyDns`), so the connection goes to an address that was checked.
 //!
@@ -54,8 +58,26 @@ impl Resolve for SystemResolver {
 pub enum EgressError {
     #[error("egress_denied: {denied} ({field})")]
     Denied { field: String, denied: Denied },
-    #[error("resolve {field}: {reason}")]
+    /// `reason` is the I/O error's kind, never the resolver's text (which may name the host).
+    #[error("resolve {field}: the name did not resolve ({reason})")]
     Unresolved { field: String, reason: String },
+}
+
+/// The address policy of the intake log (`wal.type: dual`, Kafka or JetStream): the node's own
+/// infrastructure, named by whoever runs the node, so loopback and private addresses are
+/// allowed; link-local (the cloud metadata service) and non-unicast addresses are not, whatever
+/// a cluster advertises or a name resolves to.
+pub fn intake_egress() -> EgressConfig {
+    EgressConfig {
+        allow_loopback: true,
+        allow_private: true,
+        ..Default::default()
+    }
+}
+
+/// `intake_egress` as address rules (the Kafka intake's connect guard).
+pub fn intake_policy() -> AddressPolicy {
+    intake_egress().address_policy()
 }
 
 impl EgressError {
@@ -131,7 +153,7 @@ impl Policy {
             .await
             .map_err(|e| EgressError::Unresolved {
                 field: t.field.clone(),
-                reason: e.to_string(),
+                reason: e.kind().to_string(),
             })?;
         for a in &addrs {
             if let Err(denied) = self.check_ip(a.ip()) {

@@ -42,6 +42,7 @@ pub mod aws;
 pub mod batcher;
 pub mod conn;
 pub mod egress;
+pub mod files;
 pub mod http;
 pub mod kafka;
 pub mod log;

@@ -6,27 +6,36 @@
 //! | message + headers over `max_message_bytes` | permanent `message_too_large`, no server call |
 //! | message + headers over the server's `max_payload` | permanent `max_payload_exceeded`, no server call |
 //! | no stream covers the subject (no responders) | transient `no_stream` (the sink never creates streams) |
-//! | an error ack (it carries `seq: 0`), a permission violation | transient, with the server's description |
+//! | an error ack (it carries `seq: 0`), a permission violation | transient `publish refused: <kind> [(JetStream error <code>)]`; the server's own description is not kept |
 //! | no ack within `publish_timeout_ms` | transient `publish_timeout` |
 //! | the connection is not up | transient `not_connected` (the client reconnects, 2 s backoff at most) |
 //! | a server's name resolves to an address `egress` refuses | transient `not_connected: egress_denied: <class> (servers[i])`; nothing dialed |
-//! | the dial fails | transient `not_connected: <step>: ...`, the step being `tcp_connect`, `tls_handshake` (with the server certificate's subject and names when the certificate was refused), `auth` (the server's authorization violation), `connect_timeout`, `resolve` or `tls_setup` / `auth.credentials_file` (a file the sink could not read) |
+//! | the dial fails | transient `not_connected: <step>: <kind>`, the step being `tcp_connect`, `tls_handshake` (with the server certificate's subject and names when the certificate was refused), `auth` (the server's authorization violation), `connect_timeout`, `resolve` or `tls_setup` / `auth.credentials_file` (a file the sink could not read) |
 //!
-//! The egress policy is checked before every connect: when the sink dials, and before each
-//! reconnect of the client (its `reconnect_to_server_callback` picks a server whose addresses
-//! all pass, or, when none does, a server that cannot resolve so the attempt connects
-//! nowhere). The client dials only the configured servers: the ones a server advertises
-//! (`connect_urls`) are ignored, since nothing checked them; list every server to fail over
-//! to.
+//! Error texts are class words: what the server sent (an `-ERR` line, a JetStream error's
+//! description) is never passed on.
+//!
+//! The egress policy is checked before every connect, and the connect goes to the address
+//! checked (nats/dial.rs): the client's pool holds the configured servers' checked addresses,
+//! never names, and its `reconnect_to_server_callback` (asked before every attempt, the first
+//! included) resolves the names through the policy again and picks a pooled address they
+//! still resolve to, or, when none passes, a server that cannot resolve so the attempt connects
+//! nowhere. The client dials only the configured servers: `ignore_discovered_servers` keeps the
+//! ones a server advertises (`connect_urls`) out of the pool, since nothing checked them
+//! (sinks/tests/nats.rs `nats_advertised_servers_are_never_dialed`); list every server to fail
+//! over to.
 //!
 //! TLS (`tls: true` or the shared `tls:` settings) is required, not merely accepted: the client
 //! upgrades after the server's INFO and refuses a server that does not. The certificate is
-//! checked by sinks/src/tls.rs's verifier (against `tls.server_name` when set; SNI stays the
-//! dialed host, async-nats takes no other), which also notes the certificate it saw, so a
-//! refused handshake names it.
+//! checked by sinks/src/tls.rs's verifier against `tls.server_name` when set, else the
+//! configured server's name (the client dials an address, so it sends no SNI: NATS upgrades to
+//! TLS after its INFO line, so no SNI router can sit in front of it anyway); the verifier also
+//! notes the certificate it saw, so a refused handshake names it.
 //!
 //! Every publish carries `Nats-Msg-Id` = the hook id, or `<id>:replay:<replay_id>` on a replay,
 //! so JetStream's duplicate window collapses a re-send while a deliberate replay is stored.
+
+mod dial;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,30 +44,23 @@ use ankusa_config::{NatsAuth, NatsSinkConfig, NatsTls, SinkTls};
 use ankusa_core::{DeliveryCtx, Envelope, SinkError};
 use async_nats::jetstream::context::PublishErrorKind;
 use async_nats::jetstream::message::PublishMessage;
-use async_nats::{ConnectOptions, HeaderMap, ReconnectToServer, Server, ServerAddr};
+use async_nats::{ConnectOptions, HeaderMap, ServerAddr};
 use bytes::Bytes;
 use futures::future::BoxFuture;
 
 use crate::BuildCtx;
 use crate::conn::{Conn, Registry, Slot, scrub};
-use crate::egress::{EgressError, EgressTarget, Policy};
+use crate::egress::{EgressTarget, Policy};
 use crate::message::{self, Limits};
-use crate::tls::{PeerCert, client_config_with_peer, handshake_error};
-
-/// A server no resolver answers for (RFC 6761 reserves `.invalid`). When the egress policy
-/// refuses every configured server, the reconnect callback hands the client this one, so the
-/// attempt fails at name resolution and connects nowhere; the next attempt checks again.
-const NOWHERE: &str = "nats://egress-refused.invalid:4222";
-
-/// Why the client's last reconnect attempt connected nowhere (the policy's refusal, or a
-/// name that did not resolve), for the deliveries that find it disconnected.
-type Refusal = Arc<std::sync::Mutex<Option<EgressError>>>;
+use crate::tls::{PeerCert, client_config_for_names, handshake_error};
+use dial::{LastMiss, Miss, Pool};
 
 #[derive(Clone)]
 pub struct NatsConn {
     client: async_nats::Client,
     js: async_nats::jetstream::Context,
-    refusal: Refusal,
+    /// Why the client's last connect attempt went nowhere (nats/dial.rs).
+    refusal: LastMiss,
 }
 
 impl Conn for NatsConn {
@@ -148,22 +150,6 @@ impl NatsSink {
             };
             servers.push((a, target));
         }
-        let targets: Vec<EgressTarget> = servers.iter().map(|(_, t)| t.clone()).collect();
-        // Before the client is pointed at the servers; the callback below checks each
-        // reconnect.
-        self.policy
-            .check_targets(&targets)
-            .await
-            .map_err(|e| e.to_string())?;
-        let nowhere: ServerAddr = NOWHERE
-            .parse()
-            .map_err(|e| format!("internal: {NOWHERE}: {e}"))?;
-        let mut addrs: Vec<ServerAddr> = servers.iter().map(|(a, _)| a.clone()).collect();
-        // In the pool so that the callback may pick it (the client refuses a pick from outside
-        // its pool). The callback picks every server, so the client's own selection, which
-        // would take an unchecked server, never runs.
-        addrs.push(nowhere.clone());
-        let refusal: Refusal = Arc::default();
         // A `tls://` entry makes the client upgrade even with `tls` off: it gets the same
         // verifier (system roots), so its failures read the same.
         let tls: Option<std::borrow::Cow<'_, SinkTls>> = self.cfg.tls.settings().or_else(|| {
@@ -172,6 +158,12 @@ impl NatsSink {
                 .any(|(a, _)| a.tls_required())
                 .then(|| std::borrow::Cow::Owned(SinkTls::default()))
         });
+        // The client is given checked addresses, never names; the callback below picks one
+        // for every connect (nats/dial.rs).
+        let pool = Arc::new(Pool::build(&self.policy, servers).await?);
+        pool.prefer_reachable(Duration::from_secs(2)).await;
+        let addrs = pool.addrs();
+        let refusal = LastMiss::default();
         let peer = PeerCert::default();
         let mut opts = ConnectOptions::new()
             .name("ankusa")
@@ -183,21 +175,24 @@ impl NatsSink {
                 Duration::from_millis((attempts as u64 * 250).min(2_000))
             })
             .reconnect_to_server_callback({
-                let (policy, servers) = (self.policy.clone(), Arc::new(servers));
+                let (policy, pool) = (self.policy.clone(), pool.clone());
                 let refusal = refusal.clone();
-                move |pool, _info| {
+                move |state, _info| {
                     // The check runs on a task of its own: the client wants a `Sync` future,
                     // and the resolver's is not (a task handle is).
-                    let check = tokio::spawn(pick_server(policy.clone(), servers.clone(), pool));
-                    let (nowhere, refusal) = (nowhere.clone(), refusal.clone());
-                    async move { settle(check.await.unwrap_or(Err(None)), nowhere, &refusal) }
+                    let check = tokio::spawn(dial::pick(policy.clone(), pool.clone(), state));
+                    let (pool, refusal) = (pool.clone(), refusal.clone());
+                    async move {
+                        let picked = check.await.unwrap_or(Err(Miss::Moved));
+                        Some(dial::settle(picked, &pool, &refusal))
+                    }
                 }
             });
         let peer = match tls {
             Some(t) => {
                 // Built at every dial, so a rotated CA or client certificate file is read.
-                let (config, seen) =
-                    client_config_with_peer(&t).map_err(|e| format!("tls_setup: {e}"))?;
+                let (config, seen) = client_config_for_names(&t, &pool.names())
+                    .map_err(|e| format!("tls_setup: {e}"))?;
                 opts = opts.tls_client_config(config);
                 seen
             }
@@ -205,8 +200,11 @@ impl NatsSink {
         };
         if let Some(a) = &self.cfg.auth {
             if let Some(path) = &a.credentials_file {
-                // The file's text never reaches the error: only the step and the I/O kind.
-                opts = opts.credentials_file(path).await.map_err(|e| {
+                // Read through `files` (never one of the gateway's own files, at most 1 MiB);
+                // the file's text never reaches the error: only the step and the I/O kind.
+                let creds = crate::files::read_to_string("auth.credentials_file", path)
+                    .map_err(|e| e.to_string())?;
+                opts = opts.credentials(&creds).map_err(|e| {
                     format!(
                         "auth.credentials_file: cannot read a JWT and an NKey seed from the file \
                          ({})",
@@ -275,7 +273,12 @@ impl NatsSink {
                 .unwrap_or_else(|p| p.into_inner())
                 .clone();
             return Err(SinkError::Transient(match refusal {
-                Some(e) => format!("not_connected: {e} (reconnecting)"),
+                Some(Miss::Refused(e)) => format!("not_connected: {e} (reconnecting)"),
+                Some(Miss::Moved) => {
+                    // Its pool holds addresses the names no longer resolve to: dial anew.
+                    lease.invalidate();
+                    "not_connected: a server's name resolves to new addresses (redialing)".into()
+                }
                 None => "not_connected: the NATS connection is down (reconnecting)".into(),
             }));
         }
@@ -298,10 +301,9 @@ impl NatsSink {
         };
         match ack {
             Ok(a) if a.sequence > 0 => Ok(()),
-            Ok(a) => Err(SinkError::Transient(format!(
-                "publish refused: ack from stream {:?} with seq 0",
-                a.stream
-            ))),
+            Ok(_) => Err(SinkError::Transient(
+                "publish refused: the stream's ack carries seq 0".into(),
+            )),
             Err(e) => Err(self.classify(e)),
         }
     }
@@ -309,7 +311,7 @@ impl NatsSink {
     fn classify(&self, e: async_nats::jetstream::context::PublishError) -> SinkError {
         match e.kind() {
             PublishErrorKind::MaxPayloadExceeded => {
-                SinkError::Permanent(format!("max_payload_exceeded: {e}"))
+                SinkError::Permanent("max_payload_exceeded: over the server's max_payload".into())
             }
             PublishErrorKind::StreamNotFound => SinkError::Transient(format!(
                 "no_stream: no stream covers subject {}",
@@ -322,30 +324,31 @@ impl NatsSink {
             PublishErrorKind::BrokenPipe => {
                 SinkError::Transient("not_connected: connection lost before the ack".into())
             }
-            _ => SinkError::Transient(self.scrub(format!("publish refused: {e}"))),
+            kind => SinkError::Transient(format!("publish refused: {kind}{}", js_code(&e))),
         }
     }
+}
+
+/// ` (JetStream error <code>)` when the server answered with a JetStream API error: its code,
+/// not its description.
+fn js_code(e: &async_nats::jetstream::context::PublishError) -> String {
+    std::error::Error::source(e)
+        .and_then(|s| s.downcast_ref::<async_nats::jetstream::Error>())
+        .map(|j| format!(" (JetStream error {})", j.error_code().0))
+        .unwrap_or_default()
 }
 
 /// How long one dial (TCP, INFO, TLS, CONNECT/PONG) may take.
 const CONNECT_TIMEOUT_S: u64 = 5;
 
-/// A failed dial as `<step>: <why>`: which step failed (`tcp_connect`, `tls_handshake`,
-/// `auth`, ...) is what an operator fixes, so it leads. async-nats files both a refused TCP
-/// connect and a refused handshake under `Io`; the rustls error inside tells them apart.
 /// A JetStream connection described by a NATS sink's keys, for what is not a sink: the intake
 /// log of `wal.type: dual`. That log is the node's own infrastructure, named by whoever runs
-/// the node, so any address it names is dialled (the egress policy guards the destinations a
-/// source's config names, not this).
+/// the node, so it is held to the intake policy (`egress::intake_egress`: loopback and private
+/// addresses allowed, link-local and non-unicast refused), not to the sinks' `egress`.
 pub async fn intake_connect(
     cfg: &NatsSinkConfig,
 ) -> Result<(async_nats::Client, async_nats::jetstream::Context), String> {
-    let egress = ankusa_config::EgressConfig {
-        allow_loopback: true,
-        allow_private: true,
-        allow_link_local: true,
-        ..Default::default()
-    };
+    let egress = crate::egress::intake_egress();
     let ctx = BuildCtx {
         field: "intake.jetstream",
         egress: &egress,
@@ -358,6 +361,10 @@ pub async fn intake_connect(
     Ok((conn.client, conn.js))
 }
 
+/// A failed dial as `<step>: <kind>`: which step failed (`tcp_connect`, `tls_handshake`,
+/// `auth`, ...) is what an operator fixes, so it leads. async-nats files both a refused TCP
+/// connect and a refused handshake under `Io`; the rustls error inside tells them apart. No
+/// text the server sent is kept.
 fn connect_error(e: &async_nats::ConnectError, peer: &PeerCert) -> String {
     use async_nats::ConnectErrorKind as K;
     match e.kind() {
@@ -371,8 +378,8 @@ fn connect_error(e: &async_nats::ConnectError, peer: &PeerCert) -> String {
         K::TimedOut => format!(
             "connect_timeout: the NATS handshake did not finish within {CONNECT_TIMEOUT_S} s"
         ),
-        K::Dns => format!("resolve: {e}"),
-        K::Tls => format!("tls_setup: {e}"),
+        K::Dns => "resolve: a server's name did not resolve".into(),
+        K::Tls => "tls_setup: the client could not set up TLS".into(),
         _ => {
             let io = std::error::Error::source(e).and_then(|s| s.downcast_ref::<std::io::Error>());
             match io {
@@ -386,65 +393,14 @@ fn connect_error(e: &async_nats::ConnectError, peer: &PeerCert) -> String {
                         | Io::HostUnreachable
                         | Io::NetworkUnreachable
                         | Io::AddrNotAvailable
-                        | Io::TimedOut => format!("tcp_connect: {io}"),
-                        _ => format!("connect: {io}"),
+                        | Io::TimedOut => format!("tcp_connect: {}", io.kind()),
+                        _ => format!("connect: {}", io.kind()),
                     }
                 }
-                None => format!("connect: {e}"),
+                None => format!("connect: {}", e.kind()),
             }
         }
     }
-}
-
-/// The reconnect callback's choice: the configured server (fewest failed attempts first, as
-/// the client's own selection would) whose addresses all pass the egress policy, else the
-/// first refusal (`None` when the pool held no configured server).
-async fn pick_server(
-    policy: Policy,
-    servers: Arc<Vec<(ServerAddr, EgressTarget)>>,
-    pool: Vec<Server>,
-) -> Result<ServerAddr, Option<EgressError>> {
-    let failures = |a: &ServerAddr| {
-        pool.iter()
-            .find(|s| &s.addr == a)
-            .map_or(0, |s| s.failed_attempts)
-    };
-    let mut order: Vec<&(ServerAddr, EgressTarget)> = servers.iter().collect();
-    order.sort_by_key(|(a, _)| failures(a));
-    let mut first = None;
-    for (addr, target) in order {
-        match policy.check_target(target).await {
-            Ok(_) => return Ok(addr.clone()),
-            Err(e) => {
-                first.get_or_insert(e);
-            }
-        }
-    }
-    Err(first)
-}
-
-/// What the client is told: the picked server, or `nowhere` with the refusal recorded for the
-/// deliveries that find the connection down.
-fn settle(
-    picked: Result<ServerAddr, Option<EgressError>>,
-    nowhere: ServerAddr,
-    refusal: &Refusal,
-) -> Option<ReconnectToServer> {
-    let mut last = refusal.lock().unwrap_or_else(|p| p.into_inner());
-    let addr = match picked {
-        Ok(addr) => {
-            *last = None;
-            addr
-        }
-        Err(e) => {
-            if let Some(e) = &e {
-                tracing::warn!(error = %e, "NATS reconnect goes nowhere: no configured server passes the egress check");
-            }
-            *last = e;
-            nowhere
-        }
-    };
-    Some(ReconnectToServer { addr, delay: None })
 }
 
 impl_sink!(NatsSink {
@@ -453,3 +409,41 @@ impl_sink!(NatsSink {
         Some(self.reported_inline)
     },
 });
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the server or the transport said (an `-ERR` line, an I/O error's text) does not
+    /// reach the error: the step and the kind do.
+    #[test]
+    fn a_planted_secret_in_a_failure_never_reaches_the_text() {
+        let planted = || std::io::Error::other("-ERR 'planted-secret-token rejected'");
+        let e = async_nats::ConnectError::with_source(async_nats::ConnectErrorKind::Io, planted());
+        let text = connect_error(&e, &PeerCert::default());
+        assert!(!text.contains("planted"), "{text}");
+        assert!(text.starts_with("connect: "), "{text}");
+        let refused = async_nats::ConnectError::with_source(
+            async_nats::ConnectErrorKind::Io,
+            std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "planted-secret"),
+        );
+        assert_eq!(
+            connect_error(&refused, &PeerCert::default()),
+            "tcp_connect: connection refused"
+        );
+        for kind in [
+            async_nats::ConnectErrorKind::Dns,
+            async_nats::ConnectErrorKind::Tls,
+            async_nats::ConnectErrorKind::AuthorizationViolation,
+        ] {
+            let e = async_nats::ConnectError::with_source(kind, planted());
+            let text = connect_error(&e, &PeerCert::default());
+            assert!(!text.contains("planted"), "{text}");
+        }
+        let publish = async_nats::jetstream::context::PublishError::with_source(
+            PublishErrorKind::Other,
+            planted(),
+        );
+        assert_eq!(js_code(&publish), "");
+    }
+}

@@ -44,7 +44,7 @@ use crate::batcher::{BatchStats, Batcher, Flush, Item};
 use crate::egress::{AddressPolicy, EgressError, Policy};
 use crate::message::{self, Limits};
 use crate::tls::{PeerCert, TlsSetupError};
-use crate::util::{call_failed, snippet};
+use crate::util::{call_failed, code_word};
 use crate::{BuildCtx, Rest, SinkBuilder};
 
 pub const DEFAULT_ENDPOINT: &str = ankusa_config::DEFAULT_PUBSUB_ENDPOINT;
@@ -192,10 +192,12 @@ enum Outcome {
     Failed(SinkError),
 }
 
-fn classify(status: u16, google: Option<&str>, msg: &str, attempt: u32) -> Outcome {
+/// The status and Google's error status name: the message beside it is not kept (it may quote
+/// the request or a credential's id).
+fn classify(status: u16, google: Option<&str>, attempt: u32) -> Outcome {
     let reason = match google {
-        Some(g) => format!("pubsub {status} {g}: {}", snippet(msg, 300)),
-        None => format!("status {status}: {}", snippet(msg, 300)),
+        Some(g) => format!("pubsub {status} {}", code_word(g)),
+        None => format!("status {status}"),
     };
     match google {
         Some("INVALID_ARGUMENT") => return Outcome::Invalid(reason),
@@ -217,6 +219,15 @@ fn classify(status: u16, google: Option<&str>, msg: &str, attempt: u32) -> Outco
         });
     }
     Outcome::Failed(SinkError::Transient(reason))
+}
+
+/// A reply that is not a success, classified by its status and Google's status name alone.
+fn failure(status: u16, reply: Option<&Value>, attempt: u32) -> Outcome {
+    let google = reply
+        .and_then(|v| v.get("error"))
+        .and_then(|e| e.get("status"))
+        .and_then(Value::as_str);
+    classify(status, google, attempt)
 }
 
 /// The bisection budget for a batch of `n`: 2 · (⌈log₂ n⌉ + 1).
@@ -277,17 +288,7 @@ impl PubsubClient {
                 )))
             };
         }
-        let err = parsed.as_ref().and_then(|v| v.get("error"));
-        match err.and_then(|e| e.get("status")).and_then(Value::as_str) {
-            Some(g) => {
-                let msg = err
-                    .and_then(|e| e.get("message"))
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                classify(status, Some(g), msg, attempt)
-            }
-            None => classify(status, None, &text, attempt),
-        }
+        failure(status, parsed.as_ref(), attempt)
     }
 
     /// Publishes a batch and settles each message, bisecting on `INVALID_ARGUMENT`.
@@ -553,6 +554,27 @@ impl_sink!(PubsubSink {
 mod tests {
     use super::*;
 
+    /// Google's error messages can quote the request or a credential's id: only the status and
+    /// the error status name reach the error.
+    #[test]
+    fn a_planted_secret_in_a_reply_never_reaches_the_text() {
+        let reply: Value = serde_json::from_str(
+            r#"{"error":{"code":403,"status":"PERMISSION_DENIED",
+                "message":"User planted-secret@svc lacks pubsub.topics.publish"}}"#,
+        )
+        .unwrap();
+        match failure(403, Some(&reply), 1) {
+            Outcome::Failed(SinkError::PermanentConfig(m)) => {
+                assert_eq!(m, "pubsub 403 PERMISSION_DENIED")
+            }
+            _ => panic!("expected a permanent config failure"),
+        }
+        match failure(500, None, 1) {
+            Outcome::Failed(SinkError::Transient(m)) => assert_eq!(m, "status 500"),
+            _ => panic!("expected a transient failure"),
+        }
+    }
+
     #[test]
     fn budget() {
         assert_eq!(split_budget(1), 2);
@@ -565,23 +587,23 @@ mod tests {
     #[test]
     fn table() {
         assert!(matches!(
-            classify(400, Some("INVALID_ARGUMENT"), "m", 1),
+            classify(400, Some("INVALID_ARGUMENT"), 1),
             Outcome::Invalid(_)
         ));
         assert!(matches!(
-            classify(404, Some("NOT_FOUND"), "m", 1),
+            classify(404, Some("NOT_FOUND"), 1),
             Outcome::Failed(SinkError::PermanentConfig(_))
         ));
         assert!(matches!(
-            classify(429, Some("RESOURCE_EXHAUSTED"), "m", 1),
+            classify(429, Some("RESOURCE_EXHAUSTED"), 1),
             Outcome::Failed(SinkError::RetryAfter { .. })
         ));
         assert!(matches!(
-            classify(500, Some("INTERNAL"), "m", 1),
+            classify(500, Some("INTERNAL"), 1),
             Outcome::Failed(SinkError::Transient(_))
         ));
         assert!(matches!(
-            classify(503, None, "x", 1),
+            classify(503, None, 1),
             Outcome::Failed(SinkError::RetryAfter { .. })
         ));
     }

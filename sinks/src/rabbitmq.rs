@@ -9,17 +9,21 @@
 //! | `nacked` | the broker refused it (e.g. a queue's reject-publish overflow) |
 //! | `confirm_timeout` | no confirm within `confirm_timeout_ms` |
 //! | `busy` | `max_inflight` publishes already await confirms on this connection; nothing sent |
-//! | `channel_closed: <reason>` | the broker closed the channel (a deleted exchange is a 404) |
-//! | `publish_failed: <reason>` | the publish itself failed |
-//! | `not_connected: <reason>` | no connection; redialed after `retry_ms` |
-//! | `not_connected: tcp_connect: <why>` | the broker's address did not accept the connection |
+//! | `channel_closed: <class>` | the broker closed the channel (a deleted exchange is `NOT-FOUND (404)`) |
+//! | `publish_failed: <class>` | the publish itself failed |
+//! | `not_connected: <class>` | no connection; redialed after `retry_ms` |
+//! | `not_connected: tcp_connect: <kind>` | the broker's address did not accept the connection |
 //! | `not_connected: tls_handshake: <why> [subject ...]` | `amqps://`: the server certificate (named) or the client certificate was refused |
-//! | `not_connected: auth: <why>` | the broker refused the credentials (PLAIN) or the client certificate's user (EXTERNAL) |
+//! | `not_connected: auth: <class>` | the broker refused the credentials (PLAIN) or the client certificate's user (EXTERNAL) |
 //! | `not_connected: egress_denied: <class> (url)` | the broker's name resolves to an address `egress` refuses; nothing dialed |
 //!
-//! One connection and confirm-mode channel per (url, exchange), opened on first use, after the
-//! broker's addresses pass the egress policy (lapin's own recovery stays off, so every
-//! connection is one of these dials). The
+//! A `<class>` is the AMQP reply code and its name (`ACCESS-REFUSED (403)`) or the kind of a
+//! client-side failure: the broker's reply text is never passed on.
+//!
+//! One connection and confirm-mode channel per (url, exchange), opened on first use. Every TCP
+//! connect, lapin's own redials of a dial included, goes to an address the sink has just checked
+//! against the egress policy (the transport callback resolves the name through the policy and
+//! connects to those addresses: lapin never resolves the name); lapin's recovery stays off. The
 //! exchange is declared (durable, idempotent); queues are never declared: binding them is the
 //! consumer's job. After a channel or connection error the pair is dropped and the next
 //! delivery reopens both (re-declaring the exchange). A delivery cancelled by its caller (the
@@ -34,6 +38,7 @@ use ankusa_core::{DeliveryCtx, Envelope, SinkError};
 use futures::future::BoxFuture;
 use lapin::Confirmation;
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions};
+use lapin::protocol::AMQPErrorKind;
 use lapin::tcp::{AsyncTcpStream, RustlsConnector};
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::uri::{AMQPScheme, AMQPUri, SASLMechanism};
@@ -106,18 +111,44 @@ impl Step {
     }
 }
 
-/// An AMQP error after the transport was up: a refused login is the `auth` step.
+/// An AMQP error after the transport was up: a refused login is the `auth` step. The text
+/// only classifies; it is not passed on.
 fn amqp_step(e: &lapin::Error) -> String {
-    let text = e.to_string();
-    let upper = text.to_ascii_uppercase();
-    if upper.contains("ACCESS_REFUSED")
+    let upper = e.to_string().to_ascii_uppercase();
+    let refused_login = matches!(e.kind(), lapin::ErrorKind::ProtocolError(a) if a.get_id() == 403)
+        || upper.contains("ACCESS_REFUSED")
         || upper.contains("ACCESSREFUSED")
         || upper.contains("AUTHENTICATION")
-        || upper.contains("MECHANISM")
-    {
-        format!("auth: {text}")
+        || upper.contains("MECHANISM");
+    if refused_login {
+        format!("auth: {}", amqp_class(e))
     } else {
-        format!("connect: {text}")
+        format!("connect: {}", amqp_class(e))
+    }
+}
+
+/// An AMQP error in class words: the reply code and its name for what the broker refused
+/// (`ACCESS-REFUSED (403)`, `NOT-FOUND (404)`), the kind of anything else. The broker's reply
+/// text (which may quote names from the request) is not kept.
+pub fn amqp_class(e: &lapin::Error) -> String {
+    use lapin::ErrorKind as K;
+    match e.kind() {
+        K::ProtocolError(a) => {
+            let name = match a.kind() {
+                AMQPErrorKind::Soft(s) => s.to_string(),
+                AMQPErrorKind::Hard(h) => h.to_string(),
+            };
+            format!("{name} ({})", a.get_id())
+        }
+        K::IOError(io) | K::RuntimeShutdownError(io) => format!("io: {}", io.kind()),
+        K::InvalidConnectionState(s) => format!("the connection is {s:?}"),
+        K::InvalidChannelState(s, _) => format!("the channel is {s:?}"),
+        K::ParsingError(_) => "a frame from the broker did not parse".into(),
+        K::MissingHeartbeatError => "the broker missed its heartbeats".into(),
+        K::AuthProviderError(_) => "the credentials could not be prepared".into(),
+        K::ChannelsLimitReached => "the connection's channel limit is reached".into(),
+        K::InvalidProtocolVersion(_) => "the broker speaks another AMQP version".into(),
+        _ => "client error".into(),
     }
 }
 
@@ -181,11 +212,11 @@ impl RabbitmqSink {
             let channel = connection
                 .create_channel()
                 .await
-                .map_err(|e| format!("channel: {e}"))?;
+                .map_err(|e| format!("channel: {}", amqp_class(&e)))?;
             channel
                 .confirm_select(ConfirmSelectOptions::default())
                 .await
-                .map_err(|e| format!("confirm.select: {e}"))?;
+                .map_err(|e| format!("confirm.select: {}", amqp_class(&e)))?;
             let kind = match self.kind {
                 ExchangeType::Topic => ExchangeKind::Topic,
                 ExchangeType::Direct => ExchangeKind::Direct,
@@ -203,7 +234,7 @@ impl RabbitmqSink {
                     FieldTable::default(),
                 )
                 .await
-                .map_err(|e| format!("exchange.declare {}: {e}", self.exchange))?;
+                .map_err(|e| format!("exchange.declare {}: {}", self.exchange, amqp_class(&e)))?;
             Ok::<_, String>(RabbitConn(Arc::new(Amqp {
                 connection,
                 channel,
@@ -218,8 +249,8 @@ impl RabbitmqSink {
         }
     }
 
-    /// TCP, then (for `amqps://`) TLS with the sink's own rustls config, then the AMQP
-    /// handshake; a failure names its step.
+    /// TCP to an address the policy has just checked, then (for `amqps://`) TLS with the sink's
+    /// own rustls config for the URL's host, then the AMQP handshake; a failure names its step.
     async fn connect(
         &self,
         props: ConnectionProperties,
@@ -228,22 +259,29 @@ impl RabbitmqSink {
         let mut uri: AMQPUri = self
             .url
             .parse()
-            .map_err(|e: String| format!("url: {}", self.scrub(e)))?;
+            .map_err(|_: String| "url: does not parse as an AMQP URL".to_string())?;
         if self.external {
             uri.query.auth_mechanism = Some(SASLMechanism::External);
         }
-        let runtime = lapin::runtime::default_runtime().map_err(|e| format!("connect: {e}"))?;
+        let target = self.targets.first().cloned().ok_or("url: names no host")?;
+        let runtime = lapin::runtime::default_runtime()
+            .map_err(|e| format!("connect: {}", amqp_class(&e)))?;
         let tls = self.tls.clone();
         let noted = step.clone();
+        let policy = self.policy.clone();
         Connection::connector(
             uri,
             runtime,
+            // lapin calls this for each TCP dial it makes: each resolves through the policy.
             async move |uri: AMQPUri, runtime| {
                 let host = uri.authority.host.clone();
-                let addrs = runtime.to_socket_addrs((host.clone(), uri.authority.port));
+                let addrs = policy.check_target(&target).await.map_err(|e| {
+                    noted.note(e.to_string());
+                    std::io::Error::other("egress")
+                })?;
                 let stream = AsyncTcpStream::connect(&runtime, addrs)
                     .await
-                    .inspect_err(|e| noted.note(format!("tcp_connect: {e}")))?;
+                    .inspect_err(|e| noted.note(format!("tcp_connect: {}", e.kind())))?;
                 let Some(t) = tls.as_ref().filter(|_| uri.scheme == AMQPScheme::AMQPS) else {
                     return Ok(stream);
                 };
@@ -320,7 +358,7 @@ impl RabbitmqSink {
                 } else {
                     "publish_failed"
                 };
-                return Err(SinkError::Transient(self.scrub(format!("{kind}: {e}"))));
+                return Err(SinkError::Transient(format!("{kind}: {}", amqp_class(&e))));
             }
         };
         match tokio::time::timeout(self.confirm_timeout, confirm).await {
@@ -330,9 +368,10 @@ impl RabbitmqSink {
             ))),
             Ok(Err(e)) => {
                 lease.invalidate();
-                Err(SinkError::Transient(
-                    self.scrub(format!("channel_closed: {e}")),
-                ))
+                Err(SinkError::Transient(format!(
+                    "channel_closed: {}",
+                    amqp_class(&e)
+                )))
             }
             Ok(Ok(Confirmation::Ack(None))) => Ok(()),
             Ok(Ok(Confirmation::Ack(Some(_returned)))) => {
@@ -355,3 +394,30 @@ impl_sink!(RabbitmqSink {
         Some(self.limits.inline_max)
     },
 });
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lapin::protocol::{AMQPError, AMQPSoftError};
+
+    /// The broker's reply text (which may quote what the client sent) does not reach the
+    /// error: the reply code and its name do.
+    #[test]
+    fn a_planted_secret_in_a_broker_reply_never_reaches_the_text() {
+        let refused: lapin::Error = lapin::ErrorKind::ProtocolError(AMQPError::new(
+            AMQPSoftError::ACCESSREFUSED.into(),
+            "ACCESS_REFUSED - Login was refused for planted-secret-pw".into(),
+        ))
+        .into();
+        assert_eq!(amqp_step(&refused), "auth: ACCESS-REFUSED (403)");
+        let gone: lapin::Error = lapin::ErrorKind::ProtocolError(AMQPError::new(
+            AMQPSoftError::NOTFOUND.into(),
+            "NOT_FOUND - no exchange 'planted-secret' in vhost '/'".into(),
+        ))
+        .into();
+        assert_eq!(amqp_class(&gone), "NOT-FOUND (404)");
+        let io: lapin::Error =
+            std::io::Error::new(std::io::ErrorKind::BrokenPipe, "planted-secret").into();
+        assert_eq!(amqp_step(&io), "connect: io: broken pipe");
+    }
+}

@@ -7,10 +7,13 @@
 //! |---|---|
 //! | `PUBLISH` answered n > 0 | `Ok` |
 //! | `PUBLISH` answered 0 | transient `no_subscribers` |
-//! | TCP connect refused or timed out | transient `not_connected: tcp_connect: ...` |
+//! | TCP connect refused or timed out | transient `not_connected: tcp_connect: <kind>` |
 //! | TLS handshake refused (unknown issuer, wrong name, expired, client certificate missing) | transient `not_connected: tls_handshake: <why> [subject ..., names ...]` |
-//! | `AUTH` refused (`WRONGPASS`, `NOAUTH`, `NOPERM`) | transient `not_connected: auth: ...` |
-//! | connection closed or broken mid-publish | transient `not_connected: ...` / `redis: ...` |
+//! | `AUTH` refused (`WRONGPASS`, `NOAUTH`, `NOPERM`) | transient `not_connected: auth: <code>` |
+//! | connection closed or broken mid-publish | transient `not_connected: <class>` / `redis: <class>` |
+//!
+//! A `<class>` is the server's error code (`WRONGPASS`, `READONLY`, `ERR`, ...) or the kind of
+//! a client-side failure: the server's error text is never passed on.
 //! | the server's name resolves to an address `egress` refuses | transient `not_connected: egress_denied: <class> (url)`, no connection |
 //! | no reply within `publish_timeout_ms` | transient `publish_timeout` |
 //!
@@ -23,7 +26,7 @@
 //! check), then the redis crate takes the stream and sends `HELLO`/`AUTH` with the URL's ACL
 //! user and password. The redis crate's own TLS dial would do the same handshake but fold the
 //! steps into one I/O error and cannot check a name other than the URL's host. Credentials
-//! never reach an error: the password is scrubbed from every message.
+//! never reach an error: errors are class words, and the password is scrubbed besides.
 //!
 //! The multiplexed connection never reconnects by itself (a broken one is dropped and the next
 //! delivery dials), so every connection is checked, and a rotated CA or certificate file is
@@ -131,14 +134,15 @@ impl RedisSink {
     }
 
     async fn open(&self) -> Result<RedisConn, String> {
-        let url = url::Url::parse(&self.url).map_err(|e| format!("url: {e}"))?;
+        let url = url::Url::parse(&self.url).map_err(|e| format!("url: does not parse ({e})"))?;
         let host = url
             .host_str()
             .ok_or("url: names no host")?
             .trim_start_matches('[')
             .trim_end_matches(']')
             .to_string();
-        let info = redis_settings(url.clone()).map_err(|e| self.scrub(format!("url: {e}")))?;
+        let info = redis_settings(url.clone())
+            .map_err(|e| format!("url: the redis client refuses it ({})", redis_class(&e)))?;
         // Resolved and checked here, and the connect goes to one of these addresses, so the
         // name cannot resolve elsewhere between the check and the connect.
         let target = self.targets.first().ok_or("url: names no host")?;
@@ -225,14 +229,15 @@ impl RedisSink {
                     || e.is_unrecoverable_error();
                 if broken {
                     lease.invalidate();
-                    Err(SinkError::Transient(
-                        self.scrub(format!("not_connected: {e}")),
-                    ))
+                    Err(SinkError::Transient(format!(
+                        "not_connected: {}",
+                        redis_class(&e)
+                    )))
                 } else if e.code() == Some("NOAUTH") {
                     // The URL has no password and the server wants one.
-                    Err(SinkError::Transient(self.scrub(format!("auth: {e}"))))
+                    Err(SinkError::Transient(format!("auth: {}", redis_class(&e))))
                 } else {
-                    Err(SinkError::Transient(self.scrub(format!("redis: {e}"))))
+                    Err(SinkError::Transient(format!("redis: {}", redis_class(&e))))
                 }
             }
         }
@@ -263,7 +268,7 @@ async fn tcp_connect(addrs: &[SocketAddr]) -> Result<TcpStream, String> {
                 let _ = s.set_nodelay(true);
                 return Ok(s);
             }
-            Ok(Err(e)) => last = e.to_string(),
+            Ok(Err(e)) => last = e.kind().to_string(),
             Err(_) => last = format!("timed out after {} ms", DIAL_TIMEOUT.as_millis()),
         }
     }
@@ -301,22 +306,40 @@ fn setup_error(e: &redis::RedisError, over_tls: bool) -> String {
     // AuthenticationFailed; the server sends that reply for a wrong user or password only
     // (or when no password is set at all), so it is named here.
     if e.kind() == redis::ErrorKind::AuthenticationFailed {
-        return format!(
-            "auth: AUTH refused: wrong user name or password (WRONGPASS), or the server has no \
-             password set ({e})"
-        );
+        return "auth: AUTH refused: wrong user name or password (WRONGPASS), or the server has \
+                no password set"
+            .into();
     }
     if matches!(e.code(), Some("WRONGPASS" | "NOAUTH" | "NOPERM")) {
-        return format!("auth: {e}");
+        return format!("auth: {}", redis_class(e));
     }
-    let text = e.to_string();
-    if over_tls && e.is_io_error() && text.contains("alert") {
-        return format!(
-            "tls_handshake: the server refused the handshake ({text}; a client certificate may \
-             be required: tls.cert_file)"
-        );
+    // The text only classifies: it is not passed on.
+    if over_tls && e.is_io_error() && e.to_string().contains("alert") {
+        return "tls_handshake: the server refused the handshake (a TLS alert; a client \
+                certificate may be required: tls.cert_file)"
+            .into();
     }
-    format!("setup: {text}")
+    format!("setup: {}", redis_class(e))
+}
+
+/// A redis error in class words: the server's error code (`WRONGPASS`, `READONLY`, `ERR`),
+/// else the kind of failure (`io: timed out`, `io: connection dropped`, `parse error`, ...).
+/// The server's text is not kept: an error reply may quote the command, which carries the
+/// message.
+pub fn redis_class(e: &redis::RedisError) -> String {
+    if let Some(code) = e.code() {
+        return code.to_string();
+    }
+    if e.is_timeout() {
+        "io: timed out".into()
+    } else if e.is_connection_refusal() {
+        "io: connection refused".into()
+    } else if e.is_connection_dropped() {
+        "io: connection dropped".into()
+    } else {
+        // The crate's fixed word for the kind (`I/O error`, `parse error`, ...).
+        e.category().to_string()
+    }
 }
 
 impl_sink!(RedisSink {
@@ -328,3 +351,36 @@ impl_sink!(RedisSink {
         Some(self.limits.inline_max)
     },
 });
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A server error reply keeps its code; the text after it (which may quote the command,
+    /// the message, or a password) does not reach the error.
+    #[test]
+    fn a_planted_secret_in_a_server_reply_never_reaches_the_text() {
+        for (reply, code) in [
+            (
+                &b"-WRONGPASS planted-secret-pw is not the password\r\n"[..],
+                "WRONGPASS",
+            ),
+            (
+                &b"-ERR unknown command 'planted-secret', with args\r\n"[..],
+                "ERR",
+            ),
+        ] {
+            let e = redis::parse_redis_value(reply)
+                .expect("a RESP error reply")
+                .extract_error()
+                .expect_err("an error");
+            assert_eq!(redis_class(&e), code);
+            for text in [setup_error(&e, false), setup_error(&e, true)] {
+                assert!(!text.contains("planted"), "{text}");
+            }
+        }
+        let io: redis::RedisError =
+            std::io::Error::new(std::io::ErrorKind::ConnectionReset, "planted-secret").into();
+        assert_eq!(redis_class(&io), "io: connection dropped");
+    }
+}

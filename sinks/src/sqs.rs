@@ -41,7 +41,7 @@ use crate::batcher::{Batcher, Flush, Item};
 use crate::egress::{AddressPolicy, EgressError, Policy};
 use crate::message::{self, Limits};
 use crate::tls::{PeerCert, TlsSetupError};
-use crate::util::{call_failed, snippet};
+use crate::util::{call_failed, code_word};
 use crate::{BuildCtx, Rest, SinkBuilder};
 
 /// One message ready for SQS.
@@ -91,11 +91,13 @@ pub struct SqsClient {
     peer: PeerCert,
 }
 
-/// Why a request as a whole failed, classified as the spec's table says.
-fn classify(status: u16, code: Option<&str>, msg: &str, attempt: u32) -> SinkError {
+/// Why a request as a whole failed, classified as the spec's table says. The text is the
+/// status and the error code: SQS's message is not kept (it may quote the request, the access
+/// key id or the signature's canonical request).
+fn classify(status: u16, code: Option<&str>, attempt: u32) -> SinkError {
     let reason = match code {
-        Some(c) => format!("sqs {status} {c}: {}", snippet(msg, 300)),
-        None => format!("status {status}: {}", snippet(msg, 300)),
+        Some(c) => format!("sqs {status} {}", code_word(c)),
+        None => format!("status {status}"),
     };
     if let Some(c) = code {
         match c {
@@ -135,6 +137,13 @@ fn classify(status: u16, code: Option<&str>, msg: &str, attempt: u32) -> SinkErr
     SinkError::Transient(reason)
 }
 
+/// A reply that is not a success, classified by its status and error code alone.
+fn failure(status: u16, query_error: Option<&str>, text: &str, attempt: u32) -> SinkError {
+    let parsed: Option<Value> = serde_json::from_str(text).ok();
+    let code = parsed.as_ref().and_then(|v| error_code(v, query_error));
+    classify(status, code.as_deref(), attempt)
+}
+
 /// The error code of an SQS JSON error: `__type` after its `#`, or the query-compatible
 /// `x-amzn-query-error` header's code (`AWS.SimpleQueueService.NonExistentQueue` means
 /// `QueueDoesNotExist`).
@@ -154,14 +163,6 @@ fn error_code(body: &Value, query_error: Option<&str>) -> Option<String> {
         .or_else(|| body.get("code"))
         .and_then(Value::as_str)?;
     Some(t.rsplit('#').next().unwrap_or(t).to_string())
-}
-
-fn error_message(body: &Value) -> String {
-    body.get("message")
-        .or_else(|| body.get("Message"))
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string()
 }
 
 enum Reply {
@@ -222,22 +223,12 @@ impl SqsClient {
         if (200..300).contains(&status) {
             return match parsed {
                 Some(v) => Reply::Ok(v),
-                None => Reply::Failed(SinkError::Transient(format!(
-                    "unexpected_reply: {}",
-                    snippet(&text, 200)
-                ))),
+                None => Reply::Failed(SinkError::Transient(
+                    "unexpected_reply: the reply is not JSON".into(),
+                )),
             };
         }
-        let code = parsed
-            .as_ref()
-            .and_then(|v| error_code(v, query_error.as_deref()));
-        match code {
-            Some(c) => {
-                let msg = parsed.as_ref().map(error_message).unwrap_or_default();
-                Reply::Failed(classify(status, Some(&c), &msg, attempt))
-            }
-            None => Reply::Failed(classify(status, None, &text, attempt)),
-        }
+        Reply::Failed(failure(status, query_error.as_deref(), &text, attempt))
     }
 
     /// One `SendMessage`.
@@ -317,10 +308,9 @@ pub fn settle_batch(reply: &Value, expected: &[(&str, u32)]) -> Vec<Result<(), S
         for e in failed {
             if let Some(i) = index(e) {
                 let code = e.get("Code").and_then(Value::as_str).unwrap_or("Unknown");
-                let msg = e.get("Message").and_then(Value::as_str).unwrap_or("");
                 // An entry's failure has no HTTP status of its own (the batch was a 200), so
                 // only its code classifies it.
-                results[i] = Err(classify(200, Some(code), msg, expected[i].1));
+                results[i] = Err(classify(200, Some(code), expected[i].1));
             }
         }
     }
@@ -548,34 +538,55 @@ impl_sink!(SqsSink {
 mod tests {
     use super::*;
 
+    /// SQS's messages can quote the request (a SignatureDoesNotMatch carries the canonical
+    /// request, with the access key id): only the status and the code reach the error.
+    #[test]
+    fn a_planted_secret_in_a_reply_never_reaches_the_text() {
+        let reply = r#"{"__type":"com.amazon.coral.service#SignatureDoesNotMatch",
+            "message":"The request signature we calculated does not match. AKIAPLANTED planted-secret"}"#;
+        match failure(403, None, reply, 1) {
+            SinkError::PermanentConfig(m) => assert_eq!(m, "sqs 403 SignatureDoesNotMatch"),
+            other => panic!("{other:?}"),
+        }
+        match failure(502, None, "<html>planted-secret</html>", 1) {
+            SinkError::Transient(m) => assert_eq!(m, "status 502"),
+            other => panic!("{other:?}"),
+        }
+        let batch = serde_json::json!({"Failed": [
+            {"Id": "0", "Code": "InvalidParameterValue", "Message": "planted-secret value"}
+        ]});
+        let r = settle_batch(&batch, &[("x", 1)]);
+        assert!(matches!(&r[0], Err(SinkError::Permanent(m)) if !m.contains("planted")));
+    }
+
     #[test]
     fn error_table() {
         assert!(matches!(
-            classify(400, Some("InvalidParameterValue"), "m", 1),
+            classify(400, Some("InvalidParameterValue"), 1),
             SinkError::Permanent(_)
         ));
         assert!(matches!(
-            classify(400, Some("QueueDoesNotExist"), "m", 1),
+            classify(400, Some("QueueDoesNotExist"), 1),
             SinkError::PermanentConfig(_)
         ));
         assert!(matches!(
-            classify(403, Some("SignatureDoesNotMatch"), "m", 1),
+            classify(403, Some("SignatureDoesNotMatch"), 1),
             SinkError::PermanentConfig(_)
         ));
         assert!(matches!(
-            classify(400, Some("ThrottlingException"), "m", 1),
+            classify(400, Some("ThrottlingException"), 1),
             SinkError::RetryAfter { .. }
         ));
         assert!(matches!(
-            classify(500, Some("InternalError"), "m", 1),
+            classify(500, Some("InternalError"), 1),
             SinkError::Transient(_)
         ));
         assert!(matches!(
-            classify(503, None, "<html>", 1),
+            classify(503, None, 1),
             SinkError::RetryAfter { .. }
         ));
         assert!(matches!(
-            classify(502, None, "<html>", 1),
+            classify(502, None, 1),
             SinkError::Transient(ref r) if r.starts_with("status 502")
         ));
     }

@@ -3,6 +3,8 @@
 //! (`client_config`) for clients that take one. Errors name the setting (`tls.ca_file: cannot
 //! read the file (not found)`), never a path's content or a key.
 
+use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
 use ankusa_config::SinkTls;
@@ -13,11 +15,10 @@ use rustls::{DigitallySignedStruct, SignatureScheme};
 
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 pub enum TlsSetupError {
-    #[error("tls.{key}: cannot read the file ({kind})")]
-    Read {
-        key: &'static str,
-        kind: std::io::ErrorKind,
-    },
+    /// A `*_file` that could not be read, or that names the gateway's own files
+    /// (`crate::files`): `tls.ca_file: cannot read the file (not found)`.
+    #[error(transparent)]
+    File(#[from] crate::files::FileReadError),
     #[error("tls.{key}: {reason}")]
     Invalid {
         key: &'static str,
@@ -49,10 +50,7 @@ fn pick(
     pem: Option<&str>,
 ) -> Result<Option<Vec<u8>>, TlsSetupError> {
     match (file, pem) {
-        (Some(p), _) => std::fs::read(p).map(Some).map_err(|e| TlsSetupError::Read {
-            key,
-            kind: e.kind(),
-        }),
+        (Some(p), _) => Ok(Some(crate::files::read(&format!("tls.{key}"), p)?)),
         (None, Some(s)) => Ok(Some(s.as_bytes().to_vec())),
         (None, None) => Ok(None),
     }
@@ -114,6 +112,16 @@ pub fn client_config(t: &SinkTls) -> Result<rustls::ClientConfig, TlsSetupError>
 pub fn client_config_with_peer(
     t: &SinkTls,
 ) -> Result<(rustls::ClientConfig, PeerCert), TlsSetupError> {
+    client_config_for_names(t, &HashMap::new())
+}
+
+/// `client_config_with_peer` for a client that dials addresses rather than names (the NATS
+/// sink's pool): a certificate presented at an address in `names` is checked against that
+/// address's configured name (`tls.server_name`, when set, still wins).
+pub fn client_config_for_names(
+    t: &SinkTls,
+    names: &HashMap<IpAddr, String>,
+) -> Result<(rustls::ClientConfig, PeerCert), TlsSetupError> {
     let m = material(t)?;
     let provider = provider();
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
@@ -165,6 +173,10 @@ pub fn client_config_with_peer(
         ),
         None => None,
     };
+    let by_address = names
+        .iter()
+        .filter_map(|(ip, n)| Some((*ip, ServerName::try_from(n.clone()).ok()?)))
+        .collect();
     let peer = PeerCert::default();
     let builder = builder
         .dangerous()
@@ -172,6 +184,7 @@ pub fn client_config_with_peer(
             inner,
             peer: peer.clone(),
             name,
+            by_address,
         }));
     let config = match (&m.cert_pem, &m.key_pem) {
         (Some(cert), Some(key)) => {
@@ -279,12 +292,13 @@ pub fn handshake_error(e: &std::io::Error, peer: &PeerCert) -> String {
     }
 }
 
-/// Dials `host:port` and runs one TLS handshake with a sink's settings, for a client whose own
-/// handshake errors do not name the server certificate (librdkafka's OpenSSL text): `Err` is
-/// the line `handshake_error` words (`tls_handshake: ... [subject ...]`), or `tcp_connect: ...`.
+/// Dials one of `addrs` (addresses the egress policy checked: no lookup of its own) and runs
+/// one TLS handshake for `host` with a sink's settings, for a client whose own handshake errors
+/// do not name the server certificate (librdkafka's OpenSSL text): `Err` is the line
+/// `handshake_error` words (`tls_handshake: ... [subject ...]`), or `tcp_connect: <kind>`.
 pub async fn probe(
+    addrs: &[std::net::SocketAddr],
     host: &str,
-    port: u16,
     t: &SinkTls,
     timeout: std::time::Duration,
 ) -> Result<(), String> {
@@ -292,9 +306,9 @@ pub async fn probe(
     let name = ServerName::try_from(host.to_string())
         .map_err(|_| "tls_handshake: the broker's host is not a DNS name or an IP address")?;
     let dial = async {
-        let tcp = tokio::net::TcpStream::connect((host, port))
+        let tcp = tokio::net::TcpStream::connect(addrs)
             .await
-            .map_err(|e| format!("tcp_connect: {e}"))?;
+            .map_err(|e| format!("tcp_connect: {}", e.kind()))?;
         tokio_rustls::TlsConnector::from(Arc::new(config))
             .connect(name, tcp)
             .await
@@ -311,11 +325,39 @@ pub async fn probe(
 /// words it; `None` when the failure was anything else. reqwest hands the handshake's
 /// `io::Error` (rustls' error inside) up through the connector's error chain.
 pub fn reqwest_handshake_error(e: &reqwest::Error, peer: &PeerCert) -> Option<String> {
+    let r = rustls_error(e)?;
+    let io = std::io::Error::new(std::io::ErrorKind::InvalidData, r);
+    Some(handshake_error(&io, peer))
+}
+
+/// A refused handshake inside a REST or HTTP client's error, as one class word line:
+/// `tls_handshake: invalid peer certificate: UnknownIssuer`. rustls' own text is not used: it
+/// names the host the certificate was checked against (which may come from a Secret).
+pub fn reqwest_handshake_class(e: &reqwest::Error) -> Option<String> {
+    Some(match rustls_error(e)? {
+        rustls::Error::InvalidCertificate(c) => {
+            use rustls::CertificateError as C;
+            let word = match c {
+                C::NotValidForName | C::NotValidForNameContext { .. } => "NotValidForName".into(),
+                C::Expired | C::ExpiredContext { .. } => "Expired".into(),
+                C::NotValidYet | C::NotValidYetContext { .. } => "NotValidYet".into(),
+                C::Other(_) => "Other".into(),
+                other => format!("{other:?}"),
+            };
+            format!("tls_handshake: invalid peer certificate: {word}")
+        }
+        rustls::Error::AlertReceived(a) => format!("tls_handshake: alert received: {a:?}"),
+        rustls::Error::General(_) | rustls::Error::Other(_) => "tls_handshake: failed".into(),
+        other => format!("tls_handshake: {other:?}"),
+    })
+}
+
+/// The rustls error somewhere in a REST or HTTP client's error chain.
+fn rustls_error(e: &reqwest::Error) -> Option<rustls::Error> {
     let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(err) = cur {
         if let Some(r) = err.downcast_ref::<rustls::Error>() {
-            let io = std::io::Error::new(std::io::ErrorKind::InvalidData, r.clone());
-            return Some(handshake_error(&io, peer));
+            return Some(r.clone());
         }
         // An `io::Error`'s `source()` skips the error it wraps (it answers that error's own
         // source), and the connectors wrap the handshake's error in one or more of them.
@@ -337,6 +379,8 @@ struct Noting {
     peer: PeerCert,
     /// `tls.server_name`, checked instead of the name the client dialed.
     name: Option<ServerName<'static>>,
+    /// The configured name of an address the client dialed instead of the name.
+    by_address: HashMap<IpAddr, ServerName<'static>>,
 }
 
 impl ServerCertVerifier for Noting {
@@ -349,7 +393,11 @@ impl ServerCertVerifier for Noting {
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
         self.peer.note(end_entity);
-        let name = self.name.as_ref().unwrap_or(server_name);
+        let dialed = match server_name {
+            ServerName::IpAddress(ip) => self.by_address.get(&IpAddr::from(*ip)),
+            _ => None,
+        };
+        let name = self.name.as_ref().or(dialed).unwrap_or(server_name);
         self.inner
             .verify_server_cert(end_entity, intermediates, name, ocsp_response, now)
     }

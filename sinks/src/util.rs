@@ -25,16 +25,14 @@ pub fn call_failed(e: reqwest::Error, timeout: Duration, peer: &PeerCert) -> Sin
     }
 }
 
-/// At most `max` bytes of a response body for an error text, on a char boundary.
-pub fn snippet(body: &str, max: usize) -> String {
-    if body.len() <= max {
-        return body.to_string();
-    }
-    let mut end = max;
-    while !body.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &body[..end])
+/// A provider's error code (`QueueDoesNotExist`, `NOT_FOUND`) as it may appear in an error
+/// text: letters, digits, `.`, `_` and `-` only, at most 64 bytes. A code is a class; the
+/// provider's message beside it is never kept (it may quote the request or a credential's id).
+pub fn code_word(code: &str) -> String {
+    code.chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        .take(64)
+        .collect()
 }
 
 #[cfg(test)]
@@ -42,8 +40,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn snippet_cuts_on_char_boundary() {
-        assert_eq!(snippet("héllo", 2), "h…");
-        assert_eq!(snippet("abc", 5), "abc");
+    fn code_words_keep_only_a_code() {
+        assert_eq!(code_word("QueueDoesNotExist"), "QueueDoesNotExist");
+        assert_eq!(
+            code_word("NOT_FOUND: token=abc def"),
+            "NOT_FOUNDtokenabcdef"
+        );
+        assert_eq!(code_word(&"x".repeat(100)).len(), 64);
     }
 }

@@ -94,12 +94,12 @@ impl Resolve for Public {
     }
 }
 
-/// A cluster whose bootstrap broker passes the policy but which advertises a refused address
-/// (Tansu advertises 127.0.0.1): the producer is refused before anything is produced, naming
-/// the class. The policy is told `localhost` is public; librdkafka's own lookup still reaches
-/// Tansu, as a bootstrap name of an attacker's choosing would.
+/// A bootstrap name the policy is told is public, but which librdkafka's own lookup resolves
+/// to loopback (a name of an attacker's choosing, rebinding between the two lookups): the
+/// connect guard checks the address librdkafka resolved, refuses it, and nothing is produced.
+/// (sinks/tests/kafka_egress.rs: a broker advertised later.)
 #[tokio::test]
-async fn kafka_egress_checks_the_brokers_the_cluster_advertises() {
+async fn kafka_egress_checks_the_address_librdkafka_resolved() {
     init();
     require("Kafka (Tansu)", 9092);
     let topic = format!("ankusa-egress-{}", suffix());
@@ -116,7 +116,7 @@ async fn kafka_egress_checks_the_brokers_the_cluster_advertises() {
     let r = sink.deliver(&hook(b"x"), &ctx()).await;
     assert_transient(
         r,
-        "egress_denied: loopback (a broker the cluster advertises)",
+        "egress_denied: loopback (a broker librdkafka connects to)",
     );
     // Nothing was produced.
     assert!(

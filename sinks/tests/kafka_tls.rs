@@ -156,9 +156,9 @@ impl TlsKafka {
     /// The right CA and the client certificate, as files.
     fn good_tls(&self) -> SinkTls {
         SinkTls {
-            ca_file: Some(self.ca_file.clone()),
-            cert_file: Some(self.cert_file.clone()),
-            key_file: Some(self.key_file.clone()),
+            ca_file: Some(self.ca_file.clone().into()),
+            cert_file: Some(self.cert_file.clone().into()),
+            key_file: Some(self.key_file.clone().into()),
             ..SinkTls::default()
         }
     }
@@ -235,7 +235,7 @@ async fn kafka_over_tls_delivers_and_each_handshake_failure_is_named_then_fixed(
     // No client certificate: the proxy (the broker's side) refuses the handshake.
     let env = hook(b"{\"case\":\"no client certificate\"}");
     let ca_only = SinkTls {
-        ca_file: Some(k.ca_file.clone()),
+        ca_file: Some(k.ca_file.clone().into()),
         ..SinkTls::default()
     };
     let s = build(&builder, ssl_sink(&k.broker, &topic, ca_only));
@@ -322,7 +322,7 @@ async fn kafka_sasl_refusals_name_the_auth_step() {
         username: Default::default(),
         password: Default::default(),
         token: None,
-        token_file: Some(dir.path().join("no-such-token")),
+        token_file: Some(dir.path().join("no-such-token").into()),
     });
     let s = build(&builder, SinkConfig::Kafka(cfg));
     fails_with(

@@ -370,3 +370,174 @@ async fn nats_reconnects_are_checked_against_the_egress_policy() {
     assert!(ids.contains(&first.id.to_string()) && ids.contains(&second.id.to_string()));
     drop(server);
 }
+
+/// The INFO line a NATS server sends a new client.
+async fn info_line(port: u16) -> String {
+    use tokio::io::AsyncReadExt;
+    let Ok(mut s) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
+        return String::new();
+    };
+    let mut buf = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(2), s.read(&mut buf))
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or(0);
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+/// A cluster of two nats-servers of the test's own: `a` is the one the sink names; `b`
+/// advertises its client address as `127.0.0.2:<advertised>` (`client_advertise`), so once the
+/// route is up `a`'s INFO lists that address in `connect_urls`.
+struct Cluster {
+    dir: tempfile::TempDir,
+    a_port: u16,
+    a_conf: std::path::PathBuf,
+    a: Option<Owned>,
+    _b: Owned,
+    advertised: String,
+}
+
+impl Cluster {
+    async fn start(advertised_port: u16) -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let (a_port, b_port, a_route, b_route) =
+            (free_port(), free_port(), free_port(), free_port());
+        let advertised = format!("127.0.0.2:{advertised_port}");
+        let a_conf = dir.path().join("a.conf");
+        std::fs::write(
+            &a_conf,
+            format!(
+                "listen: 127.0.0.1:{a_port}\ncluster {{ name: egress, listen: 127.0.0.1:{a_route}, \
+                 routes: [\"nats-route://127.0.0.1:{b_route}\"] }}\n"
+            ),
+        )
+        .unwrap();
+        let b_conf = dir.path().join("b.conf");
+        std::fs::write(
+            &b_conf,
+            format!(
+                "listen: 127.0.0.1:{b_port}\nclient_advertise: \"{advertised}\"\ncluster {{ name: \
+                 egress, listen: 127.0.0.1:{b_route}, routes: [\"nats-route://127.0.0.1:{a_route}\"] }}\n"
+            ),
+        )
+        .unwrap();
+        let b = Owned::spawn(
+            "nats-b",
+            dir.path(),
+            Command::new("nats-server").arg("-c").arg(&b_conf),
+        );
+        let mut c = Cluster {
+            dir,
+            a_port,
+            a_conf,
+            a: None,
+            _b: b,
+            advertised,
+        };
+        c.start_a().await;
+        c
+    }
+
+    /// Starts `a` and waits until its INFO advertises `b`'s address.
+    async fn start_a(&mut self) {
+        self.a = Some(Owned::spawn(
+            "nats-a",
+            self.dir.path(),
+            Command::new("nats-server").arg("-c").arg(&self.a_conf),
+        ));
+        wait_port(self.a_port, Duration::from_secs(10)).await;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if info_line(self.a_port).await.contains(&self.advertised) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the route never came up: {}",
+                info_line(self.a_port).await
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    fn kill_a(&mut self) {
+        if let Some(mut a) = self.a.take() {
+            a.kill();
+        }
+    }
+}
+
+/// A server the cluster advertises (`connect_urls`) is never dialed, even when the configured
+/// one goes away and the client reconnects: its address, which the policy refuses (127.0.0.2
+/// is loopback; the policy allows 127.0.0.1 alone), sees no connection. The control half: a
+/// client that follows advertised servers (async-nats' default) does connect there, so the
+/// cluster does advertise it.
+#[tokio::test]
+async fn nats_advertised_servers_are_never_dialed() {
+    init();
+    let counter = Counter::start("127.0.0.2").await;
+    let mut cluster = Cluster::start(counter.port).await;
+    let builder = SinkBuilder::new();
+    let egress = EgressConfig {
+        allow_cidrs: vec!["127.0.0.1/32".into()],
+        ..EgressConfig::default()
+    };
+    let mut cfg = sink_cfg(
+        &format!("nats://127.0.0.1:{}", cluster.a_port),
+        "egress.events",
+    );
+    cfg.publish_timeout_ms = 1_000;
+    let sink = build_with(&builder, SinkConfig::Nats(cfg), egress);
+    // Connected (no stream covers the subject: the publish itself is refused).
+    assert_transient(sink.deliver(&hook(b"1"), &ctx()).await, "no_stream");
+    assert_eq!(builder.open_connections(), 1);
+
+    cluster.kill_a();
+    // The client reconnects (250 ms, 500 ms, ... 2 s apart): several attempts in 5 s.
+    let until = Instant::now() + Duration::from_secs(5);
+    let mut c = ctx();
+    while Instant::now() < until {
+        let r = sink.deliver(&hook(b"2"), &c).await;
+        assert!(matches!(r, Err(SinkError::Transient(_))), "{r:?}");
+        c.attempt += 1;
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!(
+        counter.connections(),
+        0,
+        "the sink's client dialed a server the cluster advertised"
+    );
+    drop(sink);
+    drop(builder);
+
+    // Control: a client that follows advertised servers.
+    cluster.start_a().await;
+    let follower = async_nats::connect(format!("nats://127.0.0.1:{}", cluster.a_port))
+        .await
+        .expect("connect");
+    cluster.kill_a();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while counter.connections() == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "a client following connect_urls never tried the advertised address: the test \
+             shows nothing"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(follower);
+}
+
+/// The connection goes to the address the policy checked: the server is named by a name that
+/// exists in no DNS, answered 127.0.0.1 by the policy's resolver; the client never resolves it
+/// and connects (no stream covers the subject: `no_stream`).
+#[tokio::test]
+async fn nats_dials_the_address_it_checked() {
+    init();
+    require("NATS", 4222);
+    let builder = builder_resolving_to("127.0.0.1");
+    let cfg = sink_cfg("nats://nats.ankusa.invalid:4222", "ankusa.checked.none");
+    let sink = build(&builder, SinkConfig::Nats(cfg));
+    assert_transient(sink.deliver(&hook(b"x"), &ctx()).await, "no_stream");
+}

@@ -91,7 +91,7 @@ impl Fixture {
         let mut c = NatsSinkConfig::new(vec![self.server("127.0.0.1")], SUBJECT);
         c.publish_timeout_ms = 2_000;
         c.tls = NatsTls::Settings(SinkTls {
-            ca_file: Some(self.ca_file.clone()),
+            ca_file: Some(self.ca_file.clone().into()),
             ..Default::default()
         });
         c.auth = Some(NatsAuth {
@@ -207,7 +207,7 @@ async fn nats_tls_wrong_ca_names_the_handshake_and_the_certificate() {
     let other = Ca::new("some other CA");
     let mut broken = f.good();
     broken.tls = NatsTls::Settings(SinkTls {
-        ca_file: Some(write(f.dir(), "other-ca.pem", &other.pem)),
+        ca_file: Some(write(f.dir(), "other-ca.pem", &other.pem).into()),
         ..Default::default()
     });
     let m = fails_then_lands(
@@ -236,7 +236,7 @@ async fn nats_tls_wrong_host_name_is_refused_and_server_name_fixes_it() {
     // The fix keeps dialing `localhost` and checks the certificate against `nats.test`.
     let mut fixed = broken.clone();
     fixed.tls = NatsTls::Settings(SinkTls {
-        ca_file: Some(f.ca_file.clone()),
+        ca_file: Some(f.ca_file.clone().into()),
         server_name: Some("nats.test".into()),
         ..Default::default()
     });
@@ -286,7 +286,7 @@ async fn nats_tls_expired_server_certificate_is_retried_until_renewed() {
     let ca_file = write(dir.path(), "ca.pem", &ca.pem);
     let mut cfg = NatsSinkConfig::new(vec![format!("tls://127.0.0.1:{port}")], SUBJECT);
     cfg.tls = NatsTls::Settings(SinkTls {
-        ca_file: Some(ca_file.clone()),
+        ca_file: Some(ca_file.clone().into()),
         ..Default::default()
     });
     cfg.auth = Some(NatsAuth {
@@ -330,8 +330,8 @@ async fn nats_mutual_tls_with_an_nkey_user() {
     broken.auth = nkey_auth.clone();
     let mut fixed = broken.clone();
     fixed.tls = NatsTls::Settings(SinkTls {
-        ca_file: Some(f.ca_file.clone()),
-        cert_file: Some(write(f.dir(), "client.pem", &client.cert_pem)),
+        ca_file: Some(f.ca_file.clone().into()),
+        cert_file: Some(write(f.dir(), "client.pem", &client.cert_pem).into()),
         key_pem: Some(client.key_pem.clone().into()),
         ..Default::default()
     });
@@ -352,7 +352,7 @@ async fn nats_unreadable_credentials_file_is_named() {
         "-----BEGIN NATS USER JWT-----\nnot-a-jwt-secret-text\n------END NATS USER JWT------\n",
     );
     cfg.auth = Some(NatsAuth {
-        credentials_file: Some(creds),
+        credentials_file: Some(creds.into()),
         ..Default::default()
     });
     let r = sink(&SinkBuilder::new(), cfg.clone())
@@ -366,7 +366,7 @@ async fn nats_unreadable_credentials_file_is_named() {
         other => panic!("{other:?}"),
     }
     cfg.auth = Some(NatsAuth {
-        credentials_file: Some(f.dir().join("missing.creds")),
+        credentials_file: Some(f.dir().join("missing.creds").into()),
         ..Default::default()
     });
     let r = sink(&SinkBuilder::new(), cfg)
@@ -381,7 +381,7 @@ async fn nats_tls_missing_ca_file_is_named() {
     let f = fixture(false, None).await;
     let mut cfg = f.good();
     cfg.tls = NatsTls::Settings(SinkTls {
-        ca_file: Some(f.dir().join("nope.pem")),
+        ca_file: Some(f.dir().join("nope.pem").into()),
         ..Default::default()
     });
     let r = sink(&SinkBuilder::new(), cfg)

@@ -326,3 +326,49 @@ async fn rabbitmq_restart_loses_no_hook() {
     );
     server.lock().unwrap().kill();
 }
+
+/// Every dial goes to the address the policy checked: the broker is named by a name that
+/// exists in no DNS, which the policy's resolver answers with 127.0.0.1; lapin is never asked
+/// to resolve it, so the publish reaches the broker (it comes back unroutable: no queue).
+#[tokio::test]
+async fn rabbitmq_dials_the_address_it_checked() {
+    init();
+    require("RabbitMQ", 5672);
+    let builder = builder_resolving_to("127.0.0.1");
+    let exchange = format!("ankusa.checked.{}", suffix());
+    let url = "amqp://guest:guest@rabbit.ankusa.invalid:5672/%2f";
+    let mut cfg = RabbitmqSinkConfig::new(url, &exchange);
+    cfg.routing_key = Some("nobody.listens".into());
+    let sink = build(&builder, SinkConfig::Rabbitmq(cfg));
+    assert_transient(
+        sink.deliver(&hook(b"x"), &ctx()).await,
+        "unroutable: nobody.listens",
+    );
+    let (_conn, ch) = channel(URL).await;
+    ch.exchange_delete(exchange.as_str().into(), ExchangeDeleteOptions::default())
+        .await
+        .unwrap();
+}
+
+/// The broker refuses a wrong password: the error names the step and the AMQP reply code, and
+/// nothing of the password or of the broker's reply text.
+#[tokio::test]
+async fn rabbitmq_a_refused_login_is_a_class_word() {
+    init();
+    require("RabbitMQ", 5672);
+    let builder = SinkBuilder::new();
+    let url = "amqp://guest:planted-wrong-pw-1@127.0.0.1:5672/%2f";
+    let sink = build(
+        &builder,
+        SinkConfig::Rabbitmq(RabbitmqSinkConfig::new(url, "ankusa.login")),
+    );
+    let m = fails_with(
+        &sink,
+        &hook(b"x"),
+        &["not_connected: auth: ACCESS-REFUSED (403)"],
+    )
+    .await;
+    assert!(!m.contains("planted"), "{m}");
+    // RabbitMQ's reply text ("Login was refused using authentication mechanism PLAIN ...").
+    assert!(!m.contains("Login was refused"), "{m}");
+}

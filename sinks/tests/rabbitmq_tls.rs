@@ -166,7 +166,7 @@ fn sink(url: &str, exchange: &str, tls: SinkTls, mech: AmqpAuthMechanism) -> Sin
 
 fn ca_only(path: &std::path::Path) -> SinkTls {
     SinkTls {
-        ca_file: Some(path.to_path_buf()),
+        ca_file: Some(path.to_path_buf().into()),
         ..SinkTls::default()
     }
 }
@@ -206,9 +206,9 @@ async fn rabbitmq_over_tls_plain_external_and_each_failure_step() {
 
     // EXTERNAL: the client certificate is the login; no password in the URL.
     let external = SinkTls {
-        ca_file: Some(n.ca_file.clone()),
-        cert_file: Some(n.cert_file.clone()),
-        key_file: Some(n.key_file.clone()),
+        ca_file: Some(n.ca_file.clone().into()),
+        cert_file: Some(n.cert_file.clone().into()),
+        key_file: Some(n.key_file.clone().into()),
         ..SinkTls::default()
     };
     let env = hook(b"{\"auth\":\"external\"}");
@@ -320,8 +320,8 @@ async fn rabbitmq_over_tls_plain_external_and_each_failure_step() {
     let stranger = n.ca.client("stranger");
     let env = hook(b"{\"case\":\"unknown certificate user\"}");
     let unknown = SinkTls {
-        cert_file: Some(write(n.dir.path(), "stranger.pem", &stranger.cert)),
-        key_file: Some(write(n.dir.path(), "stranger.key", &stranger.key)),
+        cert_file: Some(write(n.dir.path(), "stranger.pem", &stranger.cert).into()),
+        key_file: Some(write(n.dir.path(), "stranger.key", &stranger.key).into()),
         ..external.clone()
     };
     let s = build(

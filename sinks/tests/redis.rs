@@ -306,3 +306,22 @@ async fn redis_connection_is_shared_and_closed_when_idle() {
     );
     task.abort();
 }
+
+/// The connection goes to the address the policy checked: the server is named by a name that
+/// exists in no DNS, answered 127.0.0.1 by the policy's resolver; the publish reaches it (no
+/// subscriber: `no_subscribers`).
+#[tokio::test]
+async fn redis_dials_the_address_it_checked() {
+    init();
+    require("Redis", 6379);
+    let builder = builder_resolving_to("127.0.0.1");
+    let channel = format!("ankusa.checked.{}", suffix());
+    let sink = build(
+        &builder,
+        SinkConfig::Redis(RedisSinkConfig::new(
+            "redis://redis.ankusa.invalid:6379/0",
+            &channel,
+        )),
+    );
+    assert_transient(sink.deliver(&hook(b"x"), &ctx()).await, "no_subscribers");
+}

@@ -58,7 +58,7 @@ fn sink_cfg(url: &str, channel: &str, tls: SinkTls) -> SinkConfig {
 
 fn ca_tls(path: &std::path::Path) -> SinkTls {
     SinkTls {
-        ca_file: Some(path.to_path_buf()),
+        ca_file: Some(path.to_path_buf().into()),
         ..SinkTls::default()
     }
 }
@@ -193,7 +193,7 @@ async fn rediss_with_a_client_certificate_when_the_server_requires_one() {
             &url,
             &channel,
             SinkTls {
-                cert_file: Some(server::write(dir.path(), "client.crt", &client.cert)),
+                cert_file: Some(server::write(dir.path(), "client.crt", &client.cert).into()),
                 key_pem: Some(Secret::new(client.key.clone())),
                 ..ca_tls(&ca_file)
             },

@@ -33,7 +33,7 @@ const PROJECT: &str = "ankusa-test";
 
 fn ca_file(path: &std::path::Path) -> SinkTls {
     SinkTls {
-        ca_file: Some(path.to_path_buf()),
+        ca_file: Some(path.to_path_buf().into()),
         ..SinkTls::default()
     }
 }

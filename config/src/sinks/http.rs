@@ -1,7 +1,7 @@
 //! The HTTP sink: POSTs the raw body to a URL, signed per Standard Webhooks.
 
+use crate::FilePath;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
@@ -45,7 +45,7 @@ sink_config! {
         pub max_response_bytes: u64,
         /// PEM file of a private CA to trust for this receiver.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub cacertfile: Option<PathBuf>,
+        pub cacertfile: Option<FilePath>,
         #[serde(default)]
         pub allow_insecure_tls: bool,
         /// Connections to this receiver (defaults to `egress.pools.pool_size`).
@@ -84,10 +84,7 @@ impl HttpSinkConfig {
         let url = url::Url::parse(&self.url)
             .map_err(|e| err(format!("{p}.url"), format!("is not a URL ({e})")))?;
         if url.scheme() != "http" && url.scheme() != "https" {
-            return Err(err(
-                format!("{p}.url"),
-                format!("must be http or https, got {}", url.scheme()),
-            ));
+            return Err(err(format!("{p}.url"), "must use the scheme http or https"));
         }
         if url.host().is_none() {
             return Err(err(format!("{p}.url"), "must name a host"));

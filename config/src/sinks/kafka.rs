@@ -1,6 +1,6 @@
 //! The Kafka sink: produces each hook to a topic, `acks=all`.
 
-use std::path::PathBuf;
+use crate::FilePath;
 
 use serde::{Deserialize, Serialize};
 
@@ -97,7 +97,7 @@ pub struct KafkaSasl {
     /// OAUTHBEARER: a file holding the bearer token, re-read whenever librdkafka refreshes
     /// it (a projected service-account token, a sidecar that renews it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub token_file: Option<PathBuf>,
+    pub token_file: Option<FilePath>,
 }
 
 sink_config! {

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 #[cfg(feature = "schema")]
 use schemars::JsonSchema;
 
-use std::path::PathBuf;
+use crate::FilePath;
 
 use super::{
     SinkTls, d_5000, d_idle, d_inline, entries, err, inline, min, non_empty, server_entry,
@@ -34,7 +34,7 @@ pub struct NatsAuth {
     /// A `.creds` file (user JWT + NKey seed), read at every connect so a rotated file is
     /// picked up.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub credentials_file: Option<PathBuf>,
+    pub credentials_file: Option<FilePath>,
 }
 
 /// `tls:` on a NATS sink: the shared settings (`SinkTls`), or the older bare switch.

@@ -447,3 +447,53 @@ fn sqs_and_pubsub_take_the_shared_tls_settings_over_https_only() {
     .to_string();
     assert!(e.contains("sources.s.sinks[0].tls.key_file"), "{e}");
 }
+
+/// Every file a sink reads is typed `FilePath`, so `file_options` finds it (the operator's
+/// refusal and the gateway's own-directory check rest on that): a bare path type in a sink's
+/// config would be a file option both of them miss.
+#[test]
+fn sink_file_options_are_typed_file_path() {
+    let sources = [
+        ("http.rs", include_str!("http.rs")),
+        ("kafka.rs", include_str!("kafka.rs")),
+        ("log.rs", include_str!("log.rs")),
+        ("mod.rs", include_str!("mod.rs")),
+        ("nats.rs", include_str!("nats.rs")),
+        ("pubsub.rs", include_str!("pubsub.rs")),
+        ("rabbitmq.rs", include_str!("rabbitmq.rs")),
+        ("redis.rs", include_str!("redis.rs")),
+        ("sqs.rs", include_str!("sqs.rs")),
+        ("tls.rs", include_str!("tls.rs")),
+    ];
+    for (name, text) in sources {
+        let text = text.split("#[cfg(test)]").next().unwrap_or(text);
+        for bare in ["PathBuf", "std::path", "OsString"] {
+            assert!(
+                !text.contains(bare),
+                "{name} names {bare}: type file options as FilePath"
+            );
+        }
+    }
+    let found: Vec<String> = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/src/sinks"))
+        .expect("sinks dir")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".rs") && n != "tests.rs")
+        .collect();
+    assert_eq!(found.len(), sources.len(), "a new sink file: add it here");
+
+    let y = "sources:\n  s:\n    sinks:\n      - type: kafka\n        brokers: [\"b:9093\"]\n        \
+             topic: t\n        sasl: {mechanism: oauthbearer, token_file: /t}\n        \
+             tls: {ca_file: /ca.pem, cert_file: /c.pem, key_file: /c.key}\n";
+    let cfg = crate::from_yaml_str(y, &crate::interpolate::SystemLookup).expect("parses");
+    let mut files = crate::file_options(&cfg);
+    files.sort();
+    assert_eq!(
+        files,
+        [
+            "sources.s.sinks[0].sasl.token_file",
+            "sources.s.sinks[0].tls.ca_file",
+            "sources.s.sinks[0].tls.cert_file",
+            "sources.s.sinks[0].tls.key_file",
+        ]
+    );
+}

@@ -4,7 +4,7 @@
 //! the same way whatever the broker. Key material is a `Secret` (never printed); on Kubernetes
 //! `ca_pem`, `cert_pem` and `key_pem` come from a Sink's `secretRefs` (`tls.ca_pem`, ...).
 
-use std::path::PathBuf;
+use crate::FilePath;
 
 use serde::{Deserialize, Serialize};
 
@@ -21,19 +21,19 @@ use crate::secrets::Secret;
 pub struct SinkTls {
     /// CA bundle (PEM file) trusted instead of the system roots.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ca_file: Option<PathBuf>,
+    pub ca_file: Option<FilePath>,
     /// CA bundle (PEM text) trusted instead of the system roots.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_pem: Option<Secret>,
     /// Client certificate chain (PEM file), for brokers that authenticate clients by certificate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cert_file: Option<PathBuf>,
+    pub cert_file: Option<FilePath>,
     /// Client certificate chain (PEM text).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cert_pem: Option<Secret>,
     /// The client certificate's private key (PEM file).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub key_file: Option<PathBuf>,
+    pub key_file: Option<FilePath>,
     /// The client certificate's private key (PEM text).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_pem: Option<Secret>,

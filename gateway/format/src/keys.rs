@@ -89,6 +89,30 @@ pub fn pen_envelope(id: &uuid::Uuid) -> [u8; 17] {
     k
 }
 
+/// `quarantine` family: the entries and bytes one (source, tenant) pair holds:
+/// `u<source>\0<tenant>` → `<entries:8><bytes:8>`. Present only while the pair holds entries.
+pub const PEN_SHARE: u8 = b'u';
+
+pub fn pen_share(source: &str, tenant: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(2 + source.len() + tenant.len());
+    k.push(PEN_SHARE);
+    k.extend_from_slice(source.as_bytes());
+    k.push(0);
+    k.extend_from_slice(tenant.as_bytes());
+    k
+}
+
+/// (source, tenant) of a share key.
+pub fn parse_pen_share(k: &[u8]) -> Option<(&str, &str)> {
+    if k.first() != Some(&PEN_SHARE) {
+        return None;
+    }
+    let nul = k[1..].iter().position(|&b| b == 0)? + 1;
+    let source = std::str::from_utf8(&k[1..nul]).ok()?;
+    let tenant = std::str::from_utf8(&k[nul + 1..]).ok()?;
+    (!tenant.contains('\0')).then_some((source, tenant))
+}
+
 /// Replay jobs: `j:<job id>` in `default`.
 pub fn job(id: &str) -> Vec<u8> {
     [b"j:".as_slice(), id.as_bytes()].concat()
@@ -507,5 +531,12 @@ mod tests {
         assert_eq!(parse_pen_summary(&pen_summary(42, &id)), Some((42, id)));
         assert!(pen_summary(41, &uuid::Uuid::max()) < pen_summary(42, &uuid::Uuid::nil()));
         assert_eq!(parse_pen_summary(&pen_envelope(&id)), None);
+        assert_eq!(
+            parse_pen_share(&pen_share("gh", "acme")),
+            Some(("gh", "acme"))
+        );
+        assert_eq!(parse_pen_share(&pen_envelope(&id)), None);
+        assert_eq!(parse_pen_share(b"ugh"), None, "no tenant separator");
+        assert!(pen_share("gh", "x") > pen_summary(u64::MAX, &uuid::Uuid::max()).to_vec());
     }
 }

@@ -295,8 +295,9 @@ impl SegmentRow {
 }
 
 /// The store's row about one archived hook (`keys::archive_hook(id)`): its segment and where
-/// its record sits, for a ranged GET.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// its record sits, for a ranged GET, and its tenant, so a tenant-limited reader is refused
+/// before the blob store is touched.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CatalogueEntry {
     /// The segment's `first_seq` (the key of its `SegmentRow`).
     pub segment: u64,
@@ -305,25 +306,42 @@ pub struct CatalogueEntry {
     pub len: u32,
     pub received_at: u64,
     pub sha256: [u8; 32],
+    /// The hook's tenant; `None` in entries written before it was recorded (and for a tenant
+    /// longer than 255 bytes, which a valid id never is).
+    pub tenant: Option<String>,
 }
 
+/// The fixed part; a tenant follows as one length byte and its bytes.
 const CATALOGUE_ENTRY_LEN: usize = 8 * 4 + 4 + 32;
 
 impl CatalogueEntry {
     pub fn encode(&self) -> Vec<u8> {
-        let mut v = Vec::with_capacity(CATALOGUE_ENTRY_LEN);
+        let mut v = Vec::with_capacity(CATALOGUE_ENTRY_LEN + 65);
         v.extend_from_slice(&self.segment.to_be_bytes());
         v.extend_from_slice(&self.seq.to_be_bytes());
         v.extend_from_slice(&self.offset.to_be_bytes());
         v.extend_from_slice(&self.received_at.to_be_bytes());
         v.extend_from_slice(&self.len.to_be_bytes());
         v.extend_from_slice(&self.sha256);
+        if let Some(t) = self.tenant.as_deref().filter(|t| t.len() <= 255) {
+            v.push(t.len() as u8);
+            v.extend_from_slice(t.as_bytes());
+        }
         v
     }
     pub fn decode(v: &[u8]) -> Result<CatalogueEntry, FormatError> {
-        if v.len() != CATALOGUE_ENTRY_LEN {
+        if v.len() < CATALOGUE_ENTRY_LEN {
             return Err(corrupt("catalogue entry has the wrong length"));
         }
+        let tenant = match &v[CATALOGUE_ENTRY_LEN..] {
+            [] => None,
+            [n, rest @ ..] if rest.len() == *n as usize => Some(
+                std::str::from_utf8(rest)
+                    .map_err(|_| corrupt("catalogue entry tenant is not UTF-8"))?
+                    .to_string(),
+            ),
+            _ => return Err(corrupt("catalogue entry has the wrong length")),
+        };
         let u = |i: usize| u64::from_be_bytes(v[i..i + 8].try_into().expect("8 bytes"));
         Ok(CatalogueEntry {
             segment: u(0),
@@ -332,6 +350,7 @@ impl CatalogueEntry {
             received_at: u(24),
             len: u32::from_be_bytes(v[32..36].try_into().expect("4 bytes")),
             sha256: v[36..68].try_into().expect("32 bytes"),
+            tenant,
         })
     }
 }
@@ -427,9 +446,20 @@ mod tests {
             len: 4,
             received_at: 5,
             sha256: [7; 32],
+            tenant: Some("acme".into()),
         };
         assert_eq!(CatalogueEntry::decode(&c.encode()).unwrap(), c);
         assert!(CatalogueEntry::decode(&[0; 3]).is_err());
+        // An entry written before tenants were recorded: the fixed part alone.
+        let legacy = CatalogueEntry {
+            tenant: None,
+            ..c.clone()
+        };
+        assert_eq!(legacy.encode().len(), CATALOGUE_ENTRY_LEN);
+        assert_eq!(CatalogueEntry::decode(&legacy.encode()).unwrap(), legacy);
+        let mut cut = c.encode();
+        cut.pop();
+        assert!(CatalogueEntry::decode(&cut).is_err());
         assert_eq!(day_of(0), "1970-01-01");
         assert_eq!(day_of(1_796_083_200_000), "2026-12-01");
         assert_eq!(day_of(951_782_400_000), "2000-02-29");

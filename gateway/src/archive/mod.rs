@@ -27,7 +27,7 @@ use bytes::Bytes;
 
 use crate::blob::{BlobError, BlobStore};
 use crate::metrics::Metrics;
-use crate::store::{ArchiveCandidate, Envelope, Store, StoreError};
+use crate::store::{ArchiveCandidate, ArchivedHook, Envelope, Store, StoreError};
 
 /// Hooks one segment holds at most.
 const MAX_PER_SEGMENT: usize = 50_000;
@@ -212,7 +212,8 @@ impl Archive {
         let store = self.store.clone();
         let entries = packed.entries;
         let lens: Vec<u64> = cands.iter().map(|c| c.body_len).collect();
-        blocking(move || store.archive_commit(&row, &entries, &lens)).await?;
+        let tenants: Vec<String> = cands.iter().map(|c| c.tenant.clone()).collect();
+        blocking(move || store.archive_commit(&row, &entries, &lens, &tenants)).await?;
         let elapsed = started.elapsed();
         self.metrics
             .archive_upload_seconds
@@ -227,17 +228,21 @@ impl Archive {
         Ok(())
     }
 
-    /// Reads one archived hook back by id: a ranged GET of its record, checked against its
-    /// catalogued sha256. `None` when the hook is not archived.
-    pub async fn fetch(
-        &self,
-        id: &uuid::Uuid,
-    ) -> Result<Option<(Envelope, SegmentRow)>, ArchiveError> {
+    /// The catalogue's entry of one archived hook (its segment, where its record sits, its
+    /// tenant), from the store alone: nothing is read from the blob store. `None` when the
+    /// hook is not archived. `read_hook` then reads the hook itself.
+    pub async fn lookup(&self, id: &uuid::Uuid) -> Result<Option<ArchivedHook>, ArchiveError> {
         let store = self.store.clone();
         let id = *id;
-        let Some(found) = blocking(move || store.archive_lookup(&id)).await? else {
-            return Ok(None);
-        };
+        Ok(blocking(move || store.archive_lookup(&id)).await?)
+    }
+
+    /// Reads the hook of a catalogue entry: a ranged GET of its record, checked against its
+    /// catalogued sha256.
+    pub async fn read_hook(
+        &self,
+        found: ArchivedHook,
+    ) -> Result<(Envelope, SegmentRow), ArchiveError> {
         let e = found.entry;
         let bytes = self
             .blob
@@ -245,7 +250,7 @@ impl Archive {
             .await?;
         let env = segment::decode_record(e.seq, &bytes, &e.sha256)
             .map_err(|err| ArchiveError::Corrupt(format!("{}: {err}", found.segment.key)))?;
-        Ok(Some((env, found.segment)))
+        Ok((env, found.segment))
     }
 
     /// Reads a whole segment, checked against its catalogued sha256.

@@ -1,7 +1,7 @@
 //! HTTP ingest. The request path, in order: route → resolver (tenant, `404`) → declared
 //! `Content-Length` (`413`, unread) → source lookup (`404`) → header bytes (`400`) → body read
 //! within the limit → verify (`401`; a `quarantine` source's failed hook goes to the pen
-//! instead, `202`/`429`/`503`, see `quarantine`) → tenant rate limit (`429`) → dedupe key → group commit
+//! instead, `202`/`413`/`429`/`503`, see `pen`) → tenant rate limit (`429`) → dedupe key → group commit
 //! (`commit.rs`; `503` overload or store failure) → `201`. Nothing is stored before the commit, and a `201`
 //! is sent only after the hook's batch is fsynced.
 // Handlers return `Result<_, Response>`: the error is the HTTP answer, built once per refused
@@ -10,6 +10,7 @@
 
 pub mod client;
 pub mod dedupe;
+mod pen;
 pub mod ratelimit;
 
 use std::sync::Arc;
@@ -25,7 +26,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Limited};
 use serde_json::json;
 
-use ankusa_config::{OnVerifyFailure, QuarantineConfig};
+use ankusa_config::OnVerifyFailure;
 use ankusa_format::request::{route, valid_traceparent};
 
 use ankusa_core::{Envelope, Verification, VerifyStatus};
@@ -34,8 +35,7 @@ use crate::app::App;
 use crate::commit::CommitError;
 use crate::live::LiveSource;
 use crate::metrics::Metrics;
-use crate::quarantine::PenError;
-use crate::store::{Dedupe, IngestRecord, IngestResult, PenSummary, PenWrite};
+use crate::store::{Dedupe, IngestRecord, IngestResult};
 
 /// Headers not kept in the stored hook: credentials, framing and hop-by-hop.
 pub const NOT_STORED: &[&str] = &[
@@ -284,7 +284,7 @@ async fn handle(app: &App, req: Request, body_read: &mut bool) -> (&'static str,
     let verification = match verify(app, &source, &parts.headers, &body, now).await {
         Ok(v) => v,
         Err(reason) if source.cfg.on_verify_failure == OnVerifyFailure::Quarantine => {
-            let request = Held {
+            let request = pen::Held {
                 tenant,
                 url_tenant: url_tenant.is_some(),
                 path: parts.uri.path().to_string(),
@@ -294,7 +294,7 @@ async fn handle(app: &App, req: Request, body_read: &mut bool) -> (&'static str,
                 now,
                 reason,
             };
-            return quarantine(app, &cfg.quarantine, &source, request).await;
+            return pen::hold(app, &live, &source, request).await;
         }
         Err(_) => {
             return (
@@ -428,121 +428,6 @@ fn intake_retry_after(app: &App) -> u64 {
         .as_ref()
         .map(|i| u64::from(i.retry_after_s()))
         .unwrap_or(2)
-}
-
-/// A request that failed verification on a `quarantine` source, as the pen keeps it.
-struct Held<'a> {
-    tenant: String,
-    url_tenant: bool,
-    method: String,
-    path: String,
-    headers: &'a HeaderMap,
-    body: Bytes,
-    now: u64,
-    reason: &'static str,
-}
-
-/// Puts a hook that failed verification in the pen: `202` once it is on disk, or the pen's
-/// refusal (nothing stored). The provider will not retry a `202`, so it is never sent early.
-async fn quarantine(
-    app: &App,
-    limits: &QuarantineConfig,
-    source: &LiveSource,
-    h: Held<'_>,
-) -> (&'static str, Response) {
-    let now_us = h.now.saturating_mul(1000);
-    if let Err(e) = app.pen.take_token(&source.id, limits, now_us) {
-        return pen_refusal(source, e);
-    }
-    let envelope = Envelope {
-        id: uuid::Uuid::now_v7(),
-        seq: 0,
-        received_at: h.now,
-        tenant: h.tenant,
-        source_id: source.id.clone(),
-        headers: stored_headers(h.headers),
-        content_type: h
-            .headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .map(String::from),
-        verification: Verification {
-            status: VerifyStatus::Failed,
-            flagged: false,
-        },
-        dedupe_key: None,
-        traceparent: trace_header(h.headers, "traceparent").filter(|v| valid_traceparent(v)),
-        tracestate: trace_header(h.headers, "tracestate").filter(|v| v.len() <= 512),
-        body: h.body,
-    };
-    let encoded = crate::store::encode_envelope(&envelope);
-    let id = envelope.id;
-    let write = PenWrite {
-        summary: PenSummary {
-            id,
-            source_id: envelope.source_id.clone(),
-            tenant: envelope.tenant.clone(),
-            received_at: h.now,
-            reason: h.reason.to_string(),
-            size: encoded.len() as u64,
-            method: h.method,
-            path: h.path,
-            url_tenant: h.url_tenant,
-        },
-        envelope: encoded,
-    };
-    match app.pen.hold_with_token(write, limits, now_us).await {
-        Ok(()) => {
-            tracing::debug!(source = %source.id, %id, reason = h.reason, "hook quarantined");
-            (
-                "quarantined",
-                (
-                    StatusCode::ACCEPTED,
-                    axum::Json(json!({ "id": id, "status": "quarantined", "quarantined": true })),
-                )
-                    .into_response(),
-            )
-        }
-        Err(e) => pen_refusal(source, e),
-    }
-}
-
-/// The answer to a hook the pen refused (nothing of it stored).
-fn pen_refusal(source: &LiveSource, e: PenError) -> (&'static str, Response) {
-    match e {
-        PenError::RateLimited(wait_ms) => (
-            "quarantine_rate_limited",
-            with_retry_after(
-                error(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    "quarantine_rate_limited",
-                    None,
-                ),
-                wait_ms.div_ceil(1000),
-            ),
-        ),
-        PenError::Full => (
-            "quarantine_full",
-            with_retry_after(
-                error(StatusCode::SERVICE_UNAVAILABLE, "quarantine_full", None),
-                60,
-            ),
-        ),
-        PenError::Overload => (
-            "overload",
-            with_retry_after(error(StatusCode::SERVICE_UNAVAILABLE, "overload", None), 1),
-        ),
-        PenError::StoreUnavailable(why) => {
-            tracing::warn!(source = %source.id, error = %why, "quarantine write not confirmed; answering 503");
-            (
-                "store_unavailable",
-                with_retry_after(
-                    error(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", None),
-                    5,
-                ),
-            )
-        }
-    }
 }
 
 /// Bodies at least this large are verified on a blocking thread: an HMAC over megabytes would

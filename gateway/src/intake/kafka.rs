@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use ankusa_config::KafkaSinkConfig;
+use ankusa_sinks::kafka::{Guarded, KafkaContext};
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
@@ -16,7 +17,8 @@ use rdkafka::{Offset, TopicPartitionList};
 pub type Position = (i32, i64);
 
 pub struct KafkaLog {
-    producer: FutureProducer,
+    /// Guarded: every connection passes the intake's egress check (sinks' kafka/connect.rs).
+    producer: Guarded<FutureProducer<KafkaContext>>,
     client: ClientConfig,
     topic: String,
     timeout: Duration,
@@ -29,8 +31,7 @@ impl KafkaLog {
             "message.timeout.ms",
             publish_timeout.as_millis().max(100).to_string(),
         );
-        let producer: FutureProducer = client
-            .create()
+        let producer = ankusa_sinks::kafka::intake_producer(&client)
             .map_err(|e| format!("intake.kafka: cannot create a producer ({e})"))?;
         Ok(KafkaLog {
             producer,
@@ -120,9 +121,9 @@ impl KafkaLog {
             .set("enable.auto.commit", "false")
             .set("enable.partition.eof", "false")
             .set("auto.offset.reset", "earliest");
-        let consumer: BaseConsumer = cfg
-            .create()
-            .map_err(|e| format!("cannot create a consumer ({e})"))?;
+        let consumer: Guarded<BaseConsumer<KafkaContext>> =
+            ankusa_sinks::kafka::intake_consumer(&cfg)
+                .map_err(|e| format!("cannot create a consumer ({e})"))?;
         let mut tpl = TopicPartitionList::new();
         let mut left: BTreeMap<i32, i64> = BTreeMap::new();
         // Every partition is read, also one whose reported end is at the start: the end is

@@ -23,6 +23,7 @@ use super::{Committed, IngestRecord, Store, StoreError, classify, codec, keys};
 pub struct ArchiveCandidate {
     pub seq: u64,
     pub id: Uuid,
+    pub tenant: String,
     pub received_at: u64,
     pub body_len: u64,
     pub encoded: Vec<u8>,
@@ -114,6 +115,7 @@ impl Store {
                     out.push(ArchiveCandidate {
                         seq,
                         id: env.id,
+                        tenant: env.tenant.clone(),
                         received_at: env.received_at,
                         body_len: env.body.len() as u64,
                         encoded: v,
@@ -153,19 +155,21 @@ impl Store {
         Ok(false)
     }
 
-    /// Records an uploaded segment: its row, each hook's catalogue entry, the obligations
-    /// cleared, and every hook whose deliveries are all done reclaimed; one synced batch.
+    /// Records an uploaded segment: its row, each hook's catalogue entry (with its tenant,
+    /// `tenants[i]` for `entries[i]`), the obligations cleared, and every hook whose
+    /// deliveries are all done reclaimed; one synced batch.
     pub fn archive_commit(
         &self,
         segment: &SegmentRow,
         entries: &[IndexEntry],
         body_lens: &[u64],
+        tenants: &[String],
     ) -> Result<(), StoreError> {
         let _rows = self.rows_guard();
         let db = self.db()?;
         let ix = Self::cf(&db, keys::CF_INDEX)?;
         let mut batch = WriteBatch::default();
-        for e in entries {
+        for (i, e) in entries.iter().enumerate() {
             let sha = ankusa_format::segment::parse_sha256(&e.sha256)
                 .ok_or_else(|| StoreError::Corrupt("index entry sha256".into()))?;
             batch.delete_cf(ix, keys::archive_due(e.seq));
@@ -179,6 +183,7 @@ impl Store {
                     len: e.len,
                     received_at: e.received_at,
                     sha256: sha,
+                    tenant: tenants.get(i).cloned(),
                 }
                 .encode(),
             );
@@ -479,7 +484,8 @@ mod tests {
             created_at: 5,
         };
         let lens: Vec<u64> = c.iter().map(|c| c.body_len).collect();
-        s.archive_commit(&row, &p.entries, &lens).unwrap();
+        let tenants: Vec<String> = c.iter().map(|c| c.tenant.clone()).collect();
+        s.archive_commit(&row, &p.entries, &lens, &tenants).unwrap();
         c.len()
     }
 

@@ -17,6 +17,7 @@ mod ingest;
 mod intake;
 mod jobs;
 mod pen;
+mod pen_shares;
 mod queue;
 mod seed;
 mod snapshot;
@@ -45,6 +46,7 @@ pub use index::{DeadCursor, LaneId};
 pub use ingest::{Committed, Dedupe, IngestRecord, IngestResult};
 pub use jobs::{JobSettled, StepResult};
 pub use pen::{PEN_MAX_EXAMINED, PenFilter, PenHeld, PenPage, PenPurged, PenRelease, PenWrite};
+pub use pen_shares::{Held, Usage};
 pub use queue::{ClaimPage, Claimed, DeadLetterResume, DueCursor, LaneAdvance, LaneState, Outcome};
 pub use seed::DeadSeed;
 
@@ -193,9 +195,8 @@ pub struct Store {
     /// moves. Each reads a row and writes it back; two of them on one row would lose a
     /// transition (a claim writing back a row the admin had just dead-lettered revived it).
     rows: Mutex<()>,
-    /// Serialises the pen's deletes (purges and releases): each reads entries and then deletes
-    /// them with their bytes; two of them on one entry would count its bytes off twice.
-    pen: Mutex<()>,
+    /// The pen's locks and its shares in memory (`pen_shares`).
+    pen: pen_shares::PenState,
     /// The archive is on: every new hook gets an archive obligation, and its rows' last
     /// delivery leaves it to the compactor (`archive`).
     archiving: std::sync::atomic::AtomicBool,
@@ -336,7 +337,7 @@ impl Store {
             health: Health::default(),
             reopen_lock: Mutex::new(()),
             rows: Mutex::new(()),
-            pen: Mutex::new(()),
+            pen: Default::default(),
             last_reopen_attempt_ms: AtomicU64::new(0),
             archiving: Default::default(),
             dedupe_gate: RwLock::new(()),
@@ -380,7 +381,7 @@ impl Store {
             health: Health::default(),
             reopen_lock: Mutex::new(()),
             rows: Mutex::new(()),
-            pen: Mutex::new(()),
+            pen: Default::default(),
             last_reopen_attempt_ms: AtomicU64::new(0),
             archiving: Default::default(),
             dedupe_gate: RwLock::new(()),

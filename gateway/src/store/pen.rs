@@ -1,8 +1,9 @@
 //! The quarantine pen as stored state (family `quarantine`): per entry a summary by time
 //! (`s<received_at:8><id:16>`) and the whole envelope (`e<id:16>`), written in one synced batch
-//! with the pen's counters (`c:quarantine_entries`, `c:quarantine_bytes`), so a restart
-//! neither empties the pen nor forgets its size. Listing, purging and a release job read the
-//! summaries; only a release reads envelopes, and only of the entries it looks at.
+//! with the pen's counters (`c:quarantine_entries`, `c:quarantine_bytes`) and its shares per
+//! source and tenant (`pen_shares`), so a restart neither empties the pen nor forgets its size
+//! or who holds it. Listing, purging, the expiry and a release job read the summaries; only a
+//! release reads envelopes, and only of the entries it looks at.
 
 use ankusa_api::{JobState, ReplayJob};
 use rocksdb::{DB, IteratorMode, ReadOptions, WriteBatch};
@@ -161,7 +162,8 @@ impl Store {
         }
         batch.merge(keys::C_PEN_ENTRIES, (writes.len() as i64).to_le_bytes());
         batch.merge(keys::C_PEN_BYTES, bytes.to_le_bytes());
-        self.write(&db, batch, true)
+        let added: Vec<&PenSummary> = writes.iter().map(|w| &w.summary).collect();
+        self.pen_write(&db, batch, &added, &[])
     }
 
     /// Entries matching `f`, newest first, at most `limit`; no bodies.
@@ -231,7 +233,8 @@ impl Store {
         Ok(decode_summary(&v))
     }
 
-    /// Deletes up to `limit` entries matching `f`, oldest first, and frees their bytes.
+    /// Deletes up to `limit` entries matching `f`, oldest first, and frees their bytes (and
+    /// their shares). The expiry is a purge of the entries received up to its cutoff.
     pub fn pen_purge(&self, f: &PenFilter, limit: usize) -> Result<PenPurged, StoreError> {
         let _pen = self.pen_guard();
         let db = self.db()?;
@@ -271,7 +274,7 @@ impl Store {
         }
         let mut batch = WriteBatch::default();
         let purged = remove(&mut batch, cf, &victims);
-        self.write(&db, batch, true)?;
+        self.pen_write(&db, batch, &[], &victims)?;
         Ok(purged)
     }
 
@@ -399,13 +402,9 @@ impl Store {
             keys::job(&job.id),
             serde_json::to_vec(job).expect("job serialises"),
         );
-        self.write(&db, batch, true)?;
+        self.pen_write(&db, batch, &[], &keep_summaries)?;
         out.committed = committed;
         Ok(out)
-    }
-
-    fn pen_guard(&self) -> std::sync::MutexGuard<'_, ()> {
-        self.pen.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 

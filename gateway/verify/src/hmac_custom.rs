@@ -60,10 +60,7 @@ enum TsSource {
 }
 
 fn header_name(field: &'static str, name: &str) -> Result<HeaderName, VerifierBuildError> {
-    HeaderName::from_bytes(name.as_bytes()).map_err(|_| VerifierBuildError::HeaderName {
-        field,
-        name: name.to_owned(),
-    })
+    HeaderName::from_bytes(name.as_bytes()).map_err(|_| VerifierBuildError::HeaderName { field })
 }
 
 fn required(v: &Option<String>, why: &'static str) -> Result<String, VerifierBuildError> {
@@ -72,18 +69,22 @@ fn required(v: &Option<String>, why: &'static str) -> Result<String, VerifierBui
         .ok_or(VerifierBuildError::Descriptor(why))
 }
 
-/// Splits a `signed` template into literal text and tokens.
+/// Splits a `signed` template into literal text and tokens. Two tokens with no literal text
+/// between them (`{header:x}{body}`) are refused: bytes could move from one value into the
+/// other (a header's tail becoming the body's head) and the signature would still match.
 fn parse_template(tpl: &str) -> Result<Vec<Part>, VerifierBuildError> {
     let mut parts = Vec::new();
     let mut rest = tpl;
     while let Some(start) = rest.find('{') {
         let Some(len) = rest[start..].find('}') else {
-            return Err(VerifierBuildError::Template(format!(
-                "unterminated token in {tpl:?}"
-            )));
+            return Err(VerifierBuildError::Template("a `{` without a closing `}`"));
         };
         if start > 0 {
             parts.push(Part::Literal(rest[..start].to_owned()));
+        } else if parts.last().is_some_and(|p| !matches!(p, Part::Literal(_))) {
+            return Err(VerifierBuildError::Template(
+                "two tokens with no literal text between them: the boundary is ambiguous",
+            ));
         }
         let token = &rest[start + 1..start + len];
         parts.push(match token {
@@ -92,9 +93,9 @@ fn parse_template(tpl: &str) -> Result<Vec<Part>, VerifierBuildError> {
             _ => match token.strip_prefix("header:") {
                 Some(name) => Part::Header(header_name("signed", name)?),
                 None => {
-                    return Err(VerifierBuildError::Template(format!(
-                        "unknown token {{{token}}} (expected {{body}}, {{ts}}, {{header:<name>}})"
-                    )));
+                    return Err(VerifierBuildError::Template(
+                        "unknown token (expected {body}, {ts}, {header:<name>})",
+                    ));
                 }
             },
         });
@@ -560,7 +561,7 @@ mod tests {
 
     #[test]
     fn template_parsing() {
-        let parts = parse_template("a{body}}b{ts}{header:X-Y}").expect("parses");
+        let parts = parse_template("a{body}}b{ts}-{header:X-Y}").expect("parses");
         let shape: Vec<String> = parts
             .iter()
             .map(|p| match p {
@@ -570,7 +571,10 @@ mod tests {
                 Part::Header(n) => format!("header:{n}"),
             })
             .collect();
-        assert_eq!(shape, ["lit:a", "body", "lit:}b", "ts", "header:x-y"]);
+        assert_eq!(
+            shape,
+            ["lit:a", "body", "lit:}b", "ts", "lit:-", "header:x-y"]
+        );
     }
 
     #[test]
@@ -590,9 +594,21 @@ mod tests {
             VerifierBuildError::Template(_)
         ));
         assert!(matches!(
-            with(&|d| d.signed = "{header:bad name}{body}".into()),
+            with(&|d| d.signed = "{header:bad name}.{body}".into()),
             VerifierBuildError::HeaderName { .. }
         ));
+        for adjacent in ["{header:x-id}{body}", "{body}{ts}", "a{ts}.{body}{body}b"] {
+            let e = with(&|d| d.signed = adjacent.into());
+            assert!(
+                matches!(e, VerifierBuildError::Template(m) if m.contains("ambiguous")),
+                "{adjacent}: {e}"
+            );
+            assert!(!e.to_string().contains("x-id"), "{e}");
+        }
+        let e = with(&|d| d.signed = "{secretish}.{body}".into());
+        assert!(!e.to_string().contains("secretish"), "{e}");
+        let e = with(&|d| d.signature_header = "bad secretish".into());
+        assert_eq!(e.to_string(), "verify.signature_header: not a header name");
         assert!(matches!(
             with(&|d| d.signature_header = "bad header".into()),
             VerifierBuildError::HeaderName { .. }

@@ -71,12 +71,14 @@ impl VerifyFailure {
 /// all of these first; this is the verifier failing closed on its own.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum VerifierBuildError {
-    /// The custom descriptor's `signed` template does not parse.
+    /// The custom descriptor's `signed` template does not parse, or is ambiguous (two
+    /// tokens with no literal text between them). The message never quotes the template.
     #[error("verify.signed: {0}")]
-    Template(String),
-    /// A header name in the custom descriptor is not a valid header name.
-    #[error("verify.{field}: not a header name: {name:?}")]
-    HeaderName { field: &'static str, name: String },
+    Template(&'static str),
+    /// A header name in the custom descriptor is not a valid header name (the field is
+    /// named, the value is not).
+    #[error("verify.{field}: not a header name")]
+    HeaderName { field: &'static str },
     /// The custom descriptor is inconsistent (e.g. `{ts}` with no timestamp source).
     #[error("verify: {0}")]
     Descriptor(&'static str),

@@ -29,9 +29,9 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use crate::context::{
-    AdminAccess, Ctx, Error, Result, admin_token, apply_params, gateway_pods, pod_ready,
-    pod_target, status_params, truncate,
+    AdminAccess, Ctx, Error, Result, apply_params, pod_ready, pod_target, status_params, truncate,
 };
+use crate::ownership::{self, Ledger, Role};
 use crate::render::{self, Inputs, Outcome, Rendered, SecretValues, SourceRender};
 use crate::resources;
 use crate::status::{
@@ -57,6 +57,7 @@ pub async fn reconcile(gw: Arc<Gateway>, ctx: Arc<Ctx>) -> Result<Action> {
     let ns = gw
         .namespace()
         .ok_or_else(|| Error::Invalid("Gateway without namespace".into()))?;
+    let mut ledger = Ledger::start(&ctx, &gw).await?;
     if let Some(msg) = resources::service_account_refusal(&gw, &ctx.settings.policy) {
         refuse(&ctx, &gw, "ServiceAccountNotAllowed", msg).await?;
         // Only an edit of the Gateway (or the operator's own flags, read at start) can
@@ -70,17 +71,19 @@ pub async fn reconcile(gw: Arc<Gateway>, ctx: Arc<Ctx>) -> Result<Action> {
         .await?;
     let sts_api: Api<StatefulSet> = Api::namespaced(client.clone(), &ns);
     let existing_sts = sts_api.get_opt(&resources::statefulset_name(&gw)).await?;
-    if let Some(foreign) =
-        foreign_object(&client, &ns, &gw, existing.as_ref(), existing_sts.as_ref()).await?
+    if let Some(msg) = ownership::foreign_object(
+        &ctx,
+        &gw,
+        &mut ledger,
+        existing.as_ref(),
+        existing_sts.as_ref(),
+    )
+    .await?
     {
-        let msg = format!(
-            "{foreign} already exists and is not owned by this Gateway; refusing to take it over \
-             (delete or rename it, or give the Gateway another name)"
-        );
         refuse(&ctx, &gw, "ForeignObject", msg).await?;
         return Ok(Action::requeue(Duration::from_secs(10)));
     }
-    let token = match admin_token(&ctx, &gw).await {
+    let token = match ownership::admin_token(&ctx, &gw, &mut ledger).await {
         Ok(t) => t,
         Err(Error::Invalid(msg)) => {
             write_gateway_status(&ctx, &gw, blocked_status(&gw, "AdminTokenMissing", &msg)).await?;
@@ -90,7 +93,7 @@ pub async fn reconcile(gw: Arc<Gateway>, ctx: Arc<Ctx>) -> Result<Action> {
     };
     // Before the StatefulSet: the pods mount the serving certificate.
     let access = AdminAccess {
-        tls: crate::admin_tls::ensure(&ctx, &gw).await?,
+        tls: crate::admin_tls::ensure(&ctx, &gw, &mut ledger).await?,
         token: token.clone(),
     };
     let sources = Api::<Source>::namespaced(client.clone(), &ns)
@@ -117,7 +120,7 @@ pub async fn reconcile(gw: Arc<Gateway>, ctx: Arc<Ctx>) -> Result<Action> {
         previous: previous.as_ref(),
     });
 
-    let pods = gateway_pods(&client, &gw).await?;
+    let pods = crate::pods::gateway_pods_of(&client, &gw, existing_sts.as_ref()).await?;
     let ordinals = pods
         .iter()
         .filter_map(|p| resources::ordinal(&gw, &p.name_any()))
@@ -134,13 +137,16 @@ pub async fn reconcile(gw: Arc<Gateway>, ctx: Arc<Ctx>) -> Result<Action> {
             .collect();
         if files != existing_files {
             tracing::info!(gateway = %gw.name_any(), namespace = %ns, pods = files.len(), "config Secret updated");
-            secrets_api
-                .patch(
-                    &resources::config_secret_name(&gw),
-                    &apply_params(),
-                    &Patch::Apply(resources::config_secret(&gw, &files)),
-                )
-                .await?;
+            let desired = resources::config_secret(&gw, &files);
+            ownership::write_secret(
+                &ctx,
+                &gw,
+                &mut ledger,
+                Role::Config,
+                existing.as_ref(),
+                desired,
+            )
+            .await?;
         }
     }
     let svc_api: Api<Service> = Api::namespaced(client.clone(), &ns);
@@ -319,73 +325,6 @@ async fn sync_network_policy(ctx: &Ctx, ns: &str, gw: &Gateway) -> Result<()> {
         Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
         Err(e) => Err(e.into()),
     }
-}
-
-/// The first object the Gateway would create or apply by name that exists without being its
-/// own (`Kind name`): server-side apply would take it over, and garbage collection would later
-/// delete it with the Gateway. The generated admin-token Secret is checked too: a planted one
-/// would hand its author the pods' admin token. The config Secret and the StatefulSet are the
-/// ones `reconcile` has already read.
-async fn foreign_object(
-    client: &kube::Client,
-    ns: &str,
-    gw: &Gateway,
-    config_secret: Option<&Secret>,
-    sts: Option<&StatefulSet>,
-) -> Result<Option<String>> {
-    if config_secret.is_some_and(|o| !resources::owned_by(&o.metadata, gw)) {
-        return Ok(Some(format!(
-            "Secret {}",
-            resources::config_secret_name(gw)
-        )));
-    }
-    if sts.is_some_and(|o| !resources::owned_by(&o.metadata, gw)) {
-        return Ok(Some(format!(
-            "StatefulSet {}",
-            resources::statefulset_name(gw)
-        )));
-    }
-    if gw.spec.admin_token_secret_ref.is_none() {
-        let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-        let name = resources::admin_token_secret_name(gw);
-        if let Some(o) = secrets.get_metadata_opt(&name).await?
-            && !resources::owned_by(&o.metadata, gw)
-        {
-            return Ok(Some(format!("Secret {name}")));
-        }
-    }
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    for name in [
-        resources::admin_ca_secret_name(gw),
-        resources::admin_tls_secret_name(gw),
-    ] {
-        if let Some(o) = secrets.get_metadata_opt(&name).await?
-            && !resources::owned_by(&o.metadata, gw)
-        {
-            return Ok(Some(format!("Secret {name}")));
-        }
-    }
-    let services: Api<Service> = Api::namespaced(client.clone(), ns);
-    for name in [
-        resources::headless_service_name(gw),
-        resources::ingest_service_name(gw),
-    ] {
-        if let Some(o) = services.get_metadata_opt(&name).await?
-            && !resources::owned_by(&o.metadata, gw)
-        {
-            return Ok(Some(format!("Service {name}")));
-        }
-    }
-    if gw.spec.network_policy.enabled {
-        let policies: Api<NetworkPolicy> = Api::namespaced(client.clone(), ns);
-        let name = resources::network_policy_name(gw);
-        if let Some(o) = policies.get_metadata_opt(&name).await?
-            && !resources::owned_by(&o.metadata, gw)
-        {
-            return Ok(Some(format!("NetworkPolicy {name}")));
-        }
-    }
-    Ok(None)
 }
 
 /// Secrets referenced by a Gateway's claim-check settings, its Sources and the Sinks they use.
@@ -972,6 +911,8 @@ pub fn gateway_status(
             })
             .collect(),
         pods,
+        // Written by `ownership` alone; kept here so that statuses compare equal.
+        ownership: old.ownership.clone(),
     }
 }
 
@@ -1313,7 +1254,8 @@ fn source_write_due(ctx: &Ctx, src: &Source, old: &SourceStatus, new: &SourceSta
         || ctx.poll_due(&key, DELIVERY_WRITE_EVERY).is_none()
 }
 
-async fn write_gateway_status(ctx: &Ctx, gw: &Gateway, status: GatewayStatus) -> Result<()> {
+async fn write_gateway_status(ctx: &Ctx, gw: &Gateway, mut status: GatewayStatus) -> Result<()> {
+    status.ownership = None; // `ownership` writes it, under its own field manager
     let api: Api<Gateway> =
         Api::namespaced(ctx.client.clone(), &gw.namespace().unwrap_or_default());
     let body = json!({

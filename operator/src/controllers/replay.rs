@@ -22,7 +22,9 @@ use kube::runtime::finalizer::{Event, finalizer};
 use serde_json::json;
 
 use crate::admin::PodTarget;
-use crate::context::{Ctx, Error, Result, admin_access, gateway_pods, pod_target, status_params};
+use crate::admin_tls::admin_access;
+use crate::context::{Ctx, Error, Result, pod_target, status_params};
+use crate::pods::gateway_pods;
 use crate::render;
 use crate::resources;
 use crate::status::{Conds, conditions, fraction, now_rfc3339, replay_aggregate};

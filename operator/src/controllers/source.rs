@@ -18,7 +18,9 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use crate::admin::PodTarget;
-use crate::context::{Ctx, Error, Result, admin_access, gateway_pods, pod_target, status_params};
+use crate::admin_tls::admin_access;
+use crate::context::{Ctx, Error, Result, pod_target, status_params};
+use crate::pods::gateway_pods;
 use crate::render;
 use crate::status::{Conds, conditions, now_rfc3339, same_conditions};
 

@@ -86,6 +86,7 @@ fn intake_config(i: &IntakeSpec, secrets: &SecretValues) -> Result<IntakeConfig,
             format!("{at}: {e}")
         }
     };
+    files::refuse_path_keys(&i.options, Some(sink_type), "a Gateway").map_err(name_err)?;
     let mut obj = sink_object(&spec, secrets).map_err(name_err)?;
     obj.remove("type");
     // Read by the log's own type (not the tagged sink enum), so errors carry their path.
@@ -111,6 +112,14 @@ fn intake_config(i: &IntakeSpec, secrets: &SecretValues) -> Result<IntakeConfig,
         IntakeType::Kafka => c.kafka = Some(read(&at, obj)?),
         IntakeType::Jetstream => c.jetstream = Some(read(&at, obj)?),
     }
+    let opts = format!("{at}.options");
+    if let Some(k) = &c.kafka {
+        files::refuse_file_options(k, &opts, Some(sink_type), "a Gateway")?;
+    }
+    if let Some(j) = &c.jetstream {
+        files::refuse_file_options(j, &opts, Some(sink_type), "a Gateway")?;
+    }
+    files::refuse_file_options(&c, &at, Some(sink_type), "a Gateway")?;
     if let Some(v) = i.publish_timeout_ms {
         c.publish_timeout_ms = v;
     }

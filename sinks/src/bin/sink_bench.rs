@@ -550,7 +550,7 @@ async fn nats_tls(n: u64) -> Result<(), BoxErr> {
     );
     let mut cfg = NatsSinkConfig::new(vec![tls], "bench.events");
     cfg.tls = NatsTls::Settings(SinkTls {
-        ca_file: Some(ca.clone()),
+        ca_file: Some(ca.clone().into()),
         ..SinkTls::default()
     });
     let tls_sink = build(&builder, SinkConfig::Nats(cfg));
@@ -686,7 +686,7 @@ async fn redis_tls(n: u64) -> Result<(), BoxErr> {
     );
     let mut cfg = RedisSinkConfig::new(&tls, &channel);
     cfg.tls = Some(SinkTls {
-        ca_file: Some(server.dir.join("ca.crt")),
+        ca_file: Some(server.dir.join("ca.crt").into()),
         ..SinkTls::default()
     });
     let tls_sink = build(&builder, SinkConfig::Redis(cfg));
@@ -965,7 +965,7 @@ async fn rabbitmq_tls(n: u64) -> Result<(), BoxErr> {
         &exchange,
     );
     cfg.tls = Some(SinkTls {
-        ca_file: Some(dir.join("ca.crt")),
+        ca_file: Some(dir.join("ca.crt").into()),
         ..SinkTls::default()
     });
     let tls = build(&builder, SinkConfig::Rabbitmq(cfg));
@@ -1069,7 +1069,7 @@ async fn kafka_tls(n: u64) -> Result<(), BoxErr> {
         let mut cfg = KafkaSinkConfig::new(vec![broker], &topic);
         if tls {
             cfg.tls = Some(SinkTls {
-                ca_file: Some(dir.join("ca.crt")),
+                ca_file: Some(dir.join("ca.crt").into()),
                 ..SinkTls::default()
             });
         }
@@ -1124,7 +1124,7 @@ async fn sqs_tls(n: u64) -> Result<(), BoxErr> {
         cfg.timeout_ms = 30_000;
         if origin.starts_with("https:") {
             cfg.tls = Some(SinkTls {
-                ca_file: Some(dir.join("ca.crt")),
+                ca_file: Some(dir.join("ca.crt").into()),
                 ..SinkTls::default()
             });
         }
@@ -1157,7 +1157,7 @@ async fn pubsub_tls(n: u64) -> Result<(), BoxErr> {
         cfg.endpoint = Some(origin.as_str().into());
         if origin.starts_with("https:") {
             cfg.tls = Some(SinkTls {
-                ca_file: Some(dir.join("ca.crt")),
+                ca_file: Some(dir.join("ca.crt").into()),
                 ..SinkTls::default()
             });
         }

