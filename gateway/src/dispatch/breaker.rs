@@ -69,9 +69,19 @@ pub struct Settings {
 }
 
 impl Breaker {
-    /// Whether the key's next row may run now.
-    pub fn gate(&mut self, now: u64) -> (Gate, Option<Transition>) {
+    /// Whether the key's next row may run now, with `running` attempts of the key in flight.
+    /// A closed breaker with failures counted lets at most as many attempts run as could still
+    /// be failures before it opens (`threshold` - failures): attempts started before the
+    /// failure that opens it would otherwise all reach a receiver that is already failing.
+    pub fn gate(&mut self, now: u64, running: u32, threshold: u32) -> (Gate, Option<Transition>) {
         match self.state {
+            State::Closed
+                if threshold > 0
+                    && self.failures > 0
+                    && self.failures.saturating_add(running) >= threshold =>
+            {
+                (Gate::Wait, None)
+            }
             State::Closed => (Gate::Run, None),
             State::Open { until } if now < until => (Gate::Park { until }, None),
             State::Open { .. } => {
@@ -150,9 +160,21 @@ pub struct Breakers {
 }
 
 impl Breakers {
-    /// Whether `key`'s next row may run now; a state change is logged and counted.
-    pub fn gate(&mut self, key: &SinkKey, now: u64, m: &Metrics) -> Gate {
-        let (gate, transition) = self.map.entry(key.clone()).or_default().gate(now);
+    /// Whether `key`'s next row may run now, `running` of its attempts in flight; a state
+    /// change is logged and counted.
+    pub fn gate(
+        &mut self,
+        key: &SinkKey,
+        now: u64,
+        running: u32,
+        d: &DispatchConfig,
+        m: &Metrics,
+    ) -> Gate {
+        let (gate, transition) =
+            self.map
+                .entry(key.clone())
+                .or_default()
+                .gate(now, running, d.breaker_failures);
         if let Some(tr) = transition {
             note(m, key, tr);
         }
@@ -240,14 +262,40 @@ mod tests {
             b.record(S, false, false, false, 10),
             Some(Transition::Opened { period_ms: 1_000 })
         );
-        assert_eq!(b.gate(500).0, Gate::Park { until: 1_010 });
-        assert_eq!(b.gate(1_010), (Gate::Probe, Some(Transition::HalfOpened)));
-        assert_eq!(b.gate(1_011).0, Gate::Wait, "one probe at a time");
+        assert_eq!(b.gate(500, 0, 3).0, Gate::Park { until: 1_010 });
+        assert_eq!(
+            b.gate(1_010, 0, 3),
+            (Gate::Probe, Some(Transition::HalfOpened))
+        );
+        assert_eq!(b.gate(1_011, 0, 3).0, Gate::Wait, "one probe at a time");
         assert_eq!(
             b.record(S, true, false, true, 1_020),
             Some(Transition::Closed)
         );
-        assert_eq!(b.gate(1_021).0, Gate::Run);
+        assert_eq!(b.gate(1_021, 0, 3).0, Gate::Run);
+    }
+
+    #[test]
+    fn a_failing_key_runs_no_more_attempts_than_could_still_fail_before_it_opens() {
+        let mut b = Breaker::default();
+        assert_eq!(
+            b.gate(0, 7, 3).0,
+            Gate::Run,
+            "no failure counted: the window decides"
+        );
+        b.record(S, false, false, false, 0);
+        assert_eq!(b.gate(1, 1, 3).0, Gate::Run);
+        assert_eq!(
+            b.gate(1, 2, 3).0,
+            Gate::Wait,
+            "1 failure + 2 in flight can open it"
+        );
+        b.record(S, false, false, false, 2);
+        assert_eq!(b.gate(3, 0, 3).0, Gate::Run);
+        assert_eq!(b.gate(3, 1, 3).0, Gate::Wait);
+        assert_eq!(b.gate(3, 5, 0).0, Gate::Run, "breakers off: no limit");
+        b.record(S, true, false, false, 4);
+        assert_eq!(b.gate(5, 9, 3).0, Gate::Run, "a success clears the count");
     }
 
     #[test]
@@ -259,7 +307,7 @@ mod tests {
         let mut now = 1_000;
         let mut periods = Vec::new();
         for _ in 0..4 {
-            assert_eq!(b.gate(now).0, Gate::Probe);
+            assert_eq!(b.gate(now, 0, 3).0, Gate::Probe);
             match b.record(S, false, false, true, now) {
                 Some(Transition::Opened { period_ms }) => periods.push(period_ms),
                 other => panic!("{other:?}"),
@@ -279,7 +327,7 @@ mod tests {
         for _ in 0..3 {
             b.record(S, false, false, false, 0);
         }
-        assert_eq!(b.gate(2_000).0, Gate::Probe);
+        assert_eq!(b.gate(2_000, 0, 3).0, Gate::Probe);
         assert_eq!(
             b.record(S, false, true, true, 2_000),
             Some(Transition::Closed)
@@ -293,6 +341,6 @@ mod tests {
         for _ in 0..100 {
             assert_eq!(b.record(s, false, false, false, 0), None);
         }
-        assert_eq!(b.gate(0).0, Gate::Run);
+        assert_eq!(b.gate(0, 0, 3).0, Gate::Run);
     }
 }

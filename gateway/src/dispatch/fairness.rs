@@ -220,7 +220,7 @@ impl Slots {
                     t.keys.push_back(key);
                     continue;
                 }
-                let gate = breakers.gate(&key, now_ms(), metrics);
+                let gate = breakers.gate(&key, now_ms(), q.running, d, metrics);
                 match gate {
                     Gate::Wait => {
                         t.keys.push_back(key);
