@@ -7,18 +7,24 @@
 //! where a gateway of another version may leave a field out (`#[serde(default)]`).
 
 mod dlq;
+mod hook;
 mod node;
 mod replay;
+mod store;
 
 pub use dlq::{DeadEntry, DeadFilter, DeadPage, DeleteDead, FilterError};
+pub use hook::{ArchivedHook, DeliveryView, HookVerification, HookView};
 pub use node::{
-    ArchiveStatus, BackupStatus, DlqStatus, FieldError, IntakeStatus, MAX_SINK_ERROR_BYTES,
-    PenSourceStatus, PenStatus, ReloadError, ReloadReply, SinkFailure, Status,
+    ArchiveStatus, BackupStatus, DlqStatus, FieldError, Health, IntakeStatus, MAX_SINK_ERROR_BYTES,
+    PenSourceStatus, PenStatus, Ready, ReloadError, ReloadReply, SinkFailure, Status,
 };
 pub use replay::{
     ArchiveWindow, CreateReplay, DEFAULT_MAX_LAG_MS, DEFAULT_PAUSE_AFTER_DEAD, DEFAULT_RATE,
     JobList, JobState, JobView, KIND_ARCHIVE, KIND_DLQ, KIND_QUARANTINE, MAX_ARCHIVE_SINKS,
     MAX_RATE, PatchReplay, ReplayJob, TopLevelFilter, check_rate,
+};
+pub use store::{
+    CorruptRow, CorruptRows, DeliveryCounts, PenEntry, QuarantinePage, QuarantinePurged, WalStatus,
 };
 
 /// `GET /v1/sources/{id}/deliveries`: a source's queued (pending or in flight) and dead rows.

@@ -215,3 +215,25 @@ pub struct FieldError {
     #[serde(default)]
     pub message: String,
 }
+
+/// `GET /health` (ingest and admin ports): the process answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Health {
+    /// Always `ok`.
+    pub status: String,
+    pub instance: String,
+    pub version: String,
+}
+
+/// `GET /ready`: `200` with `status: ready`, or `503` + `Retry-After` with `status:
+/// unavailable` and the part that is not ready.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ready {
+    pub status: String,
+    /// `write_failed` or `store_unavailable`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<String>,
+    /// The intake log's state under `wal.type: dual` (`recovering`, `down`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intake: Option<String>,
+}

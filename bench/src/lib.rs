@@ -53,6 +53,23 @@ impl LoadResult {
     pub fn per_sec(&self) -> f64 {
         self.ok as f64 / self.elapsed.as_secs_f64()
     }
+
+    /// The JSON line of a load case of 1 KiB bodies over `connections`.
+    pub fn line(&mut self, case: &str, connections: usize) -> serde_json::Value {
+        serde_json::json!({
+            "case": case,
+            "connections": connections,
+            "body_bytes": 1024,
+            "seconds": (self.elapsed.as_secs_f64() * 100.0).round() / 100.0,
+            "accepted": self.ok,
+            "accepted_per_s": self.per_sec().round(),
+            "refused": self.refused,
+            "errors": self.errors,
+            "p50_ms": self.latencies.quantile_ms(0.50),
+            "p99_ms": self.latencies.quantile_ms(0.99),
+            "max_ms": self.latencies.quantile_ms(1.0),
+        })
+    }
 }
 
 /// Drives `connections` keep-alive HTTP/1 connections, each sending its next request as soon
@@ -307,8 +324,8 @@ pub fn wait_http_ok(addr: SocketAddr, path: &str, timeout: Duration) -> anyhow::
     }
 }
 
-/// GET a JSON document from the admin API.
-pub async fn get_json(addr: SocketAddr, path: &str) -> anyhow::Result<serde_json::Value> {
+/// GET a document (the admin API's JSON, `/metrics`, a receiver's stats) over one connection.
+pub async fn get_bytes(addr: SocketAddr, path: &str) -> anyhow::Result<Bytes> {
     let stream = tokio::net::TcpStream::connect(addr).await?;
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
     tokio::spawn(conn);
@@ -316,8 +333,27 @@ pub async fn get_json(addr: SocketAddr, path: &str) -> anyhow::Result<serde_json
         .header("host", "bench")
         .body(Full::new(Bytes::new()))?;
     let resp = sender.send_request(req).await?;
-    let body = resp.into_body().collect().await?.to_bytes();
-    Ok(serde_json::from_slice(&body)?)
+    Ok(resp.into_body().collect().await?.to_bytes())
+}
+
+/// GET a JSON document from the admin API.
+pub async fn get_json(addr: SocketAddr, path: &str) -> anyhow::Result<serde_json::Value> {
+    Ok(serde_json::from_slice(&get_bytes(addr, path).await?)?)
+}
+
+/// The admin API's Prometheus text.
+pub async fn metrics_text(admin: SocketAddr) -> anyhow::Result<String> {
+    Ok(String::from_utf8_lossy(&get_bytes(admin, "/metrics").await?).into_owned())
+}
+
+/// The value of the sample `name` (a metric name with its labels, if any) in Prometheus text;
+/// 0 when absent.
+pub fn metric_value(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
 }
 
 /// A 1 KiB JSON body with a counter in it.
@@ -328,6 +364,19 @@ pub fn body_1k(n: u64) -> Bytes {
     s.push_str(&"x".repeat(pad));
     s.push_str("\"}");
     Bytes::from(s)
+}
+
+/// The multi-thread tokio runtime a benchmark drives its load from.
+pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}
+
+/// Requests of 1 KiB hooks to `path`, signed with the Standard Webhooks `secret`.
+pub fn signed_requests(path: &'static str, secret: &str) -> anyhow::Result<MakeRequest> {
+    let key = ankusa_verify::standard_webhooks_key(secret).map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(Arc::new(move |n| signed_request(path, &key, n)))
 }
 
 /// A Standard Webhooks signed POST of a 1 KiB body to `path`.

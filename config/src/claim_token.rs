@@ -10,12 +10,17 @@
 //!
 //! A token without tenants serialises as the plain string, so configs rendered before this
 //! type existed (and their hashes) are unchanged.
+//!
+//! Imports only the leaves (`scalar`, `rules`, `error`); `section::claim_check` holds the list.
 
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
 use serde::ser::SerializeStruct;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::error::ConfigError;
+use crate::rules::{err, valid_id};
 
 /// A claim-port bearer token (see the module header). `Debug` hides the token.
 #[derive(Clone, PartialEq, Eq)]
@@ -40,6 +45,33 @@ impl ClaimToken {
             token: token.into(),
             tenants: Some(tenants.iter().map(|t| t.to_string()).collect()),
         }
+    }
+
+    /// The entry at `path` (`claim_check.tokens[i]`): 16 characters at least, and a tenant list,
+    /// when given, of at least one tenant id.
+    pub(crate) fn validate(&self, path: &str) -> Result<(), ConfigError> {
+        let len = self.token.trim().len();
+        if len < 16 {
+            return Err(err(
+                path,
+                format!("must be at least 16 characters, got {len}"),
+            ));
+        }
+        if let Some(tenants) = &self.tenants {
+            if tenants.is_empty() {
+                return Err(err(
+                    format!("{path}.tenants"),
+                    "must name at least one tenant (leave it out for every tenant)",
+                ));
+            }
+            if let Some(j) = tenants.iter().position(|x| !valid_id(x)) {
+                return Err(err(
+                    format!("{path}.tenants[{j}]"),
+                    "is not a tenant id ([A-Za-z0-9_-]{1,64})",
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Whether this token may read `tenant`'s claims.

@@ -6,14 +6,15 @@
 //! the field and the range, never the address.
 //!
 //! This module is pure (no resolver, no I/O), so the operator, which links no sink, validates
-//! with the same rules the gateway enforces.
+//! with the same rules the gateway enforces. It imports the `egress` section's settings and
+//! `rules`; the sink configs (`sinks/`) import it for `EgressTarget`.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use serde::Serialize;
 
-use crate::model::EgressConfig;
-use crate::validate::{cidr_contains, parse_cidr};
+use crate::rules::{cidr_contains, parse_cidr};
+use crate::section::egress::EgressConfig;
 
 /// Why a destination was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

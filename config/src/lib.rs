@@ -1,94 +1,85 @@
 //! Ankusa's gateway configuration: the schema, `${...}` interpolation, validation,
 //! redaction and the config hash. One definition, used by the gateway (which parses it) and
 //! the operator (which renders it from custom resources).
+//!
+//! The modules, leaves first (each imports only modules listed before it):
+//! - `error`, `scalar`, `file_paths`, `error_class`: leaves.
+//! - `rules`: the validation primitives (the error constructor, ranges, ids, header names,
+//!   dot paths, CIDRs, URLs).
+//! - `secrets`, `claim_token`, `interpolate`: value types and `${...}` resolution.
+//! - `section::egress`, then `egress`: the address policy built from it, and where each sink
+//!   connects.
+//! - `sinks/`: one file per sink type, over `sinks/shared.rs` and `sinks/tls.rs`.
+//! - `section/`: one file per section: its types, defaults and own `validate(&self, path)`;
+//!   a source and the intake log import `sinks`.
+//! - `model`: the root `Config` over the sections, its hash and YAML form.
+//! - `validate`: the order sections are checked in, and the rules between sections.
+//! - `redact`, `file_guard`, `load`: what is done with a whole config.
+//!
+//! Other crates use the names re-exported here, never a module path (except the public
+//! `egress`, `interpolate` and `scalar`).
 
 mod claim_token;
-pub mod durability;
 pub mod egress;
 mod error;
+mod error_class;
 mod file_guard;
 mod file_paths;
 pub mod interpolate;
 mod load;
 mod model;
-mod quarantine;
 mod redact;
+mod rules;
 pub mod scalar;
 mod secrets;
-#[cfg(test)]
-mod sink_url_tests;
+mod section;
 mod sinks;
-mod storage;
+#[cfg(test)]
+mod testing;
 mod validate;
 
 pub use claim_token::ClaimToken;
-pub use durability::{BackupConfig, BackupStoreConfig, IntakeConfig, WalConfig, WalType};
 pub use egress::{AddressPolicy, Denied, EgressTarget};
 pub use error::ConfigError;
+pub use error_class::ErrorClass;
 pub use file_guard::{OWN_FILE_REFUSAL, OwnFiles, check_file_options};
 pub use file_paths::{FilePath, file_options};
 pub use load::{
     Loaded, apply_env_overrides, from_rendered_yaml, from_yaml_str, from_yaml_value, load_file,
     value_free,
 };
-pub use model::*;
-pub use quarantine::{DEFAULT_QUARANTINE_BODY_BYTES, PenShares, QuarantineConfig};
-pub use redact::{redact_url, redacted_json};
-pub use secrets::{MAX_SECRETS, Secret, SecretUrl, Secrets};
+pub use model::Config;
+pub use redact::redacted_json;
+pub use rules::{cidr_contains, parse_cidr, valid_header_name, valid_id};
+pub use secrets::{MAX_SECRETS, Secret, SecretUrl, Secrets, redact_url};
+pub use section::admin::{ADMIN_SCOPES, AdminConfig, AdminTls, AdminToken};
+pub use section::backup::{BackupConfig, BackupStoreConfig};
+pub use section::batcher::CommitConfig;
+pub use section::claim_check::ClaimCheckConfig;
+pub use section::dedupe::{DedupeConfig, DedupePreset, default_dedupe_ttl};
+pub use section::dispatch::{
+    DispatchConfig, RetryConfig, RetryOverride, TenantWindow, TenantWindows,
+};
+pub use section::egress::{EgressConfig, PoolConfig};
+pub use section::http::{HttpConfig, Routing};
+pub use section::listener::ConnectionLimits;
+pub use section::log::{LogConfig, LogFormat};
+pub use section::node::{NodeConfig, Role};
+pub use section::quarantine::{DEFAULT_QUARANTINE_BODY_BYTES, PenShares, QuarantineConfig};
+pub use section::queue::{DlqBounds, QueueConfig};
+pub use section::rate_limits::{RateLimit, RateLimitsConfig};
+pub use section::source::{OnVerifyFailure, SourceConfig};
+pub use section::storage::{
+    ArchiveAt, BlobStoreType, DEFAULT_ROLL_BYTES, LocalStoreConfig, MAX_ROLL_BYTES, S3StoreConfig,
+    StorageConfig,
+};
+pub use section::verify::{
+    HmacHash, HmacVerify, MAX_TOLERANCE_SECONDS, Preset, SecretDecode, SigEncoding, SigParse,
+    TimedPreset, VerifyConfig, signed_tokens,
+};
+pub use section::wal::{IntakeConfig, WalConfig, WalType};
 pub use sinks::*;
-pub use storage::{
-    ArchiveAt, BlobStoreType, DEFAULT_ROLL_BYTES, DlqBounds, LocalStoreConfig, MAX_ROLL_BYTES,
-    QueueConfig, S3StoreConfig, StorageConfig,
-};
-pub use validate::{
-    ADMIN_SCOPES, cidr_contains, parse_cidr, signed_tokens, valid_header_name, valid_id, validate,
-};
+pub use validate::validate;
 
 /// Exit code of a process refused for its configuration (`EX_CONFIG` of sysexits.h).
 pub const EXIT_CONFIG: i32 = 78;
-
-impl Config {
-    /// SHA-256 (lowercase hex) of the canonical JSON form. The gateway reports the hash of the
-    /// file it loaded (after interpolation, before environment overrides); the operator
-    /// computes the same function over the config it rendered, so equal hashes mean a pod runs
-    /// exactly the rendered config.
-    pub fn hash(&self) -> String {
-        use sha2::{Digest, Sha256};
-        let bytes = serde_json::to_vec(self).expect("config serialises to JSON");
-        hex::encode(Sha256::digest(bytes))
-    }
-
-    /// The YAML text the gateway parses back into an equal `Config`. Literal `${` in values
-    /// (a secret may contain one) is escaped as `$${` so that loading does not interpolate it.
-    pub fn to_yaml(&self) -> String {
-        let mut tree = serde_yaml_ng::to_value(self).expect("config serialises to YAML");
-        escape_references(&mut tree);
-        serde_yaml_ng::to_string(&tree).expect("config serialises to YAML")
-    }
-
-    pub fn has_role(&self, role: Role) -> bool {
-        self.node.roles.contains(&role)
-    }
-
-    /// The quarantine pen's byte shares in force: `QuarantineConfig::shares` over the sources
-    /// with `on_verify_failure: quarantine`.
-    pub fn pen_shares(&self) -> PenShares {
-        self.quarantine.shares(
-            self.sources
-                .values()
-                .filter(|s| s.on_verify_failure == OnVerifyFailure::Quarantine)
-                .map(|s| s.tenant.as_deref().unwrap_or("default")),
-        )
-    }
-}
-
-fn escape_references(v: &mut serde_yaml_ng::Value) {
-    use serde_yaml_ng::Value;
-    match v {
-        Value::String(s) if s.contains("${") => *s = s.replace("${", "$${"),
-        Value::Sequence(items) => items.iter_mut().for_each(escape_references),
-        Value::Mapping(m) => m.iter_mut().for_each(|(_, v)| escape_references(v)),
-        Value::Tagged(t) => escape_references(&mut t.value),
-        _ => {}
-    }
-}

@@ -7,7 +7,10 @@ use serde_yaml_ng::Value;
 
 use crate::error::ConfigError;
 use crate::interpolate::{Lookup, SystemLookup, interpolate_tree};
-use crate::model::{AdminToken, Config, Role};
+use crate::model::Config;
+use crate::section::admin::{AdminTls, AdminToken};
+use crate::section::node::Role;
+use crate::section::wal::WalType;
 use crate::validate::validate;
 
 /// A validated configuration.
@@ -186,8 +189,8 @@ pub fn apply_env_overrides(c: &mut Config, env: &dyn Lookup) -> Result<(), Confi
     }
     if let Some(v) = parsed::<String>(env, "ANKUSA_WAL_TYPE")? {
         c.wal.wal_type = match v.trim() {
-            "disk" => crate::WalType::Disk,
-            "dual" => crate::WalType::Dual,
+            "disk" => WalType::Disk,
+            "dual" => WalType::Dual,
             _ => {
                 return Err(ConfigError::field(
                     "ANKUSA_WAL_TYPE",
@@ -224,7 +227,7 @@ pub fn apply_env_overrides(c: &mut Config, env: &dyn Lookup) -> Result<(), Confi
         parsed::<String>(env, "ANKUSA_ADMIN_TLS_KEY_FILE")?,
     ) {
         (Some(cert), Some(key)) => {
-            c.admin.tls = Some(crate::model::AdminTls {
+            c.admin.tls = Some(AdminTls {
                 cert_file: cert.into(),
                 key_file: key.into(),
             });

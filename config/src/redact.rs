@@ -8,6 +8,7 @@
 use serde_json::{Map, Value};
 
 use crate::model::Config;
+use crate::secrets::redact_url;
 
 const REDACTED: &str = "[redacted]";
 
@@ -252,9 +253,10 @@ fn walk_map(m: Map<String, Value>, path: &str) -> Map<String, Value> {
                 ),
                 other => other,
             }
-        } else if SECRET_LISTS.contains(&here.as_str()) {
-            // A plain entry is the secret itself; a map entry (`{token, tenants}`) is walked
-            // by the same rule, so its token reads `[redacted]` and its tenants are shown.
+        } else if k == "tokens" || SECRET_LISTS.contains(&here.as_str()) {
+            // A list of tokens (`admin.tokens`, `claim_check.tokens`): a plain entry is the
+            // secret itself; a map entry (`{token, scopes}`, `{token, tenants}`) is walked by
+            // the same rule, so its token reads `[redacted]` and the rest is shown.
             match v {
                 Value::Array(items) => Value::Array(
                     items
@@ -289,19 +291,6 @@ fn walk_map(m: Map<String, Value>, path: &str) -> Map<String, Value> {
                         .into_iter()
                         .map(|i| match i {
                             Value::String(u) => Value::String(redact_server(&u)),
-                            _ => REDACTED.into(),
-                        })
-                        .collect(),
-                ),
-                _ => REDACTED.into(),
-            }
-        } else if k == "tokens" {
-            match v {
-                Value::Array(items) => Value::Array(
-                    items
-                        .into_iter()
-                        .map(|i| match i {
-                            Value::Object(m) => Value::Object(walk_map(m, &here)),
                             _ => REDACTED.into(),
                         })
                         .collect(),
@@ -364,32 +353,10 @@ fn origin_only(raw: &str) -> String {
     out
 }
 
-/// A URL without userinfo and with every query value replaced.
-pub fn redact_url(raw: &str) -> String {
-    match url::Url::parse(raw) {
-        Ok(mut u) => {
-            let _ = u.set_username("");
-            let _ = u.set_password(None);
-            if u.query().is_some() {
-                let pairs: Vec<String> = u
-                    .query_pairs()
-                    .map(|(k, _)| format!("{k}={REDACTED}"))
-                    .collect();
-                u.set_query(Some(&pairs.join("&")));
-            }
-            u.to_string()
-        }
-        Err(_) => REDACTED.into(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ClaimToken;
-    use crate::model::*;
-    use crate::secrets::Secrets;
-    use crate::sinks::*;
+    use crate::*;
 
     #[test]
     fn secrets_tokens_and_header_values_are_redacted() {

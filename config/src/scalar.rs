@@ -1,5 +1,7 @@
 //! Fields that hold text (secrets, tokens, header values) accept a YAML number or boolean as
 //! its text: `${TOKEN}` with `TOKEN=123456` is a secret `"123456"`, not a type error.
+//! A leaf: it imports nothing of the crate (`secrets.rs` builds its types on these, and
+//! `secret_map` fills any type made from text, `Secret` among them).
 
 use std::collections::BTreeMap;
 
@@ -47,14 +49,10 @@ pub fn string_map<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, St
 }
 
 /// `string_map` whose values are secrets (an HTTP sink's header values).
-pub fn secret_map<'de, D: Deserializer<'de>>(
+pub fn secret_map<'de, D: Deserializer<'de>, T: From<String>>(
     d: D,
-) -> Result<BTreeMap<String, crate::Secret>, D::Error> {
-    string_map(d).map(|m| {
-        m.into_iter()
-            .map(|(k, v)| (k, crate::Secret::new(v)))
-            .collect()
-    })
+) -> Result<BTreeMap<String, T>, D::Error> {
+    string_map(d).map(|m| m.into_iter().map(|(k, v)| (k, T::from(v))).collect())
 }
 
 /// For `Secrets`: one value or a list.

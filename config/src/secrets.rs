@@ -5,8 +5,16 @@
 //! serialising these types and the gateway parses the text back, so the wire form is the
 //! value itself. Only `Debug` and `Display` hide it, which is what a config, a sink or an
 //! error that ends up in `tracing` output or a panic message prints.
+//!
+//! Also here, because these types need them: `redact_url` (how a `SecretUrl` prints, reused
+//! by `print-config`'s redaction) and the checks of a rotation list (`Secrets::validate`).
+//! Imports only the leaves `scalar` and `rules`.
 
-use serde::{Deserialize, Serialize};
+use base64::Engine;
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::error::ConfigError;
+use crate::rules::err;
 
 #[cfg(feature = "schema")]
 use schemars::JsonSchema;
@@ -87,13 +95,13 @@ impl SecretUrl {
 
 impl std::fmt::Debug for SecretUrl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{:?}", crate::redact_url(&self.0))
+        write!(f, "{:?}", redact_url(&self.0))
     }
 }
 
 impl std::fmt::Display for SecretUrl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&crate::redact_url(&self.0))
+        f.write_str(&redact_url(&self.0))
     }
 }
 
@@ -135,6 +143,43 @@ impl Secrets {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+
+    /// Checks the list at `field`: 1..=8 entries, none empty. `whsec` says each must be a
+    /// Standard Webhooks secret (`whsec_<base64>` or raw bytes) whose base64 part decodes.
+    pub(crate) fn validate(&self, field: &str, whsec: bool) -> Result<(), ConfigError> {
+        if self.is_empty() {
+            return Err(err(field, "must hold at least one secret"));
+        }
+        if self.len() > MAX_SECRETS {
+            return Err(err(
+                field,
+                format!(
+                    "must hold at most {MAX_SECRETS} secrets, got {}",
+                    self.len()
+                ),
+            ));
+        }
+        for (i, v) in self.iter().enumerate() {
+            let f = if self.len() == 1 {
+                field.to_string()
+            } else {
+                format!("{field}[{i}]")
+            };
+            if v.is_empty() {
+                return Err(err(
+                    f,
+                    "must not be empty (an empty HMAC key would verify anything; is a ${VAR:-} unset?)",
+                ));
+            }
+            if whsec && let Some(b64) = v.strip_prefix("whsec_") {
+                match base64::engine::general_purpose::STANDARD.decode(b64) {
+                    Ok(k) if !k.is_empty() => {}
+                    _ => return Err(err(f, "must be whsec_ followed by base64 of the key")),
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 impl std::fmt::Debug for Secrets {
@@ -144,8 +189,27 @@ impl std::fmt::Debug for Secrets {
 }
 
 impl<'de> Deserialize<'de> for Secrets {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         crate::scalar::one_or_many(d).map(Secrets)
+    }
+}
+
+/// A URL without userinfo and with every query value replaced.
+pub fn redact_url(raw: &str) -> String {
+    match url::Url::parse(raw) {
+        Ok(mut u) => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            if u.query().is_some() {
+                let pairs: Vec<String> = u
+                    .query_pairs()
+                    .map(|(k, _)| format!("{k}={REDACTED}"))
+                    .collect();
+                u.set_query(Some(&pairs.join("&")));
+            }
+            u.to_string()
+        }
+        Err(_) => REDACTED.into(),
     }
 }
 

@@ -7,70 +7,29 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ankusa_config::{Config, Role};
-use ankusa_core::{ClaimCheck, now_ms};
+use ankusa_core::ClaimCheck;
 use ankusa_sinks::SinkBuilder;
 use ankusa_sinks::http::HttpPools;
+use ankusa_store::{LaneId, Store, store_path};
 use tokio::net::TcpListener;
 
+use crate::admin::AdminState;
 use crate::archive::Archive;
 use crate::archive::dlq_bounds::DlqGuard;
-use crate::backup::{Backup, Restored};
+use crate::backup::Backup;
 use crate::claim_check::LocalClaimCheck;
 use crate::commit::{CommitListener, Committer};
 use crate::dispatch::{self, Dispatcher};
 use crate::edge::ratelimit::RateLimiter;
+use crate::edge::{Clock, EdgeState, SystemClock};
 use crate::intake::Intake;
 use crate::live::{ConfigHandle, Live};
 use crate::metrics::Metrics;
+use crate::metrics::collect::Scrape;
+use crate::probes::Probes;
 use crate::quarantine::Pen;
-use crate::replay::{self, Replayer};
+use crate::replay::Replayer;
 use crate::serve::{Listener, serve};
-use crate::store::{LaneId, Store};
-
-/// The time source of decisions that depend on it (signature windows).
-pub trait Clock: Send + Sync {
-    fn now_ms(&self) -> u64;
-}
-
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now_ms(&self) -> u64 {
-        now_ms()
-    }
-}
-
-pub struct App {
-    pub config: Arc<ConfigHandle>,
-    pub store: Arc<Store>,
-    pub commit: Option<Arc<Committer>>,
-    pub dispatcher: Option<Arc<Dispatcher>>,
-    pub replayer: Option<Arc<Replayer>>,
-    /// The quarantine pen (`on_verify_failure: quarantine`).
-    pub pen: Arc<Pen>,
-    /// The archive's compactor and reader, when `storage` is configured.
-    pub archive: Option<Arc<Archive>>,
-    /// The DLQ's bounds: `503 dlq_full` while over one with nothing archived to evict.
-    pub dlq: Arc<DlqGuard>,
-    /// Store backups, when `backup.enabled`.
-    pub backup: Option<Arc<Backup>>,
-    /// The backup this node's store was restored from at boot, if it was.
-    pub restored: Option<Restored>,
-    /// The intake log of `wal.type: dual`.
-    pub intake: Option<Arc<Intake>>,
-    /// Per tenant (`rate_limits`).
-    pub limiter: RateLimiter,
-    /// Per client address (`http.client_rate_limit`).
-    pub client_limiter: RateLimiter,
-    /// Bytes of request bodies being read (`http.max_inflight_body_bytes`).
-    pub body_budget: Arc<tokio::sync::Semaphore>,
-    /// Where the next `POST /v1/sources/{id}/dead_letter` page starts, per source.
-    pub dead_letter_resume:
-        std::sync::Mutex<std::collections::HashMap<String, crate::store::DeadLetterResume>>,
-    pub metrics: Arc<Metrics>,
-    pub clock: Arc<dyn Clock>,
-    pub probe_lock: tokio::sync::Mutex<()>,
-}
 
 /// Where the config came from.
 pub enum ConfigSource {
@@ -97,17 +56,6 @@ fn dir_is_empty(p: &std::path::Path) -> bool {
 
 /// How long a clean stop waits for its final backup.
 const FINAL_BACKUP_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// The store directory of a config: `<data_dir>/<instance>/store`.
-pub fn store_path(c: &Config) -> PathBuf {
-    c.node.data_dir.join(&c.node.instance).join("store")
-}
-
-pub struct Running {
-    pub app: Arc<App>,
-    pub ingest_addr: Option<SocketAddr>,
-    pub admin_addr: Option<SocketAddr>,
-}
 
 /// Starts everything and serves until SIGTERM/SIGINT, then drains.
 pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> anyhow::Result<()> {
@@ -190,7 +138,7 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
             pools.set_config(&live.config.egress.pools)
         }));
     }
-    metrics.config_generation.set(1);
+    metrics.config.generation.set(1);
     if config.egress.pools.pool_size < config.dispatch.concurrency {
         // Each receiver gets at most pool_size connections: attempts beyond that wait for one,
         // so one receiver's deliveries top out at pool_size / its latency.
@@ -216,7 +164,7 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
         None
     };
     let (dispatcher, replayer) = if config.has_role(Role::Dispatch) {
-        let (feedback, settled) = replay::feedback();
+        let (feedback, settled) = dispatch::feedback::feedback();
         let d = Dispatcher::start(dispatch::Context {
             store: store.clone(),
             config: handle.clone(),
@@ -254,34 +202,33 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
     } else {
         None
     };
-    let app = Arc::new(App {
+    // One state per listener, each holding exactly what its routes use.
+    let probes = Arc::new(Probes {
         config: handle.clone(),
-        store,
-        commit,
-        dispatcher: dispatcher.clone(),
-        replayer,
-        pen,
-        archive,
-        dlq: dlq.clone(),
-        backup: backup.clone(),
-        restored: restored.clone(),
+        store: store.clone(),
         intake: intake.clone(),
-        limiter: RateLimiter::default(),
-        client_limiter: RateLimiter::default(),
-        body_budget: Arc::new(tokio::sync::Semaphore::new(
-            usize::try_from(config.http.max_inflight_body_bytes)
-                .unwrap_or(usize::MAX)
-                .min(tokio::sync::Semaphore::MAX_PERMITS),
-        )),
-        dead_letter_resume: Default::default(),
-        metrics,
-        clock: Arc::new(SystemClock),
         probe_lock: tokio::sync::Mutex::new(()),
     });
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut servers = Vec::new();
-    if config.has_role(Role::Edge) {
+    if let Some(commit) = &commit {
+        let edge = Arc::new(EdgeState {
+            config: handle.clone(),
+            commit: commit.clone(),
+            pen: pen.clone(),
+            dlq: dlq.clone(),
+            intake_retry_after: intake
+                .as_ref()
+                .map(|i| u64::from(i.retry_after_s()))
+                .unwrap_or(2),
+            limiter: RateLimiter::default(),
+            client_limiter: RateLimiter::default(),
+            body_budget: EdgeState::body_budget(config.http.max_inflight_body_bytes),
+            metrics: metrics.clone(),
+            clock: clock.clone(),
+        });
         let addr = SocketAddr::new(config.http.ip, config.http.port);
         let listener = TcpListener::bind(addr)
             .await
@@ -289,11 +236,11 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
         tracing::info!(addr = %listener.local_addr()?, "ingest listening");
         servers.push(tokio::spawn(serve(
             listener,
-            crate::edge::router(app.clone()),
+            crate::edge::router(edge, crate::probes::router(probes.clone())),
             Listener {
                 name: "ingest",
                 limits: config.http.connections.clone(),
-                metrics: app.metrics.clone(),
+                metrics: metrics.clone(),
                 tls: None,
             },
             stop_rx.clone(),
@@ -311,11 +258,36 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
         tracing::info!(addr = %listener.local_addr()?, tls = tls.is_some(), "admin listening");
         servers.push(tokio::spawn(serve(
             listener,
-            crate::admin::router(app.clone()),
+            crate::admin::router(
+                AdminState {
+                    config: handle.clone(),
+                    store: store.clone(),
+                    metrics: metrics.clone(),
+                    scrape: Scrape {
+                        metrics: metrics.clone(),
+                        store: store.clone(),
+                        config: handle.clone(),
+                        commit: commit.clone(),
+                        pen: pen.clone(),
+                        dlq: dlq.clone(),
+                        archive: archive.clone(),
+                        backup: backup.clone(),
+                    },
+                    sink_health: dispatcher.as_ref().map(|d| d.health.clone()),
+                    replayer: replayer.clone(),
+                    pen: pen.clone(),
+                    archive: archive.clone(),
+                    dlq: dlq.clone(),
+                    backup: backup.clone(),
+                    intake: intake.clone(),
+                    dead_letter_resume: Default::default(),
+                },
+                crate::probes::router(probes.clone()),
+            ),
             Listener {
                 name: "admin",
                 limits: config.admin.connections.clone(),
-                metrics: app.metrics.clone(),
+                metrics: metrics.clone(),
                 tls,
             },
             stop_rx.clone(),
@@ -333,7 +305,7 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
             Listener {
                 name: "claim_check",
                 limits: config.claim_check.connections.clone(),
-                metrics: app.metrics.clone(),
+                metrics: metrics.clone(),
                 tls: None,
             },
             stop_rx.clone(),
@@ -378,13 +350,11 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
             i.run_reconciler().await;
         });
     }
-    spawn_reload_triggers(app.clone());
-    spawn_housekeeping(app.clone());
-    {
-        let clock = app.clock.clone();
-        let (store, pen) = (app.store.clone(), app.pen.clone());
-        crate::quarantine::expire::spawn(store, pen, app.config.clone(), move || clock.now_ms());
-    }
+    spawn_reload_triggers(handle.clone(), metrics.clone());
+    spawn_housekeeping(handle.clone(), commit.clone(), pen.clone(), metrics.clone());
+    crate::quarantine::expire::spawn(store.clone(), pen.clone(), handle.clone(), move || {
+        clock.now_ms()
+    });
     if intake.is_some() {
         tracing::info!(
             instance = %config.node.instance,
@@ -405,7 +375,7 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
     for s in servers {
         let _ = tokio::time::timeout(Duration::from_secs(10), s).await;
     }
-    if let Some(b) = &app.commit {
+    if let Some(b) = &commit {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
         while b.queued() > 0 && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -450,7 +420,7 @@ async fn shutdown_signal() {
 /// of the file's bytes since it was last read reloads (SIGHUP always does), so our own reads
 /// and unrelated events in the directory do nothing, and a config pushed over the admin API is
 /// not undone by a file that did not change.
-fn spawn_reload_triggers(app: Arc<App>) {
+fn spawn_reload_triggers(config: Arc<ConfigHandle>, metrics: Arc<Metrics>) {
     let (tx, mut rx) = tokio::sync::mpsc::channel::<&'static str>(16);
     {
         let tx = tx.clone();
@@ -464,7 +434,7 @@ fn spawn_reload_triggers(app: Arc<App>) {
             }
         });
     }
-    let Some(path) = app.config.path().cloned() else {
+    let Some(path) = config.path().cloned() else {
         tokio::spawn(async move {
             while rx.recv().await.is_some() {
                 tracing::info!(
@@ -545,16 +515,16 @@ fn spawn_reload_triggers(app: Arc<App>) {
                 continue;
             }
             last = now;
-            let result = app
-                .config
+            let result = config
                 .reload_from_text(&String::from_utf8_lossy(&bytes))
                 .await;
             match result {
                 Ok(true) => {
-                    app.metrics.config_reloads.with_label_values(&["ok"]).inc();
-                    app.metrics
-                        .config_generation
-                        .set(app.config.live().generation as i64);
+                    metrics.config.reloads.with_label_values(&["ok"]).inc();
+                    metrics
+                        .config
+                        .generation
+                        .set(config.live().generation as i64);
                     tracing::info!(trigger = why, "config reloaded");
                 }
                 // Typical on Kubernetes: the operator pushed this config over the admin API
@@ -566,10 +536,7 @@ fn spawn_reload_triggers(app: Arc<App>) {
                     )
                 }
                 Err(_) => {
-                    app.metrics
-                        .config_reloads
-                        .with_label_values(&["error"])
-                        .inc();
+                    metrics.config.reloads.with_label_values(&["error"]).inc();
                 }
             }
         }
@@ -577,16 +544,21 @@ fn spawn_reload_triggers(app: Arc<App>) {
 }
 
 /// Pool sweeps and store gauges.
-fn spawn_housekeeping(app: Arc<App>) {
+fn spawn_housekeeping(
+    config: Arc<ConfigHandle>,
+    commit: Option<Arc<Committer>>,
+    pen: Arc<Pen>,
+    metrics: Arc<Metrics>,
+) {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(5));
         loop {
             tick.tick().await;
-            app.config.sinks().pools().sweep();
-            if let Some(c) = &app.commit {
-                app.metrics.commit_queued.set(c.queued() as i64);
+            config.sinks().pools().sweep();
+            if let Some(c) = &commit {
+                metrics.commit.queued.set(c.queued() as i64);
             }
-            crate::quarantine::gauges(&app);
+            crate::quarantine::gauges(&pen, &metrics);
         }
     });
 }

@@ -11,6 +11,8 @@
 //! token limited to some tenants (`{token, tenants}`) gets `403 forbidden` for a claim of any
 //! other tenant, decided from the URL's tenant before the store is touched, so the answer is
 //! the same whether the claim exists or not.
+//!
+//! Imports `api_error` only (its refusals); the claim port's listener is `app.rs`'s.
 
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -27,7 +29,7 @@ use axum::routing::get;
 use futures::future::BoxFuture;
 use sha2::{Digest, Sha256};
 
-use crate::edge::error;
+use crate::api_error::ApiError;
 
 pub struct LocalClaimCheck {
     dir: PathBuf,
@@ -45,7 +47,7 @@ enum Refusal {
 
 impl LocalClaimCheck {
     pub fn new(dir: PathBuf, tokens: Vec<ClaimToken>) -> std::io::Result<Arc<LocalClaimCheck>> {
-        crate::store::create_dir_synced(&dir)?;
+        ankusa_store::create_dir_synced(&dir)?;
         Ok(Arc::new(LocalClaimCheck { dir, tokens }))
     }
 
@@ -73,7 +75,7 @@ impl LocalClaimCheck {
             return Ok(reference);
         }
         let dir = path.parent().expect("claim path has a tenant directory");
-        crate::store::create_dir_synced(dir)?;
+        ankusa_store::create_dir_synced(dir)?;
         // Two sinks may check in the same hook at once: each writes its own temp file (the
         // process id alone would be shared), and `create_new` never truncates another's.
         static WRITER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -204,16 +206,14 @@ async fn redeem(
     method: Method,
     headers: HeaderMap,
     UrlPath((tenant, claim_id)): UrlPath<(String, String)>,
-) -> Response {
+) -> Result<Response, ApiError> {
     match claims.admit(&headers, &tenant) {
         Ok(()) => {}
-        Err(Refusal::Unauthorized) => {
-            return error(StatusCode::UNAUTHORIZED, "unauthorized", None);
-        }
-        Err(Refusal::OtherTenant) => return error(StatusCode::FORBIDDEN, "forbidden", None),
+        Err(Refusal::Unauthorized) => return Err(ApiError::Unauthorized),
+        Err(Refusal::OtherTenant) => return Err(ApiError::Forbidden { scope: None }),
     }
     let Some(path) = claims.path(&tenant, &claim_id) else {
-        return error(StatusCode::NOT_FOUND, "claim_not_found", None);
+        return Err(ApiError::ClaimNotFound);
     };
     let range = headers
         .get(header::RANGE)
@@ -222,15 +222,9 @@ async fn redeem(
     let head = method == Method::HEAD;
     let read = tokio::task::spawn_blocking(move || read_claim(&path, range.as_deref(), head)).await;
     match read {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {
-            error(StatusCode::NOT_FOUND, "claim_not_found", None)
-        }
-        _ => {
-            let mut r = error(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", None);
-            r.headers_mut().insert(header::RETRY_AFTER, 1.into());
-            r
-        }
+        Ok(Ok(r)) => Ok(r),
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => Err(ApiError::ClaimNotFound),
+        _ => Err(ApiError::StoreUnavailable { class: None }),
     }
 }
 
@@ -302,7 +296,7 @@ mod tests {
     async fn check_in_is_idempotent_and_redeemable() {
         let d = tempfile::tempdir().unwrap();
         let claims = LocalClaimCheck::new(d.path().join("claims"), vec![]).unwrap();
-        let mut env = crate::store::ingest_test_envelope("acme", "src");
+        let mut env = ankusa_store::test_util::ingest_test_envelope("acme", "src");
         env.body = bytes::Bytes::from(vec![7u8; 100_000]);
         let a = claims.check_in(&env).await.unwrap();
         let b = claims.check_in(&env).await.unwrap();

@@ -5,9 +5,10 @@ use std::io::BufRead;
 use std::path::PathBuf;
 
 use ankusa_config::{ConfigError, EXIT_CONFIG, Loaded};
+use ankusa_store::store_path;
 use clap::{Parser, Subcommand};
 
-use crate::app::{ConfigSource, EMBEDDED_CONFIG, store_path};
+use crate::app::{ConfigSource, EMBEDDED_CONFIG};
 
 #[derive(Parser)]
 #[command(name = "ankusa", version, about = "Ankusa webhook ingestion gateway")]
@@ -177,8 +178,8 @@ fn build_check(loaded: &Loaded) -> Result<(), ConfigError> {
 fn store_cmd(loaded: &Loaded, cmd: StoreCmd) -> i32 {
     let path = store_path(&loaded.config);
     let opened = match cmd {
-        StoreCmd::Check { repair: false } => crate::store::Store::open_read_only(&path),
-        _ => crate::store::Store::open(&path),
+        StoreCmd::Check { repair: false } => ankusa_store::Store::open_read_only(&path),
+        _ => ankusa_store::Store::open(&path),
     };
     let store = match opened {
         Ok(s) => s,
@@ -213,7 +214,7 @@ fn store_cmd(loaded: &Loaded, cmd: StoreCmd) -> i32 {
         StoreCmd::Stats => {
             // A counter that cannot be read prints as -1; the rest is still worth seeing.
             let totals = store.totals().ok();
-            let get = |f: fn(&crate::store::Totals) -> i64| totals.as_ref().map_or(-1, f);
+            let get = |f: fn(&ankusa_store::Totals) -> i64| totals.as_ref().map_or(-1, f);
             println!(
                 "{}",
                 serde_json::json!({

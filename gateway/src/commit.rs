@@ -14,11 +14,11 @@ use std::sync::mpsc;
 
 use ankusa_config::CommitConfig;
 use ankusa_core::now_ms;
+use ankusa_store::{IngestRecord, IngestResult, LaneId, Store, StoreError};
 use tokio::sync::oneshot;
 
 use crate::intake::{Answer, Intake};
 use crate::metrics::Metrics;
-use crate::store::{IngestRecord, IngestResult, LaneId, Store, StoreError};
 
 /// Why a record was not committed. Each maps to a `503` at the edge.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -159,7 +159,7 @@ impl Committer {
         }
         let (reply, rx) = oneshot::channel();
         let job = Job {
-            encoded: crate::store::encode_envelope(&rec.envelope),
+            encoded: ankusa_store::encode_envelope(&rec.envelope),
             rec,
             size,
             enqueued: Instant::now(),
@@ -210,7 +210,7 @@ impl Worker {
                 .partition(|j| j.enqueued.elapsed() <= max_wait);
             for j in expired {
                 self.release(j.size);
-                self.metrics.commit_expired.inc();
+                self.metrics.commit.expired.inc();
                 let _ = j.reply.send(Err(CommitError::Expired));
             }
             if live.is_empty() {
@@ -261,9 +261,10 @@ impl Worker {
                 self.store.maybe_reopen();
             }
             self.metrics
+                .commit
                 .wal_sync_seconds
                 .observe(started.elapsed().as_secs_f64());
-            self.metrics.commit_batch_records.observe(n as f64);
+            self.metrics.commit.batch_records.observe(n as f64);
             match result {
                 Ok(committed) => {
                     let mut tenants: Vec<String> = Vec::new();

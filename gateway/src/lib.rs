@@ -10,6 +10,7 @@
 //! in force and its reloads.
 
 pub mod admin;
+pub mod api_error;
 pub mod app;
 pub mod archive;
 pub mod backup;
@@ -20,6 +21,7 @@ pub mod commit;
 pub mod dispatch;
 pub mod edge;
 mod egress_metrics;
+pub mod hook;
 pub mod intake;
 pub mod live;
 pub mod metrics;
@@ -27,5 +29,4 @@ pub mod probes;
 pub mod quarantine;
 pub mod replay;
 pub mod serve;
-pub mod store;
 pub mod tls;

@@ -1,60 +1,93 @@
 //! `GET /health` (the process answers) and `GET /ready` (a synced store write succeeded within
 //! the last second and none failed in the last five), on the ingest and admin ports.
+//!
+//! Imports the store, the live config and the intake log it reads; `app.rs` builds one
+//! `Probes` and both listeners mount its router.
 
 use std::sync::Arc;
 
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use axum::routing::get;
+use axum::{Json, Router};
 
-use crate::app::App;
+use ankusa_api::{Health, Ready};
 use ankusa_core::now_ms;
+use ankusa_store::Store;
+
+use crate::intake::Intake;
+use crate::live::ConfigHandle;
 
 /// A synced write older than this is refreshed by a probe write.
 const PROBE_MAX_AGE_MS: u64 = 1_000;
 /// A write failure this recent makes the node unready.
 const FAILURE_WINDOW_MS: u64 = 5_000;
 
-pub async fn health(State(app): State<Arc<App>>) -> Response {
-    axum::Json(json!({
-        "status": "ok",
-        "instance": app.config.live().config.node.instance,
-        "version": env!("CARGO_PKG_VERSION"),
-    }))
-    .into_response()
+/// What the probes read: the store's write health (and the store for a probe write), the
+/// instance name, the intake log's state.
+pub struct Probes {
+    pub config: Arc<ConfigHandle>,
+    pub store: Arc<Store>,
+    pub intake: Option<Arc<Intake>>,
+    /// One probe write at a time, however many probes arrive.
+    pub probe_lock: tokio::sync::Mutex<()>,
 }
 
-pub async fn ready(State(app): State<Arc<App>>) -> Response {
+/// `/health` and `/ready` over one shared `Probes`.
+pub fn router(probes: Arc<Probes>) -> Router {
+    Router::new()
+        .route("/health", get(health))
+        .route("/ready", get(ready))
+        .with_state(probes)
+}
+
+async fn health(State(app): State<Arc<Probes>>) -> Json<Health> {
+    Json(Health {
+        status: "ok".into(),
+        instance: app.config.live().config.node.instance.clone(),
+        version: env!("CARGO_PKG_VERSION").into(),
+    })
+}
+
+async fn ready(State(app): State<Arc<Probes>>) -> Response {
     // `wal.type: dual`: no hook can be acked while the intake log is recovering or down.
     if let Some(i) = &app.intake
         && i.state() != "ready"
     {
-        let mut r = (
-            StatusCode::SERVICE_UNAVAILABLE,
-            axum::Json(json!({ "status": "unavailable", "intake": i.state() })),
-        )
-            .into_response();
-        r.headers_mut()
-            .insert(header::RETRY_AFTER, i.retry_after_s().into());
-        return r;
+        let body = Ready {
+            status: "unavailable".into(),
+            intake: Some(i.state().into()),
+            ..Ready::default()
+        };
+        return unavailable(body, i.retry_after_s().into());
     }
     let (ok, reason) = check_ready(&app).await;
     if ok {
-        return axum::Json(json!({ "status": "ready" })).into_response();
-    }
-    let mut r = (
-        StatusCode::SERVICE_UNAVAILABLE,
-        axum::Json(json!({ "status": "unavailable", "store": reason })),
-    )
+        return Json(Ready {
+            status: "ready".into(),
+            ..Ready::default()
+        })
         .into_response();
-    r.headers_mut().insert(header::RETRY_AFTER, 1.into());
+    }
+    let body = Ready {
+        status: "unavailable".into(),
+        store: Some(reason.into()),
+        ..Ready::default()
+    };
+    unavailable(body, 1)
+}
+
+fn unavailable(body: Ready, retry_after_s: u64) -> Response {
+    let mut r = (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, retry_after_s.into());
     r
 }
 
 /// (ready, reason when not): `write_failed` after a recent failure, `store_unavailable` when
 /// the probe write itself fails.
-pub async fn check_ready(app: &Arc<App>) -> (bool, &'static str) {
+async fn check_ready(app: &Probes) -> (bool, &'static str) {
     let health = &app.store.health;
     let now = now_ms();
     let failed_recently = |now: u64| {

@@ -63,7 +63,8 @@ pub async fn serve(
     let refusers = Arc::new(Semaphore::new(REFUSERS));
     let open = opts
         .metrics
-        .http_connections
+        .listeners
+        .connections
         .with_label_values(&[opts.name]);
     let conns = tokio_util_like::TaskCount::default();
     loop {
@@ -109,7 +110,8 @@ pub async fn serve(
                                 Ok(tls) => connection(tls, peer, router, &opts, stop).await,
                                 Err(crate::tls::Refused::Timeout) => opts
                                     .metrics
-                                    .http_timeouts
+                                    .listeners
+                                    .timeouts
                                     .with_label_values(&[opts.name, "tls_handshake"])
                                     .inc(),
                                 Err(crate::tls::Refused::Other) => {}
@@ -123,7 +125,8 @@ pub async fn serve(
             }
             Err(_) => {
                 opts.metrics
-                    .http_connections_refused
+                    .listeners
+                    .connections_refused
                     .with_label_values(&[opts.name])
                     .inc();
                 if let Ok(r) = refusers.clone().try_acquire_owned() {
@@ -242,7 +245,8 @@ async fn connection<S>(
         }
     };
     opts.metrics
-        .http_timeouts
+        .listeners
+        .timeouts
         .with_label_values(&[opts.name, timeout])
         .inc();
     // Dropping the connection closes the socket.

@@ -9,33 +9,14 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use ankusa_testkit::pki::Ca;
 use common::*;
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-struct Ca {
-    pem: String,
-    issuer: Issuer<'static, KeyPair>,
-}
-
-fn ca(name: &str) -> Ca {
-    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params.distinguished_name.push(DnType::CommonName, name);
-    let key = KeyPair::generate().unwrap();
-    let pem = params.self_signed(&key).unwrap().pem();
-    Ca {
-        pem,
-        issuer: Issuer::new(params, key),
-    }
-}
 
 /// A serving certificate for `localhost`, signed by `ca`: (chain PEM, key PEM).
 fn leaf(ca: &Ca) -> (String, String) {
-    let params = CertificateParams::new(vec!["localhost".to_string()]).unwrap();
-    let key = KeyPair::generate().unwrap();
-    let cert = params.signed_by(&key, &ca.issuer).unwrap();
-    (cert.pem(), key.serialize_pem())
+    let pair = ca.server(&["localhost"], false);
+    (pair.cert, pair.key)
 }
 
 /// Replaces a file the way a Secret volume does: a new file renamed over the old one.
@@ -67,7 +48,7 @@ async fn health(c: &reqwest::Client, g: &Gateway) -> Result<u16, String> {
 
 #[tokio::test]
 async fn admin_api_serves_https_only_and_follows_certificate_swaps() {
-    let (a, b) = (ca("admin CA a"), ca("admin CA b"));
+    let (a, b) = (Ca::new("admin CA a"), Ca::new("admin CA b"));
     let tls_dir = tempfile::tempdir().unwrap();
     let (cert_file, key_file) = (
         tls_dir.path().join("tls.crt"),
@@ -134,7 +115,7 @@ async fn admin_api_serves_https_only_and_follows_certificate_swaps() {
 
 #[test]
 fn unusable_certificate_files_stop_the_start_naming_the_field() {
-    let a = ca("admin CA");
+    let a = Ca::new("admin CA");
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("ankusa.yml");
     std::fs::write(&config, "sources: {}\n").unwrap();

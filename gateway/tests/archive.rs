@@ -16,7 +16,6 @@ use common::receiver::{Receiver, Reply};
 use common::*;
 use serde_json::{Value, json};
 
-const MOTO: &str = "http://127.0.0.1:5000";
 const SINK_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
 fn config(url: &str, storage: &str, extra: &str) -> String {
@@ -29,29 +28,15 @@ dispatch: {{breaker_failures: 0}}
 sources:
   s:
     retry: {{base_ms: 20, max_ms: 50, max_attempts: 1}}
-    sinks:
-      - type: http
-        url: {url}
-        secret: {SINK_SECRET}
+    sinks: [{{type: http, url: "{url}", secret: "{SINK_SECRET}"}}]
 "#
     )
 }
 
 fn s3_storage(bucket: &str) -> String {
     format!(
-        r#"
-storage:
-  type: s3
-  key_prefix: team-a
-  roll_ms: 200
-  interval_ms: 50
-  s3:
-    bucket: {bucket}
-    endpoint: {MOTO}
-    region: us-east-1
-    access_key_id: test
-    secret_access_key: test
-"#
+        "storage:\n  type: s3\n  key_prefix: team-a\n  roll_ms: 200\n  interval_ms: 50\n{}",
+        moto_s3_yaml(bucket, "  ")
     )
 }
 
@@ -60,18 +45,6 @@ fn local_storage(dir: &std::path::Path, roll_ms: u64) -> String {
         "storage:\n  type: local\n  roll_ms: {roll_ms}\n  interval_ms: 50\n  local:\n    dir: {}\n",
         dir.display()
     )
-}
-
-fn require_moto() {
-    let ok = std::net::TcpStream::connect_timeout(
-        &"127.0.0.1:5000".parse().unwrap(),
-        Duration::from_secs(2),
-    )
-    .is_ok();
-    assert!(
-        ok,
-        "moto_server is not reachable on 127.0.0.1:5000: run `tests/brokers/start.sh <statedir>` first"
-    );
 }
 
 fn now_ms() -> u64 {
@@ -107,12 +80,7 @@ async fn wait_archived(c: &reqwest::Client, g: &Gateway, n: i64) -> Value {
 }
 
 async fn start_archive_job(c: &reqwest::Client, g: &Gateway, body: Value) -> String {
-    let r = c
-        .post(g.admin_url("/v1/replays"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let r = g.admin_post(c, "/v1/replays", &body).await;
     let status = r.status().as_u16();
     let v: Value = r.json().await.unwrap();
     assert_eq!(status, 202, "a new job: {v}");
@@ -127,15 +95,8 @@ fn body_of(i: usize, batch: &str) -> String {
 
 #[tokio::test]
 async fn s3_archive_fetches_by_id_and_a_window_replay_resends_exactly_that_window() {
-    require_moto();
-    let bucket = format!("ankusa-archive-{:08x}", fastrand::u32(..));
     let c = client();
-    let made = c.put(format!("{MOTO}/{bucket}")).send().await.unwrap();
-    assert!(
-        made.status().is_success(),
-        "create bucket: {}",
-        made.status()
-    );
+    let bucket = moto_bucket(&c, "ankusa-archive").await;
 
     let rx = Receiver::start(|_, _| Reply::status(200)).await;
     let g = Gateway::start(&config(&rx.url("/in"), &s3_storage(&bucket), ""));
@@ -236,12 +197,13 @@ async fn s3_archive_fetches_by_id_and_a_window_replay_resends_exactly_that_windo
     assert!(z.iter().all(|id| !ids.contains(id)) && a.iter().all(|id| !ids.contains(id)));
 
     // A sink subset that names no sink of the source sends nothing; a bad window is refused.
-    let bad = c
-        .post(g.admin_url("/v1/replays"))
-        .json(&json!({"kind": "archive", "from": to, "to": from}))
-        .send()
-        .await
-        .unwrap();
+    let bad = g
+        .admin_post(
+            &c,
+            "/v1/replays",
+            &json!({"kind": "archive", "from": to, "to": from}),
+        )
+        .await;
     assert_eq!(bad.status().as_u16(), 400);
     let v: Value = bad.json().await.unwrap();
     assert_eq!(v["error"], "invalid_filter", "{v}");
@@ -382,12 +344,7 @@ async fn delete_dlq(c: &reqwest::Client, g: &Gateway, limit: usize) -> Value {
 }
 
 async fn post_status(c: &reqwest::Client, g: &Gateway, body: &str) -> (u16, Option<String>, Value) {
-    let r = c
-        .post(g.url("/webhooks/s"))
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
+    let r = post_to(c, &g.url("/webhooks/s"), body.to_string()).await;
     let status = r.status().as_u16();
     let retry = r
         .headers()

@@ -16,7 +16,6 @@ use common::receiver::{Receiver, Reply};
 use common::*;
 use serde_json::Value;
 
-const MOTO: &str = "http://127.0.0.1:5000";
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const SINK_SECRET: &str = "whsec_c2VjcmV0LW90aGVyc2VjcmV0LW90aGVy";
 
@@ -57,33 +56,9 @@ fn local_backup(dir: &Path) -> String {
 
 fn s3_backup(bucket: &str) -> String {
     format!(
-        r#"
-backup:
-  enabled: true
-  interval_ms: 60000
-  key_prefix: team-b
-  store:
-    type: s3
-    s3:
-      bucket: {bucket}
-      endpoint: {MOTO}
-      region: us-east-1
-      access_key_id: test
-      secret_access_key: test
-"#
+        "backup:\n  enabled: true\n  interval_ms: 60000\n  key_prefix: team-b\n  store:\n    type: s3\n{}",
+        moto_s3_yaml(bucket, "    ")
     )
-}
-
-fn require_moto() {
-    let ok = std::net::TcpStream::connect_timeout(
-        &"127.0.0.1:5000".parse().unwrap(),
-        Duration::from_secs(2),
-    )
-    .is_ok();
-    assert!(
-        ok,
-        "moto_server is not reachable on 127.0.0.1:5000: run `tests/brokers/start.sh <statedir>` first"
-    );
 }
 
 /// POSTs `n` signed hooks to `source`; their webhook-ids and gateway ids.
@@ -242,15 +217,8 @@ async fn a_local_backup_brings_back_every_hook_and_dead_row_after_the_data_dir_i
 
 #[tokio::test]
 async fn an_s3_backup_brings_back_every_hook_and_dead_row_after_the_data_dir_is_lost() {
-    require_moto();
-    let bucket = format!("ankusa-backup-{:08x}", fastrand::u32(..));
     let c = client();
-    let made = c.put(format!("{MOTO}/{bucket}")).send().await.unwrap();
-    assert!(
-        made.status().is_success(),
-        "create bucket: {}",
-        made.status()
-    );
+    let bucket = moto_bucket(&c, "ankusa-backup").await;
     let restored = round_trip(&s3_backup(&bucket)).await;
     // Objects are private (an unsigned GET is refused): the listing shows LATEST and the
     // manifest of the backup restored.

@@ -11,7 +11,7 @@ mod common;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use common::nats::Nats;
+use ankusa_testkit::nats_server::{NatsServer, Spec};
 use common::*;
 use serde_json::Value;
 
@@ -19,7 +19,7 @@ use serde_json::Value;
 async fn hooks_survive_a_broker_restart_with_visible_retries() {
     let tmp = tempfile::tempdir().unwrap();
     let port = free_port();
-    let mut nats = Nats::start(port, &tmp.path().join("js"));
+    let mut nats = NatsServer::start(tmp.path(), port, &Spec::plain());
     let url = format!("nats://127.0.0.1:{port}");
     {
         let nc = async_nats::connect(&url).await.unwrap();
@@ -40,17 +40,12 @@ async fn hooks_survive_a_broker_restart_with_visible_retries() {
     let mut acked = Vec::new();
     for i in 0..90 {
         if i == 30 {
-            nats.kill9();
+            nats.kill();
         }
         if i == 60 {
             nats.spawn();
         }
-        let r = c
-            .post(g.url("/webhooks/s"))
-            .body(format!("{{\"i\":{i}}}"))
-            .send()
-            .await
-            .unwrap();
+        let r = post_to(&c, &g.url("/webhooks/s"), format!("{{\"i\":{i}}}")).await;
         assert_eq!(
             r.status().as_u16(),
             201,
@@ -118,12 +113,7 @@ async fn hooks_survive_a_broker_restart_with_visible_retries() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_broker_refused_by_egress_keeps_its_hooks_queued_until_allowed() {
     let channel = format!("ankusa-egress-{}", uuid::Uuid::now_v7().simple());
-    let redis = redis::Client::open("redis://127.0.0.1:6379/").expect("redis url");
-    let mut pubsub = redis
-        .get_async_pubsub()
-        .await
-        .expect("Redis on 127.0.0.1:6379 (run tests/brokers/start.sh <statedir>)");
-    pubsub.subscribe(&channel).await.unwrap();
+    let mut pubsub = redis_subscriber(&channel).await;
     let config = |egress: &str| {
         format!(
             "egress: {egress}\ndispatch: {{breaker_failures: 0}}\nsources:\n  s:\n    retry: {{base_ms: 50, max_ms: 300}}\n    sinks:\n      - type: redis\n        url: redis://localhost:6379/0\n        channel: {channel}\n"
@@ -131,33 +121,8 @@ async fn a_broker_refused_by_egress_keeps_its_hooks_queued_until_allowed() {
     };
     let g = Gateway::start(&config("{}"));
     let c = client();
-    let r = c
-        .post(g.url("/webhooks/s"))
-        .body("{}")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 201);
-    let id = r.json::<Value>().await.unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let row = loop {
-        let h = g.admin_json(&c, &format!("/v1/hooks/{id}")).await;
-        let row = h["deliveries"][0].clone();
-        if row["attempts"].as_u64().unwrap_or(0) >= 2 {
-            break row;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no retried attempt: {h}\n{}",
-            g.log_tail()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    assert_ne!(row["state"], "dead", "an egress refusal is retried: {row}");
+    let id = post_hook(&c, &g, "/webhooks/s", "{}").await;
+    let row = retried_row(&c, &g, &id, 20).await;
     let err = row["last_error"].as_str().unwrap_or_default();
     assert!(
         err.contains("egress_denied: loopback (url)"),
@@ -169,11 +134,6 @@ async fn a_broker_refused_by_egress_keeps_its_hooks_queued_until_allowed() {
     );
 
     g.write_config(&config("{allow_loopback: true}"));
-    use futures::StreamExt;
-    let msg = tokio::time::timeout(Duration::from_secs(20), pubsub.on_message().next())
-        .await
-        .expect("delivered within 20 s of the reload")
-        .expect("a message");
-    let m: Value = serde_json::from_slice(msg.get_payload_bytes()).unwrap();
+    let m = next_message(&mut pubsub, &g, 20).await;
     assert_eq!(m["id"], id.as_str());
 }

@@ -4,8 +4,6 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::*;
 use serde_json::Value;
 use sha2::Digest;
@@ -13,12 +11,7 @@ use sha2::Digest;
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_large_body_is_claim_checked_and_redeemed_over_http() {
     let channel = format!("ankusa-claims-{}", uuid::Uuid::now_v7().simple());
-    let client = redis::Client::open("redis://127.0.0.1:6379/").expect("redis url");
-    let mut pubsub = client
-        .get_async_pubsub()
-        .await
-        .expect("Redis on 127.0.0.1:6379 (run tests/brokers/start.sh <statedir>)");
-    pubsub.subscribe(&channel).await.unwrap();
+    let mut pubsub = redis_subscriber(&channel).await;
     let g = Gateway::start(&format!(
         "egress: {{allow_loopback: true}}\nsources:\n  big:\n    tenant: acme\n    sinks:\n      - type: redis\n        url: redis://127.0.0.1:6379/0\n        channel: {channel}\n        inline_max_bytes: 4096\n"
     ));
@@ -28,24 +21,9 @@ async fn a_large_body_is_claim_checked_and_redeemed_over_http() {
     let body: Vec<u8> = (0..100_000u32)
         .map(|i| b"abcdefghij"[(i % 10) as usize])
         .collect();
-    let r = c
-        .post(g.url("/webhooks/big"))
-        .body(body.clone())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 201);
-    let id = r.json::<Value>().await.unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = post_hook(&c, &g, "/webhooks/big", body.clone()).await;
 
-    use futures::StreamExt;
-    let msg = tokio::time::timeout(Duration::from_secs(15), pubsub.on_message().next())
-        .await
-        .expect("a message within 15 s")
-        .expect("a message");
-    let m: Value = serde_json::from_slice(msg.get_payload_bytes()).unwrap();
+    let m = next_message(&mut pubsub, &g, 15).await;
     assert_eq!(m["id"], id.as_str());
     assert!(
         m.get("body_base64").is_none_or(Value::is_null),
@@ -114,12 +92,7 @@ fn client_http() -> reqwest::Client {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn claim_tokens_are_limited_to_their_tenants() {
     let channel = format!("ankusa-claims-scoped-{}", uuid::Uuid::now_v7().simple());
-    let client = redis::Client::open("redis://127.0.0.1:6379/").expect("redis url");
-    let mut pubsub = client
-        .get_async_pubsub()
-        .await
-        .expect("Redis on 127.0.0.1:6379 (run tests/brokers/start.sh <statedir>)");
-    pubsub.subscribe(&channel).await.unwrap();
+    let mut pubsub = redis_subscriber(&channel).await;
     let g = Gateway::start(&format!(
         "egress: {{allow_loopback: true}}\n\
          claim_check:\n  tokens:\n\
@@ -131,20 +104,9 @@ async fn claim_tokens_are_limited_to_their_tenants() {
     ));
     let c = client_http();
     let body = vec![b'x'; 8_000];
-    let r = c
-        .post(g.url("/webhooks/big"))
-        .body(body.clone())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 201);
+    post_hook(&c, &g, "/webhooks/big", body.clone()).await;
 
-    use futures::StreamExt;
-    let msg = tokio::time::timeout(Duration::from_secs(15), pubsub.on_message().next())
-        .await
-        .expect("a message within 15 s")
-        .expect("a message");
-    let m: Value = serde_json::from_slice(msg.get_payload_bytes()).unwrap();
+    let m = next_message(&mut pubsub, &g, 15).await;
     let urn = m["claim"].as_str().expect("a claim reference");
     let rest = urn.strip_prefix("urn:ankusa:claim:v1:").expect("claim urn");
     let (tenant, claim_id) = rest.split_once(':').unwrap();
@@ -191,14 +153,7 @@ async fn claim_tokens_are_limited_to_their_tenants() {
     assert_eq!(s, 404);
 
     // `GET /v1/config` shows the scoped token's tenants, never a token.
-    let cfg: Value = c
-        .get(g.admin_url("/v1/config"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let cfg: Value = g.admin_json(&c, "/v1/config").await;
     let tokens = &cfg["claim_check"]["tokens"];
     assert_eq!(tokens[0], "[redacted]");
     assert_eq!(tokens[1]["tenants"][0], "acme");

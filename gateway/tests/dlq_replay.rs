@@ -182,31 +182,16 @@ async fn a_replay_job_survives_kill_9_and_finishes() {
 
     let job_id = "0192f1c0-0000-7000-8000-00000000abcd";
     let body = json!({"job_id": job_id, "kind": "dlq", "tenant": "acme", "rate": 300});
-    let r = c
-        .post(g.admin_url("/v1/replays"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let r = g.admin_post(&c, "/v1/replays", &body).await;
     assert_eq!(r.status().as_u16(), 202);
-    let r = c
-        .post(g.admin_url("/v1/replays"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let r = g.admin_post(&c, "/v1/replays", &body).await;
     assert_eq!(
         r.status().as_u16(),
         200,
         "same job_id and filter: the existing job"
     );
     let other = json!({"job_id": job_id, "kind": "dlq", "tenant": "other"});
-    let r = c
-        .post(g.admin_url("/v1/replays"))
-        .json(&other)
-        .send()
-        .await
-        .unwrap();
+    let r = g.admin_post(&c, "/v1/replays", &other).await;
     assert_eq!(r.status().as_u16(), 400);
     let v: Value = r.json().await.unwrap();
     assert_eq!(
@@ -262,12 +247,13 @@ async fn a_job_whose_deliveries_keep_dying_pauses_itself() {
     let c = client();
     ingest_n(&c, &g, "t", 60).await;
     wait_dead(&c, &g, 60).await;
-    let r = c
-        .post(g.admin_url("/v1/replays"))
-        .json(&json!({"kind": "dlq", "pause_after_dead": 10, "rate": 20}))
-        .send()
-        .await
-        .unwrap();
+    let r = g
+        .admin_post(
+            &c,
+            "/v1/replays",
+            &json!({"kind": "dlq", "pause_after_dead": 10, "rate": 20}),
+        )
+        .await;
     assert_eq!(r.status().as_u16(), 202);
     let id = r.json::<Value>().await.unwrap()["id"]
         .as_str()
@@ -395,59 +381,36 @@ admin:
     let c = client();
     ingest_n(&c, &g, "acme", 3).await;
     ingest_n(&c, &g, "beta", 2).await;
-    let auth = |t: &str| format!("Bearer {t}");
-    let status = |r: reqwest::Response| r.status().as_u16();
+    let as_token = |token: &'static str| Admin {
+        c: &c,
+        g: &g,
+        token,
+    };
+    let (root, acme, read) = (
+        as_token("root-token-0123456789"),
+        as_token("acme-token-0123456789"),
+        as_token("read-token-0123456789"),
+    );
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let v: Value = c
-            .get(g.admin_url("/v1/wal"))
-            .header("authorization", auth("root-token-0123456789"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let v: Value = root.get("/v1/wal").await.json().await.unwrap();
         if v["deliveries"]["dead"] == 5 {
             break;
         }
         assert!(Instant::now() < deadline);
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    let status = |r: reqwest::Response| r.status().as_u16();
     assert_eq!(
         status(c.get(g.admin_url("/v1/dlq")).send().await.unwrap()),
         401
     );
     assert_eq!(
-        status(
-            c.get(g.admin_url("/v1/dlq"))
-                .header("authorization", "Bearer nope-nope-nope-nope")
-                .send()
-                .await
-                .unwrap()
-        ),
+        status(as_token("nope-nope-nope-nope").get("/v1/dlq").await),
         401
     );
-    assert_eq!(
-        status(
-            c.get(g.admin_url("/v1/status"))
-                .header("authorization", auth("read-token-0123456789"))
-                .send()
-                .await
-                .unwrap()
-        ),
-        403
-    );
-    let acme = auth("acme-token-0123456789");
-    let page: Value = c
-        .get(g.admin_url("/v1/dlq"))
-        .header("authorization", &acme)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    assert_eq!(status(read.get("/v1/status").await), 403);
+    let page: Value = acme.get("/v1/dlq").await.json().await.unwrap();
     assert_eq!(page["entries"].as_array().unwrap().len(), 3);
     assert!(
         page["entries"]
@@ -456,67 +419,60 @@ admin:
             .iter()
             .all(|e| e["tenant"] == "acme")
     );
-    let r = c
-        .get(g.admin_url("/v1/dlq?tenant=beta"))
-        .header("authorization", &acme)
-        .send()
-        .await
-        .unwrap();
+    let r = acme.get("/v1/dlq?tenant=beta").await;
     assert_eq!(r.status().as_u16(), 403);
     assert_eq!(r.json::<Value>().await.unwrap()["scope"], "tenant:beta");
     // Another tenant's job is 404 to a tenant token; its own is visible.
-    let r = c
-        .post(g.admin_url("/v1/replays"))
-        .header("authorization", auth("root-token-0123456789"))
-        .json(&json!({"tenant": "beta", "rate": 1}))
-        .send()
-        .await
-        .unwrap();
+    let r = root
+        .post("/v1/replays", &json!({"tenant": "beta", "rate": 1}))
+        .await;
     let beta_job = r.json::<Value>().await.unwrap()["id"]
         .as_str()
         .unwrap()
         .to_string();
     assert_eq!(
-        status(
-            c.get(g.admin_url(&format!("/v1/replays/{beta_job}")))
-                .header("authorization", &acme)
-                .send()
-                .await
-                .unwrap()
-        ),
+        status(acme.get(&format!("/v1/replays/{beta_job}")).await),
         404
     );
-    let r = c
-        .post(g.admin_url("/v1/replays"))
-        .header("authorization", &acme)
-        .json(&json!({"tenant": "beta"}))
-        .send()
-        .await
-        .unwrap();
+    let r = acme.post("/v1/replays", &json!({"tenant": "beta"})).await;
     assert_eq!(r.status().as_u16(), 403);
-    let r = c
-        .post(g.admin_url("/v1/replays"))
-        .header("authorization", &acme)
-        .json(&json!({"rate": 1}))
-        .send()
-        .await
-        .unwrap();
+    let r = acme.post("/v1/replays", &json!({"rate": 1})).await;
     assert_eq!(r.status().as_u16(), 202);
     assert_eq!(
         r.json::<Value>().await.unwrap()["filter"]["tenant"],
         "acme",
         "a tenant token's job is held to its tenant"
     );
-    let jobs: Value = c
-        .get(g.admin_url("/v1/replays"))
-        .header("authorization", &acme)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let jobs: Value = acme.get("/v1/replays").await.json().await.unwrap();
     assert_eq!(jobs["jobs"].as_array().unwrap().len(), 1);
+}
+
+/// The admin API as the holder of a bearer token.
+struct Admin<'a> {
+    c: &'a reqwest::Client,
+    g: &'a Gateway,
+    token: &'static str,
+}
+
+impl Admin<'_> {
+    async fn get(&self, path: &str) -> reqwest::Response {
+        self.c
+            .get(self.g.admin_url(path))
+            .bearer_auth(self.token)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    async fn post(&self, path: &str, body: &Value) -> reqwest::Response {
+        self.c
+            .post(self.g.admin_url(path))
+            .bearer_auth(self.token)
+            .json(body)
+            .send()
+            .await
+            .unwrap()
+    }
 }
 
 #[tokio::test]

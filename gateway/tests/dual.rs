@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 
 use std::time::{Duration, Instant};
 
-use common::nats::Nats;
+use ankusa_testkit::nats_server::{NatsServer, Spec};
 use common::receiver::{Received, Receiver, Reply};
 use common::*;
 use serde_json::Value;
@@ -401,7 +401,7 @@ async fn ids_in_stream(url: &str, stream: &str) -> HashSet<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn intake_down_is_503_and_the_node_recovers_without_a_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let mut nats = Nats::start(free_port(), dir.path());
+    let mut nats = NatsServer::start(dir.path(), free_port(), &Spec::plain());
     create_stream(&nats.url(), "INTAKE", "intake", Some("file")).await;
     let rx = Receiver::start(|_, _| Reply::status(200)).await;
     let intake = format!(
@@ -422,7 +422,7 @@ async fn intake_down_is_503_and_the_node_recovers_without_a_restart() {
 
     // Deliveries fail while the log is down, so the hooks stored meanwhile stay stored.
     rx.set(|_, _| Reply::status(503));
-    nats.kill9();
+    nats.kill();
     // The first failure answers 503 intake_unavailable with the hook stored here but not in
     // the log; the provider's retry of it is told to come back (intake_pending).
     let pending_event = "down-0".to_string();
@@ -533,7 +533,7 @@ async fn a_node_whose_log_is_away_at_start_waits_recovering_then_takes_hooks() {
     let path = dir.path().to_path_buf();
     let later = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_secs(3));
-        Nats::start(port, &path)
+        NatsServer::start(&path, port, &Spec::plain())
     });
     let cfg = config(&rx.url("/hook"), &intake);
     let starting = std::thread::spawn(move || {

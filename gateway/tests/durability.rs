@@ -93,14 +93,7 @@ async fn every_acked_hook_survives_kill_9() {
     let unique: HashSet<&String> = all.iter().collect();
     assert_eq!(unique.len(), all.len(), "an id was answered 201 twice");
     let c = client();
-    let wal: Value = c
-        .get(g.admin_url("/v1/wal"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let wal: Value = g.admin_json(&c, "/v1/wal").await;
     assert!(wal["hooks"].as_i64().unwrap() >= all.len() as i64, "{wal}");
     for id in all.iter().step_by(all.len() / 50 + 1) {
         let r = c
@@ -120,12 +113,7 @@ async fn torn_tail_is_tolerated_and_damage_refuses_to_open() {
     let c = client();
     let mut ids = Vec::new();
     for i in 0..200 {
-        let r = c
-            .post(g.url("/webhooks/s"))
-            .body(format!("{{\"i\":{i}}}"))
-            .send()
-            .await
-            .unwrap();
+        let r = post_to(&c, &g.url("/webhooks/s"), format!("{{\"i\":{i}}}")).await;
         let v: Value = r.json().await.unwrap();
         ids.push(v["id"].as_str().unwrap().to_string());
     }

@@ -25,12 +25,7 @@ async fn latencies(c: &reqwest::Client, g: &Gateway, n: usize, tag: &str) -> Vec
     let mut out = Vec::with_capacity(n);
     for i in 0..n {
         let started = Instant::now();
-        let r = c
-            .post(g.url("/webhooks/s"))
-            .body(format!("{{\"{tag}\":{i}}}"))
-            .send()
-            .await
-            .unwrap();
+        let r = post_to(c, &g.url("/webhooks/s"), format!("{{\"{tag}\":{i}}}")).await;
         assert_eq!(r.status().as_u16(), 201);
         out.push(started.elapsed());
     }
@@ -248,12 +243,7 @@ async fn bodies_past_the_in_flight_budget_are_refused_before_they_are_read() {
     let mut head = [0u8; 12];
     slow.read_exact(&mut head).await.unwrap();
     assert_eq!(&head, b"HTTP/1.1 201");
-    let r = c
-        .post(g.url("/webhooks/s"))
-        .body(vec![b'1'; 600_000])
-        .send()
-        .await
-        .unwrap();
+    let r = post_to(&c, &g.url("/webhooks/s"), vec![b'1'; 600_000]).await;
     assert_eq!(r.status().as_u16(), 201);
     let text = g.metrics(&c).await;
     assert_eq!(
@@ -276,31 +266,23 @@ async fn one_client_is_limited_by_its_forwarded_address_before_its_body_is_read(
         "http:\n  client_rate_limit: {rate: 0.1, burst: 2}\n  trusted_proxies: [127.0.0.1/32]\nsources:\n  s:\n    sinks: [{type: log}]\n",
     );
     let c = client();
-    let post = |xff: &'static str| {
-        c.post(g.url("/webhooks/s"))
-            .header("x-forwarded-for", xff)
-            .body("{}")
-            .send()
-    };
-    assert_eq!(post("203.0.113.7").await.unwrap().status().as_u16(), 201);
+    let url = g.url("/webhooks/s");
+    let post = |xff: &'static str| post_with_header(&c, &url, "x-forwarded-for", xff);
+    assert_eq!(post("203.0.113.7").await.status().as_u16(), 201);
     assert_eq!(
-        post("198.51.100.1, 203.0.113.7")
-            .await
-            .unwrap()
-            .status()
-            .as_u16(),
+        post("198.51.100.1, 203.0.113.7").await.status().as_u16(),
         201,
         "the right-most untrusted hop is the client"
     );
-    let r = post("203.0.113.7").await.unwrap();
+    let r = post("203.0.113.7").await;
     assert_eq!(r.status().as_u16(), 429);
     assert!(r.headers().contains_key("retry-after"));
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["error"], "client_rate_limited");
     // Another client has its own bucket.
-    assert_eq!(post("203.0.113.8").await.unwrap().status().as_u16(), 201);
+    assert_eq!(post("203.0.113.8").await.status().as_u16(), 201);
     // An unreadable chain from a trusted proxy is refused, never attributed to the proxy.
-    let r = post("not-an-address").await.unwrap();
+    let r = post("not-an-address").await;
     assert_eq!(r.status().as_u16(), 400);
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["error"], "invalid_header");
@@ -352,8 +334,8 @@ async fn post_hooks(c: &reqwest::Client, g: &Gateway, n: usize) -> Vec<String> {
     common::post_ids(c, g, "/webhooks/s", n, |i| format!("{{\"i\":{i}}}")).await
 }
 
-fn open_store(g: &Gateway) -> ankusa_gateway::store::Store {
-    ankusa_gateway::store::Store::open(&g.data_dir().join("default").join("store")).unwrap()
+fn open_store(g: &Gateway) -> ankusa_store::Store {
+    ankusa_store::Store::open(&g.data_dir().join("default").join("store")).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -458,13 +440,9 @@ async fn a_damaged_dedupe_entry_keeps_the_source_accepting() {
         "sources:\n  s:\n    dedupe: {header: x-event-id}\n    sinks: [{type: log}]\n",
     );
     let c = client();
-    let post = |id: &'static str| {
-        c.post(g.url("/webhooks/s"))
-            .header("x-event-id", id)
-            .body("{}")
-            .send()
-    };
-    assert_eq!(post("evt_1").await.unwrap().status().as_u16(), 201);
+    let url = g.url("/webhooks/s");
+    let post = |id: &'static str| post_with_header(&c, &url, "x-event-id", id);
+    assert_eq!(post("evt_1").await.status().as_u16(), 201);
     g.terminate();
     {
         let store = open_store(&g);
@@ -478,19 +456,15 @@ async fn a_damaged_dedupe_entry_keeps_the_source_accepting() {
     }
     g.restart();
     let c = client();
-    let post = |id: &'static str| {
-        c.post(g.url("/webhooks/s"))
-            .header("x-event-id", id)
-            .body("{}")
-            .send()
-    };
+    let url = g.url("/webhooks/s");
+    let post = |id: &'static str| post_with_header(&c, &url, "x-event-id", id);
     // The damaged claim guards nothing: the retry is accepted as new, and claims again.
-    let r: Value = post("evt_1").await.unwrap().json().await.unwrap();
+    let r: Value = post("evt_1").await.json().await.unwrap();
     assert!(r.get("duplicate").is_none(), "{r}");
-    let dup: Value = post("evt_1").await.unwrap().json().await.unwrap();
+    let dup: Value = post("evt_1").await.json().await.unwrap();
     assert_eq!(dup["duplicate"], true, "{dup}");
     assert_eq!(dup["id"], r["id"]);
-    assert_eq!(post("evt_2").await.unwrap().status().as_u16(), 201);
+    assert_eq!(post("evt_2").await.status().as_u16(), 201);
     let listed = g.admin_json(&c, "/v1/store/corrupt").await;
     assert_eq!(listed["total"], 1, "{listed}");
     assert_eq!(listed["rows"][0]["family"], "index");

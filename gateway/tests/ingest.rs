@@ -88,14 +88,12 @@ async fn the_ingest_status_map() {
     )];
     let (s, flagged) = post(&c, &g.url("/webhooks/gh"), &wrong, body).await;
     assert_eq!(s, 201);
-    let hook: Value = c
-        .get(g.admin_url(&format!("/v1/hooks/{}", flagged["id"].as_str().unwrap())))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let hook: Value = g
+        .admin_json(
+            &c,
+            &format!("/v1/hooks/{}", flagged["id"].as_str().unwrap()),
+        )
+        .await;
     assert_eq!(
         hook["verification"],
         serde_json::json!({"status": "failed", "flagged": true})
@@ -106,14 +104,9 @@ async fn the_ingest_status_map() {
     )];
     let (s, ok) = post(&c, &g.url("/webhooks/gh"), &good, body).await;
     assert_eq!(s, 201);
-    let hook: Value = c
-        .get(g.admin_url(&format!("/v1/hooks/{}", ok["id"].as_str().unwrap())))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let hook: Value = g
+        .admin_json(&c, &format!("/v1/hooks/{}", ok["id"].as_str().unwrap()))
+        .await;
     assert_eq!(
         hook["verification"],
         serde_json::json!({"status": "ok", "flagged": false})
@@ -150,12 +143,12 @@ async fn the_ingest_status_map() {
     assert_eq!(s, 413, "{v}");
     assert_eq!(v["error"], "payload_too_large");
     let chunks = futures::stream::iter((0..20).map(|_| Ok::<_, std::io::Error>(vec![b'y'; 100])));
-    let resp = c
-        .post(g.url("/webhooks/open"))
-        .body(reqwest::Body::wrap_stream(chunks))
-        .send()
-        .await
-        .unwrap();
+    let resp = post_to(
+        &c,
+        &g.url("/webhooks/open"),
+        reqwest::Body::wrap_stream(chunks),
+    )
+    .await;
     assert_eq!(resp.status().as_u16(), 413);
     // The rest of that body is unread: the connection ends with the answer, and says so.
     assert_eq!(
@@ -167,12 +160,7 @@ async fn the_ingest_status_map() {
     let mut statuses = Vec::new();
     let mut retry_after = None;
     for _ in 0..4 {
-        let resp = c
-            .post(g.url("/webhooks/lim"))
-            .body(body)
-            .send()
-            .await
-            .unwrap();
+        let resp = post_to(&c, &g.url("/webhooks/lim"), body).await;
         statuses.push(resp.status().as_u16());
         if resp.status().as_u16() == 201 {
             assert!(
@@ -215,48 +203,25 @@ sources:
     );
     let c = client();
     let ok = |s: u16| s == 201;
-    assert!(ok(c
-        .post(g.url("/webhooks/t1/shared"))
-        .body("{}")
-        .send()
+    assert!(ok(post_to(&c, &g.url("/webhooks/t1/shared"), "{}")
         .await
-        .unwrap()
         .status()
         .as_u16()));
-    assert!(ok(c
-        .post(g.url("/webhooks/acme/pinned"))
-        .body("{}")
-        .send()
+    assert!(ok(post_to(&c, &g.url("/webhooks/acme/pinned"), "{}")
         .await
-        .unwrap()
         .status()
         .as_u16()));
-    let r = c
-        .post(g.url("/webhooks/other/pinned"))
-        .body("{}")
-        .send()
-        .await
-        .unwrap();
+    let r = post_to(&c, &g.url("/webhooks/other/pinned"), "{}").await;
     assert_eq!(
         r.status().as_u16(),
         404,
         "a pinned source answers only its tenant"
     );
-    let r = c
-        .post(g.url("/webhooks/bad.tenant/shared"))
-        .body("{}")
-        .send()
-        .await
-        .unwrap();
+    let r = post_to(&c, &g.url("/webhooks/bad.tenant/shared"), "{}").await;
     assert_eq!(r.status().as_u16(), 404);
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["error"], "invalid_tenant");
-    let r = c
-        .post(g.url("/webhooks/shared"))
-        .body("{}")
-        .send()
-        .await
-        .unwrap();
+    let r = post_to(&c, &g.url("/webhooks/shared"), "{}").await;
     assert_eq!(r.status().as_u16(), 404);
 }
 
@@ -279,7 +244,7 @@ sources:
         let c = c.clone();
         let url = g.url("/webhooks/open");
         tasks.push(tokio::spawn(async move {
-            let r = c.post(url).body("{}").send().await.unwrap();
+            let r = post_to(&c, &url, "{}").await;
             let status = r.status().as_u16();
             let ra = r
                 .headers()
@@ -341,12 +306,7 @@ async fn a_store_that_cannot_write_answers_503_and_recovers() {
     let cfg = "node: {roles: [edge]}\nsources:\n  open:\n    sinks: [{type: log}]\n";
     let g = Gateway::start_with(cfg, &[("ANKUSA_DATA_DIR", data.to_str().unwrap())]);
     let c = client();
-    let r = c
-        .post(g.url("/webhooks/open"))
-        .body("{}")
-        .send()
-        .await
-        .unwrap();
+    let r = post_to(&c, &g.url("/webhooks/open"), "{}").await;
     assert_eq!(r.status().as_u16(), 201);
 
     // Fill the disk.
@@ -359,12 +319,7 @@ async fn a_store_that_cannot_write_answers_503_and_recovers() {
     let body = vec![b'z'; 900];
     let mut saw_503 = false;
     for _ in 0..50 {
-        let r = c
-            .post(g.url("/webhooks/open"))
-            .body(body.clone())
-            .send()
-            .await
-            .unwrap();
+        let r = post_to(&c, &g.url("/webhooks/open"), body.clone()).await;
         match r.status().as_u16() {
             201 => continue,
             503 => {
@@ -390,12 +345,7 @@ async fn a_store_that_cannot_write_answers_503_and_recovers() {
     std::fs::remove_file(&filler).unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
-        let r = c
-            .post(g.url("/webhooks/open"))
-            .body("{}")
-            .send()
-            .await
-            .unwrap();
+        let r = post_to(&c, &g.url("/webhooks/open"), "{}").await;
         if r.status().as_u16() == 201 {
             break;
         }

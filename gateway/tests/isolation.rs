@@ -24,7 +24,7 @@ async fn get(c: &reqwest::Client, url: String) -> Value {
 }
 
 async fn post_id(c: &reqwest::Client, url: String, body: String) -> String {
-    let r = c.post(url).body(body).send().await.unwrap();
+    let r = post_to(c, &url, body).await;
     assert_eq!(r.status().as_u16(), 201);
     r.json::<Value>().await.unwrap()["id"]
         .as_str()

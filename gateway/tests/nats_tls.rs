@@ -4,14 +4,12 @@
 //! queued, and once the config is fixed and reloaded the hook lands in the stream.
 
 mod common;
-#[path = "../../sinks/tests/common/nats_tls.rs"]
-mod nats_tls;
 
 use std::time::{Duration, Instant};
 
+use ankusa_testkit::nats_server::*;
+use ankusa_testkit::pki::Ca;
 use common::*;
-use nats_tls::*;
-use serde_json::Value;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_wrong_ca_keeps_the_hook_queued_until_a_reload_fixes_it() {
@@ -21,13 +19,14 @@ async fn a_wrong_ca_keeps_the_hook_queued_until_a_reload_fixes_it() {
     let ca = Ca::new("ankusa test CA");
     let server = ca.leaf("nats-gw-test", &["127.0.0.1"], false);
     let port = free_port();
-    let _nats = TlsNats::start(
+    let _nats = NatsServer::start(
         tmp.path(),
         port,
         &Spec {
-            server: &server,
-            client_ca: &ca,
+            server: Some(&server),
+            client_ca: Some(&ca),
             verify: false,
+            users: true,
             nkey_user: None,
         },
     );
@@ -45,33 +44,8 @@ async fn a_wrong_ca_keeps_the_hook_queued_until_a_reload_fixes_it() {
     };
     let g = Gateway::start(&config(&wrong_ca));
     let c = client();
-    let r = c
-        .post(g.url("/webhooks/s"))
-        .body("{}")
-        .send()
-        .await
-        .expect("post");
-    assert_eq!(r.status().as_u16(), 201);
-    let id = r.json::<Value>().await.expect("JSON")["id"]
-        .as_str()
-        .expect("an id")
-        .to_string();
-
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let row = loop {
-        let h = g.admin_json(&c, &format!("/v1/hooks/{id}")).await;
-        let row = h["deliveries"][0].clone();
-        if row["attempts"].as_u64().unwrap_or(0) >= 2 {
-            break row;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no retried attempt: {h}\n{}",
-            g.log_tail()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    assert_ne!(row["state"], "dead", "a TLS failure is retried: {row}");
+    let id = post_hook(&c, &g, "/webhooks/s", "{}").await;
+    let row = retried_row(&c, &g, &id, 30).await;
     let err = row["last_error"].as_str().unwrap_or_default();
     assert!(
         err.contains("tls_handshake") && err.contains("CN=nats-gw-test"),

@@ -153,14 +153,7 @@ async fn a_poison_hook_is_dead_lettered_and_the_lane_moves_on() {
         got.iter().map(n_of).collect::<Vec<_>>(),
         vec![1, 2, 3, 4, 5]
     );
-    let dlq: Value = c
-        .get(g.admin_url("/v1/dlq"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let dlq: Value = g.admin_json(&c, "/v1/dlq").await;
     assert_eq!(dlq["entries"].as_array().unwrap().len(), 1);
     assert!(
         dlq["entries"][0]["reason"]

@@ -146,19 +146,21 @@ async fn a_fixed_secret_and_a_quarantine_job_release_every_held_hook_once() {
     let accepted_retry: Value = r.json().await.unwrap();
 
     // A dlq-only filter is refused for a quarantine job.
-    let r = c
-        .post(g.admin_url("/v1/replays"))
-        .json(&json!({"kind": "quarantine", "error_class": "transient"}))
-        .send()
-        .await
-        .unwrap();
+    let r = g
+        .admin_post(
+            &c,
+            "/v1/replays",
+            &json!({"kind": "quarantine", "error_class": "transient"}),
+        )
+        .await;
     assert_eq!(r.status().as_u16(), 400);
-    let r = c
-        .post(g.admin_url("/v1/replays"))
-        .json(&json!({"kind": "quarantine", "source_id": "gh"}))
-        .send()
-        .await
-        .unwrap();
+    let r = g
+        .admin_post(
+            &c,
+            "/v1/replays",
+            &json!({"kind": "quarantine", "source_id": "gh"}),
+        )
+        .await;
     assert_eq!(r.status().as_u16(), 202);
     let job: Value = r.json().await.unwrap();
     assert_eq!(job["kind"], "quarantine");
@@ -623,12 +625,13 @@ async fn a_release_job_resumes_after_kill_9_and_releases_each_entry_once() {
         .unwrap();
     assert_eq!(r.status().as_u16(), 200);
     // 40 entries a second: the job is mid-scan when the process dies.
-    let r = c
-        .post(g.admin_url("/v1/replays"))
-        .json(&json!({"kind": "quarantine", "rate": 40}))
-        .send()
-        .await
-        .unwrap();
+    let r = g
+        .admin_post(
+            &c,
+            "/v1/replays",
+            &json!({"kind": "quarantine", "rate": 40}),
+        )
+        .await;
     assert_eq!(r.status().as_u16(), 202);
     let job_id = r.json::<Value>().await.unwrap()["id"]
         .as_str()

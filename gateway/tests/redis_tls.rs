@@ -5,15 +5,12 @@
 //! config delivers it.
 
 mod common;
-#[path = "../../sinks/tests/support/redis_tls.rs"]
-mod server;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use ankusa_testkit::pki::{Ca, write};
+use ankusa_testkit::redis_server::{ACL_PASSWORD, ACL_USER, TlsRedis};
 use common::*;
-use futures::StreamExt;
-use serde_json::Value;
-use server::{ACL_PASSWORD, ACL_USER, Ca, TlsRedis};
 
 fn config(url: &str, channel: &str, ca_file: &std::path::Path) -> String {
     format!(
@@ -24,31 +21,17 @@ fn config(url: &str, channel: &str, ca_file: &std::path::Path) -> String {
     )
 }
 
-/// Waits until the hook's delivery has failed at least `attempts` times with an error
-/// containing `needle`; returns that error.
-async fn failing_with(
-    g: &Gateway,
-    c: &reqwest::Client,
-    id: &str,
-    attempts: u64,
-    needle: &str,
-) -> String {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let h = g.admin_json(c, &format!("/v1/hooks/{id}")).await;
-        let row = h["deliveries"][0].clone();
-        let err = row["last_error"].as_str().unwrap_or_default().to_string();
+/// Waits until the hook's delivery has failed at least `n` times with an error containing
+/// `needle` (retried, never dead-lettered); returns that error.
+async fn failing_with(g: &Gateway, c: &reqwest::Client, id: &str, n: u64, needle: &str) -> String {
+    let what = format!("no failed attempt naming {needle:?}");
+    let row = wait_delivery_row(c, g, id, Duration::from_secs(30), &what, |row| {
         assert_ne!(row["state"], "dead", "retried, never dead-lettered: {row}");
-        if row["attempts"].as_u64().unwrap_or(0) >= attempts && err.contains(needle) {
-            return err;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no failed attempt naming {needle:?}: {h}\n{}",
-            g.log_tail()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        let err = row["last_error"].as_str().unwrap_or_default();
+        attempts(row) >= n && err.contains(needle)
+    })
+    .await;
+    row["last_error"].as_str().unwrap_or_default().to_string()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -62,8 +45,8 @@ async fn rediss_wrong_ca_then_wrong_password_keep_the_hook_queued_until_a_reload
         &ca.pem,
         false,
     );
-    let ca_file = server::write(dir.path(), "ca.pem", &ca.pem);
-    let other_file = server::write(dir.path(), "other.pem", &other.pem);
+    let ca_file = write(dir.path(), "ca.pem", &ca.pem);
+    let other_file = write(dir.path(), "other.pem", &other.pem);
     let channel = format!("ankusa-tls-{}", uuid::Uuid::now_v7().simple());
 
     let sub = redis::Client::open(r.plain_url()).unwrap();
@@ -74,17 +57,7 @@ async fn rediss_wrong_ca_then_wrong_password_keep_the_hook_queued_until_a_reload
     let wrong_pw = r.tls_url(&format!("{ACL_USER}:wrong-pw-1234"), "localhost");
     let g = Gateway::start(&config(&right, &channel, &other_file));
     let c = client();
-    let resp = c
-        .post(g.url("/webhooks/s"))
-        .body("{\"n\":1}")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status().as_u16(), 201);
-    let id = resp.json::<Value>().await.unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = post_hook(&c, &g, "/webhooks/s", "{\"n\":1}").await;
 
     let err = failing_with(&g, &c, &id, 2, "tls_handshake").await;
     assert!(
@@ -103,11 +76,7 @@ async fn rediss_wrong_ca_then_wrong_password_keep_the_hook_queued_until_a_reload
 
     // Reload: both right; the queued hook is delivered.
     g.write_config(&config(&right, &channel, &ca_file));
-    let msg = tokio::time::timeout(Duration::from_secs(30), pubsub.on_message().next())
-        .await
-        .unwrap_or_else(|_| panic!("not delivered after the fix:\n{}", g.log_tail()))
-        .expect("a message");
-    let m: Value = serde_json::from_slice(msg.get_payload_bytes()).unwrap();
+    let m = next_message(&mut pubsub, &g, 30).await;
     assert_eq!(m["id"], id.as_str());
     assert!(!g.log().contains(ACL_PASSWORD), "the password is logged");
 }

@@ -14,9 +14,10 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch};
 
 use crate::admin::AdminTrust;
-use crate::context::{AdminAccess, Ctx, Error, Result, apply_params};
+use crate::context::{Ctx, Error, Result, apply_params};
 use crate::ownership::{self, Ledger, Role, Verdict};
 use crate::pki::{self, CaFiles, LeafFiles};
+use crate::pods::AdminAccess;
 use crate::resources;
 
 fn text(s: &Secret, key: &str) -> Option<String> {

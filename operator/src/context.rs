@@ -1,16 +1,21 @@
 //! What every reconciler shares: the client, the event recorder, metrics, the pods' admin
-//! API client, settings; the error type; helpers to reach a Gateway's pods.
+//! API client, settings; the error type; the server-side apply parameters and the one status
+//! write every controller uses ([`Ctx::patch_status`]).
+//!
+//! May import: `admin` (the client it holds), `metrics`, `resources` (the policy in
+//! `Settings`). Nothing here knows a Gateway's pods (that is `pods`) or a status's content
+//! (that is `status`): every other module may import this one, so it imports none of them.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::PatchParams;
+use k8s_openapi::NamespaceResourceScope;
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::{Event as KEvent, EventType, Recorder, Reporter};
 use kube::{Client, Resource, ResourceExt};
 
-use crate::admin::{AdminClient, PodTarget};
+use crate::admin::AdminClient;
 use crate::metrics::Metrics;
 use crate::resources;
 
@@ -146,6 +151,33 @@ impl Ctx {
             .unwrap_or_else(|p| p.into_inner())
             .remove(key);
     }
+
+    /// Writes `status` (the whole status, or the part `controller` owns) to `obj`'s status
+    /// subresource by server-side apply, under the field manager `ankusa-operator/<controller>`.
+    /// The body's `apiVersion` and `kind` are `K`'s own.
+    pub async fn patch_status<K, S>(&self, obj: &K, controller: &str, status: &S) -> Result<()>
+    where
+        K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+        S: serde::Serialize,
+    {
+        let api: Api<K> =
+            Api::namespaced(self.client.clone(), &obj.namespace().unwrap_or_default());
+        let body = serde_json::json!({
+            "apiVersion": K::api_version(&()),
+            "kind": K::kind(&()),
+            "status": status,
+        });
+        api.patch_status(
+            &obj.name_any(),
+            &status_params(controller),
+            &Patch::Apply(&body),
+        )
+        .await?;
+        Ok(())
+    }
 }
 
 pub fn truncate(mut s: String, max: usize) -> String {
@@ -158,39 +190,6 @@ pub fn truncate(mut s: String, max: usize) -> String {
         s.push('…');
     }
     s
-}
-
-pub fn pod_ready(p: &Pod) -> bool {
-    p.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
-/// What the operator needs to call a Gateway's pods: its admin token and TLS trust.
-#[derive(Clone)]
-pub struct AdminAccess {
-    pub token: String,
-    pub tls: Arc<crate::admin::AdminTrust>,
-}
-
-/// Where to reach a pod's admin API, when it runs and has an IP.
-pub fn pod_target(p: &Pod, port: u16, access: &AdminAccess) -> Option<PodTarget> {
-    if p.metadata.deletion_timestamp.is_some() {
-        return None;
-    }
-    let st = p.status.as_ref()?;
-    if st.phase.as_deref() != Some("Running") {
-        return None;
-    }
-    Some(PodTarget {
-        name: p.name_any(),
-        uid: p.uid().unwrap_or_default(),
-        ip: st.pod_ip.clone().filter(|ip| !ip.is_empty())?,
-        port,
-        token: access.token.clone(),
-        tls: Some(access.tls.clone()),
-    })
 }
 
 /// Server-side apply params of the operator.

@@ -1,15 +1,24 @@
 //! Ankusa's Kubernetes operator.
 //!
 //! Thin reconcilers over pure functions:
-//! - [`render`]: Gateway + Sources + Sinks + Secret values → the gateway's own `Config` per pod;
-//! - [`resources`]: the StatefulSet, Services and Secrets a Gateway owns;
-//! - [`ownership`]: which of those are the operator's own (recorded, not owner references);
-//! - [`pods`]: which pods are a Gateway's (its StatefulSet's, within its ordinals);
-//! - [`status`]: conditions, `programmed` counts, the ReplayJob phase;
+//! - [`render`]: Gateway + Sources + Sinks + Secret values → the gateway's own `Config` per pod,
+//!   and a ReplayJob's request (pure);
+//! - [`resources`]: the StatefulSet, Services, NetworkPolicy and Secrets a Gateway owns (pure);
+//! - [`status`]: every kind's status from what was rendered and what the pods report (pure);
+//! - [`ownership`]: which of those Secrets are the operator's own (recorded, not owner
+//!   references);
+//! - [`pods`]: which pods are a Gateway's (its StatefulSet's, within its ordinals), and how to
+//!   reach their admin API;
 //! - [`admin`]: the client of each pod's admin API, over HTTPS;
 //! - [`pki`] and [`admin_tls`]: each Gateway's admin CA and serving certificate;
-//! - [`controllers`]: one reconciler per kind;
+//! - [`context`]: what every reconciler shares (client, events, metrics, settings, the one
+//!   status write);
+//! - [`controllers`]: one reconciler per kind, each staged as guard → inputs → children →
+//!   pods → status;
 //! - [`server`]: `/metrics` and `/health`; [`leader`]: Lease-based leader election.
+//!
+//! Imports go one way: the controllers use everything below them; `status` uses `render` and
+//! `resources`; `render` uses `resources`; `resources` and `context` use neither.
 
 pub mod admin;
 pub mod admin_tls;
@@ -24,3 +33,5 @@ pub mod render;
 pub mod resources;
 pub mod server;
 pub mod status;
+#[cfg(test)]
+mod testing;

@@ -535,12 +535,10 @@ mod tests {
     use super::*;
 
     fn gw(status: Value) -> Gateway {
-        serde_json::from_value(json!({
-            "apiVersion": "ankusa.dev/v1alpha1", "kind": "Gateway",
+        crate::testing::object(json!({
             "metadata": {"name": "gw", "namespace": "ns", "uid": "g-uid", "resourceVersion": "7"},
             "spec": {}, "status": status,
         }))
-        .expect("a Gateway")
     }
 
     fn secret(uid: &str, token: &str, owner: bool) -> Secret {

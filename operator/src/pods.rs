@@ -8,15 +8,59 @@
 //! is not polled, and makes the operator render no config for it. (Whoever may create pods in
 //! the namespace can mount its Secrets anyway; this keeps such a pod from steering the
 //! operator's work or its configs.)
+//!
+//! Also how to reach one of those pods: whether it is ready, and its admin API target with the
+//! Gateway's token and TLS trust ([`AdminAccess`]).
+//!
+//! May import: `admin` (the target type), `context` (the error type), `resources` (names and
+//! ownership). The controllers import this module; it imports none of them.
+
+use std::sync::Arc;
 
 use ankusa_crds::Gateway;
+use k8s_openapi::Resource as _;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 
+use crate::admin::{AdminTrust, PodTarget};
 use crate::context::Result;
 use crate::resources;
+
+/// Whether the kubelet reports the pod `Ready`.
+pub fn pod_ready(p: &Pod) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// What the operator needs to call a Gateway's pods: its admin token and TLS trust.
+#[derive(Clone)]
+pub struct AdminAccess {
+    pub token: String,
+    pub tls: Arc<AdminTrust>,
+}
+
+/// Where to reach a pod's admin API, when it runs and has an IP.
+pub fn pod_target(p: &Pod, port: u16, access: &AdminAccess) -> Option<PodTarget> {
+    if p.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
+    let st = p.status.as_ref()?;
+    if st.phase.as_deref() != Some("Running") {
+        return None;
+    }
+    Some(PodTarget {
+        name: p.name_any(),
+        uid: p.uid().unwrap_or_default(),
+        ip: st.pod_ip.clone().filter(|ip| !ip.is_empty())?,
+        port,
+        token: access.token.clone(),
+        tls: Some(access.tls.clone()),
+    })
+}
 
 /// How many ordinals of the Gateway's pods may exist: the largest of the Gateway's and the
 /// StatefulSet's replica counts.
@@ -41,8 +85,8 @@ pub fn is_gateway_pod(gw: &Gateway, sts: &StatefulSet, pod: &Pod) -> bool {
     };
     let owned = pod.owner_references().iter().any(|r| {
         r.controller == Some(true)
-            && r.kind == "StatefulSet"
-            && r.api_version == "apps/v1"
+            && r.kind == StatefulSet::KIND
+            && r.api_version == StatefulSet::API_VERSION
             && r.name == resources::statefulset_name(gw)
             && r.uid == sts_uid
     });
@@ -82,40 +126,32 @@ pub async fn gateway_pods(client: &Client, gw: &Gateway) -> Result<Vec<Pod>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::{controller_ref, object};
     use serde_json::json;
 
     fn gw(replicas: i32) -> Gateway {
-        serde_json::from_value(json!({
-            "apiVersion": "ankusa.dev/v1alpha1", "kind": "Gateway",
+        object(json!({
             "metadata": {"name": "gw", "namespace": "ns", "uid": "g-uid"},
             "spec": {"replicas": replicas},
         }))
-        .unwrap()
     }
 
     fn sts(spec: i32, status: i32) -> StatefulSet {
-        serde_json::from_value(json!({
-            "apiVersion": "apps/v1", "kind": "StatefulSet",
+        object(json!({
             "metadata": {"name": "gw", "namespace": "ns", "uid": "sts-uid"},
             "spec": {"replicas": spec, "selector": {}, "serviceName": "gw-pods",
                      "template": {}},
             "status": {"replicas": status},
         }))
-        .unwrap()
     }
 
     fn pod(name: &str, owner_uid: Option<&str>) -> Pod {
-        let owners = owner_uid.map(|u| {
-            json!([{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "gw",
-                    "uid": u, "controller": true}])
-        });
-        serde_json::from_value(json!({
-            "apiVersion": "v1", "kind": "Pod",
+        let owners = owner_uid.map(|u| json!([controller_ref::<StatefulSet>("gw", u)]));
+        object(json!({
             "metadata": {"name": name, "namespace": "ns", "ownerReferences": owners,
                          "labels": {"app.kubernetes.io/name": "ankusa-gateway",
                                     "app.kubernetes.io/instance": "gw"}},
         }))
-        .unwrap()
     }
 
     #[test]

@@ -26,12 +26,7 @@ fn scenario(name: &str, f: impl AsyncFnOnce(&mut Harness)) {
         return;
     }
     let _serial = ankusa_testkit::serial();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(4)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(async {
+    ankusa_testkit::scenario::scenario_runtime(4).block_on(async {
         let t0 = Instant::now();
         let mut h = Harness::start(name, Path::new(OPERATOR))
             .await
@@ -67,18 +62,24 @@ async fn dump(h: &Harness) {
     }
 }
 
+/// An `ankusa.dev` object of `kind` named `name` in the scenario's namespace, with `spec`
+/// (YAML lines indented as its fields).
+fn resource_yaml(kind: &str, name: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: ankusa.dev/v1alpha1\nkind: {kind}\nmetadata:\n  name: {name}\nspec:\n{spec}"
+    )
+}
+
 /// The Gateway every scenario uses: loopback receivers allowed, fast retries.
 fn gateway_yaml(h: &Harness, replicas: i32, max_attempts: Option<u32>) -> String {
     let attempts = max_attempts
         .map(|n| format!("\n        max_attempts: {n}"))
         .unwrap_or_default();
-    format!(
-        r#"apiVersion: ankusa.dev/v1alpha1
-kind: Gateway
-metadata:
-  name: gw
-spec:
-  replicas: {replicas}
+    resource_yaml(
+        "Gateway",
+        "gw",
+        &format!(
+            r#"  replicas: {replicas}
   ports:
     http: {http}
     admin: {admin}
@@ -96,8 +97,9 @@ spec:
         max_ms: 300
         jitter: false{attempts}
 "#,
-        http = h.http_port,
-        admin = h.admin_port,
+            http = h.http_port,
+            admin = h.admin_port,
+        ),
     )
 }
 
@@ -112,13 +114,11 @@ fn github_secret_yaml(keys: &[(&str, &str)]) -> String {
 }
 
 fn sink_yaml(name: &str, url: &str) -> String {
-    format!(
-        r#"apiVersion: ankusa.dev/v1alpha1
-kind: Sink
-metadata:
-  name: {name}
-spec:
-  type: http
+    resource_yaml(
+        "Sink",
+        name,
+        &format!(
+            r#"  type: http
   options:
     url: {url}
     timeout_ms: 2000
@@ -127,6 +127,7 @@ spec:
     - name: signing
       key: whsec
 "#
+        ),
     )
 }
 
@@ -145,13 +146,11 @@ fn source_yaml(name: &str, keys: &[&str], sink: &str) -> String {
         .iter()
         .map(|k| format!("    - name: github\n      key: {k}\n"))
         .collect();
-    format!(
-        r#"apiVersion: ankusa.dev/v1alpha1
-kind: Source
-metadata:
-  name: {name}
-spec:
-  gatewayRef:
+    resource_yaml(
+        "Source",
+        name,
+        &format!(
+            r#"  gatewayRef:
     name: gw
   verify:
     type: github
@@ -159,6 +158,7 @@ spec:
 {refs}  sinks:
   - name: {sink}
 "#
+        ),
     )
 }
 
@@ -216,6 +216,19 @@ async fn wait_ready(h: &Harness, what: &str, timeout: &str) {
     );
 }
 
+/// `kubectl patch gateway gw --type=merge -p <patch>`.
+async fn merge_patch_gw(h: &Harness, patch: &str) -> anyhow::Result<String> {
+    h.kubectl(&["patch", "gateway", "gw", "--type=merge", "-p", patch])
+        .await
+}
+
+/// `kubectl get events --field-selector <selector>`.
+async fn events_where(h: &Harness, selector: &str) -> String {
+    h.kubectl(&["get", "events", "--field-selector", selector])
+        .await
+        .unwrap_or_else(|e| panic!("kubectl get events {selector}: {e}"))
+}
+
 async fn get_json(h: &Harness, what: &str) -> Value {
     serde_json::from_str(&h.kubectl(&["get", what, "-o", "json"]).await.unwrap()).unwrap()
 }
@@ -246,19 +259,35 @@ fn bodies(r: &Receiver) -> BTreeSet<String> {
 
 /// Applies the common world: Secrets, Gateway, Sink, Source, and waits until all is Ready.
 async fn base_world(h: &Harness, receiver: &Receiver, replicas: i32, max_attempts: Option<u32>) {
-    h.apply(&github_secret_yaml(&[("old", GH_OLD)]))
-        .await
-        .unwrap();
-    h.apply(SIGNING_SECRET).await.unwrap();
-    h.apply(&gateway_yaml(h, replicas, max_attempts))
-        .await
-        .unwrap();
-    h.apply(&sink_yaml("receiver", &receiver.url()))
-        .await
-        .unwrap();
-    h.apply(&source_yaml("orders", &["old"], "receiver"))
-        .await
-        .unwrap();
+    let gateway = gateway_yaml(h, replicas, max_attempts);
+    orders_world(h, receiver, &[("old", GH_OLD)], &[], &gateway, &[]).await;
+}
+
+/// The world most scenarios run in, applied in this order: Secret `github` with
+/// `github_keys`, the signing Secret, `secrets`, `gateway`, Sink `receiver` delivering to
+/// `receiver`, Source `orders` (verified with key `old`), `sources`; then waits until the
+/// Gateway and `orders` are Ready.
+async fn orders_world(
+    h: &Harness,
+    receiver: &Receiver,
+    github_keys: &[(&str, &str)],
+    secrets: &[&str],
+    gateway: &str,
+    sources: &[&str],
+) {
+    let github = github_secret_yaml(github_keys);
+    let sink = sink_yaml("receiver", &receiver.url());
+    let orders = source_yaml("orders", &["old"], "receiver");
+    let docs = [github.as_str(), SIGNING_SECRET]
+        .into_iter()
+        .chain(secrets.iter().copied())
+        .chain([gateway, &sink, &orders])
+        .chain(sources.iter().copied());
+    for doc in docs {
+        h.apply(doc)
+            .await
+            .unwrap_or_else(|e| panic!("kubectl apply: {e}"));
+    }
     wait_ready(h, "gateway/gw", "180s").await;
     wait_ready(h, "source/orders", "60s").await;
 }
@@ -664,18 +693,10 @@ async fn dead_letter_batch(
 }
 
 fn replay_yaml(name: &str, rate: u32) -> String {
-    format!(
-        r#"apiVersion: ankusa.dev/v1alpha1
-kind: ReplayJob
-metadata:
-  name: {name}
-spec:
-  gatewayRef:
-    name: gw
-  filter:
-    source: orders
-  rate: {rate}
-"#
+    resource_yaml(
+        "ReplayJob",
+        name,
+        &format!("  gatewayRef:\n    name: gw\n  filter:\n    source: orders\n  rate: {rate}\n"),
     )
 }
 
@@ -782,15 +803,7 @@ fn c_replay_after_a_sink_outage_with_and_without_a_pod_restart() {
             sent2.intersection(&bodies(&receiver)).count(),
             sent2.len()
         );
-        let events = h
-            .kubectl(&[
-                "get",
-                "events",
-                "--field-selector",
-                "involvedObject.name=replay-2",
-            ])
-            .await
-            .unwrap();
+        let events = events_where(h, "involvedObject.name=replay-2").await;
         eprintln!("$ kubectl get events (replay-2)\n{events}");
         assert!(events.contains("PodRestarted"), "{events}");
 
@@ -868,15 +881,7 @@ fn c_replay_after_a_sink_outage_with_and_without_a_pod_restart() {
             "the operator removes the annotation once it resumed every pod: {:#}",
             rj["metadata"]
         );
-        let events = h
-            .kubectl(&[
-                "get",
-                "events",
-                "--field-selector",
-                "involvedObject.name=replay-3",
-            ])
-            .await
-            .unwrap();
+        let events = events_where(h, "involvedObject.name=replay-3").await;
         assert!(events.contains("Resumed"), "{events}");
 
         // Terminal: deleting it is immediate (nothing to cancel).
@@ -981,15 +986,7 @@ fn d_deleting_a_source_waits_for_its_queued_deliveries() {
                 assert!(reason.contains("source_gone"), "{e}");
             }
         }
-        let events = h
-            .kubectl(&[
-                "get",
-                "events",
-                "--field-selector",
-                "involvedObject.name=billing",
-            ])
-            .await
-            .unwrap();
+        let events = events_where(h, "involvedObject.name=billing").await;
         eprintln!("$ kubectl get events (billing)\n{events}");
         assert!(events.contains("Drained"), "{events}");
     });
@@ -1114,10 +1111,7 @@ fn g_the_operator_takes_over_nothing_and_reads_only_opted_in_secrets() {
             msg.contains("Service gw ") && msg.contains("not owned"),
             "{msg}"
         );
-        let events = h
-            .kubectl(&["get", "events", "--field-selector", "reason=ForeignObject"])
-            .await
-            .unwrap();
+        let events = events_where(h, "reason=ForeignObject").await;
         assert!(events.contains("Service gw"), "{events}");
         // Nothing was applied: the Service is untouched, no StatefulSet, no config Secret.
         tokio::time::sleep(Duration::from_secs(3)).await;
@@ -1359,21 +1353,77 @@ async fn can_i(h: &Harness, who: &str, args: &[&str]) -> bool {
     }
 }
 
-/// `args -n ns`.
-fn in_namespace<'a>(args: &[&'a str], ns: &'a str) -> Vec<&'a str> {
-    args.iter().copied().chain(["-n", ns]).collect()
-}
+/// What the chart's operator may do, cluster-wide: `yes`/`no`, the verbs, then the rest of
+/// `kubectl auth can-i`'s arguments; `{ns}` is the scenario's namespace.
+const OPERATOR_RBAC: &str = "
+    yes get,watch,create secrets -n {ns}
+    yes patch statefulsets.apps -n {ns}
+    yes create,delete networkpolicies.networking.k8s.io -n {ns}
+    yes list pods -n {ns}
+    yes patch gateways.ankusa.dev --subresource=status -n {ns}
+    yes create events.events.k8s.io -n {ns}
+    yes update leases.coordination.k8s.io -n {ns}
+    yes list secrets --all-namespaces
+    no update,delete secrets -n {ns}
+    no delete statefulsets.apps -n {ns}
+    no delete services -n {ns}
+    no create pods -n {ns}
+    no create pods --subresource=exec -n {ns}
+    no create deployments.apps -n {ns}
+    no get configmaps -n {ns}
+    no create,delete gateways.ankusa.dev -n {ns}
+    no create rolebindings.rbac.authorization.k8s.io -n {ns}
+    no impersonate serviceaccounts -n {ns}
+    no create serviceaccounts --subresource=token -n {ns}
+    no get leases.coordination.k8s.io -n kube-system
+    no create clusterrolebindings.rbac.authorization.k8s.io
+";
 
-/// Checks `(args, allowed)` pairs for one ServiceAccount; fails naming every mismatch.
-async fn check_rbac(h: &Harness, who: &str, cases: &[(&[&str], bool)]) {
+/// What an operator with `watchNamespace: {apps}` may do: act in `{apps}` only, holding its
+/// Lease in its release namespace `{ns}`.
+const SCOPED_RBAC: &str = "
+    yes get,list,watch secrets -n {apps}
+    yes patch statefulsets.apps -n {apps}
+    yes create networkpolicies.networking.k8s.io -n {apps}
+    yes list gateways.ankusa.dev -n {apps}
+    yes get leases.coordination.k8s.io -n {ns}
+    no get,list,watch secrets -n {ns}
+    no get secrets -n kube-system
+    no get secrets -n default
+    no list secrets --all-namespaces
+    no list gateways.ankusa.dev --all-namespaces
+    no create networkpolicies.networking.k8s.io -n {ns}
+    no patch statefulsets.apps -n {ns}
+    no delete secrets -n {apps}
+    no create pods -n {apps}
+    no get configmaps -n {apps}
+    no get leases.coordination.k8s.io -n {apps}
+";
+
+/// Checks every case of `table` (lines `yes|no <verb>[,<verb>...] <the rest of kubectl auth
+/// can-i's arguments>`, with `vars` replaced) for one ServiceAccount; fails naming every
+/// mismatch.
+async fn check_rbac(h: &Harness, who: &str, table: &str, vars: &[(&str, &str)]) {
     let mut wrong = Vec::new();
-    for (args, want) in cases {
-        if can_i(h, who, args).await != *want {
-            wrong.push(format!(
-                "{}: want {}",
-                args.join(" "),
-                if *want { "yes" } else { "no" }
-            ));
+    for line in table.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let line = vars
+            .iter()
+            .fold(line.to_string(), |l, (k, v)| l.replace(k, v));
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let (want, verbs, rest) = match words.as_slice() {
+            ["yes", verbs, rest @ ..] => (true, verbs, rest),
+            ["no", verbs, rest @ ..] => (false, verbs, rest),
+            _ => panic!("RBAC case {line:?}: not `yes|no <verbs> <arguments>`"),
+        };
+        for verb in verbs.split(',') {
+            let args: Vec<&str> = std::iter::once(verb).chain(rest.iter().copied()).collect();
+            if can_i(h, who, &args).await != want {
+                wrong.push(format!(
+                    "{}: want {}",
+                    args.join(" "),
+                    if want { "yes" } else { "no" }
+                ));
+            }
         }
     }
     assert!(wrong.is_empty(), "{who}:\n{}", wrong.join("\n"));
@@ -1446,16 +1496,9 @@ fn i_network_policy_service_account_policy_and_rbac() {
         );
 
         // Switched off: the operator deletes its policy and says so.
-        h.kubectl(&[
-            "patch",
-            "gateway",
-            "gw",
-            "--type=merge",
-            "-p",
-            r#"{"spec":{"networkPolicy":{"enabled":false}}}"#,
-        ])
-        .await
-        .unwrap();
+        merge_patch_gw(h, r#"{"spec":{"networkPolicy":{"enabled":false}}}"#)
+            .await
+            .unwrap();
         eventually(
             "the NetworkPolicy deleted",
             Duration::from_secs(60),
@@ -1468,25 +1511,10 @@ fn i_network_policy_service_account_policy_and_rbac() {
             },
         )
         .await;
-        let events = h
-            .kubectl(&[
-                "get",
-                "events",
-                "--field-selector",
-                "reason=NetworkPolicyRemoved",
-            ])
-            .await
-            .unwrap();
+        let events = events_where(h, "reason=NetworkPolicyRemoved").await;
         assert!(events.contains("NetworkPolicy gw deleted"), "{events}");
         // On again, with the claim port closed and a scraper namespace on the admin port.
-        h.kubectl(&[
-            "patch",
-            "gateway",
-            "gw",
-            "--type=merge",
-            "-p",
-            r#"{"spec":{"networkPolicy":{"enabled":true,"claimCheckNamespaces":[],"metricsNamespaces":["monitoring"]}}}"#,
-        ])
+        merge_patch_gw(h, r#"{"spec":{"networkPolicy":{"enabled":true,"claimCheckNamespaces":[],"metricsNamespaces":["monitoring"]}}}"#)
         .await
         .unwrap();
         let np = network_policy(h, "gw").await;
@@ -1497,18 +1525,13 @@ fn i_network_policy_service_account_policy_and_rbac() {
             serde_json::json!(["monitoring"])
         );
         // The schema refuses a namespace that is no namespace name.
-        let bad = h
-            .kubectl(&[
-                "patch",
-                "gateway",
-                "gw",
-                "--type=merge",
-                "-p",
-                r#"{"spec":{"networkPolicy":{"metricsNamespaces":["Not A Namespace"]}}}"#,
-            ])
-            .await
-            .unwrap_err()
-            .to_string();
+        let bad = merge_patch_gw(
+            h,
+            r#"{"spec":{"networkPolicy":{"metricsNamespaces":["Not A Namespace"]}}}"#,
+        )
+        .await
+        .unwrap_err()
+        .to_string();
         assert!(bad.contains("metricsNamespaces"), "{bad}");
 
         // A ServiceAccount the operator does not allow: refused, nothing created.
@@ -1524,15 +1547,7 @@ fn i_network_policy_service_account_policy_and_rbac() {
                 && msg.contains("ServiceAccount deployer is not allowed"),
             "{msg}"
         );
-        let events = h
-            .kubectl(&[
-                "get",
-                "events",
-                "--field-selector",
-                "reason=ServiceAccountNotAllowed",
-            ])
-            .await
-            .unwrap();
+        let events = events_where(h, "reason=ServiceAccountNotAllowed").await;
         assert!(events.contains("deployer"), "{events}");
         let made = h
             .kubectl(&[
@@ -1552,44 +1567,7 @@ fn i_network_policy_service_account_policy_and_rbac() {
 
         // The chart's RBAC, cluster-wide: the harness applied it for the operator it runs.
         let sa = format!("system:serviceaccount:{}:ankusa-ankusa-operator", h.ns);
-        let ns = h.ns.clone();
-        let with = |args: &[&'static str]| in_namespace(args, &ns);
-        let allowed: Vec<Vec<&str>> = vec![
-            with(&["get", "secrets"]),
-            with(&["watch", "secrets"]),
-            with(&["create", "secrets"]),
-            with(&["patch", "statefulsets.apps"]),
-            with(&["create", "networkpolicies.networking.k8s.io"]),
-            with(&["delete", "networkpolicies.networking.k8s.io"]),
-            with(&["list", "pods"]),
-            with(&["patch", "gateways.ankusa.dev", "--subresource=status"]),
-            with(&["create", "events.events.k8s.io"]),
-            with(&["update", "leases.coordination.k8s.io"]),
-            vec!["list", "secrets", "--all-namespaces"],
-        ];
-        let refused: Vec<Vec<&str>> = vec![
-            with(&["update", "secrets"]),
-            with(&["delete", "secrets"]),
-            with(&["delete", "statefulsets.apps"]),
-            with(&["delete", "services"]),
-            with(&["create", "pods"]),
-            with(&["create", "pods", "--subresource=exec"]),
-            with(&["create", "deployments.apps"]),
-            with(&["get", "configmaps"]),
-            with(&["create", "gateways.ankusa.dev"]),
-            with(&["delete", "gateways.ankusa.dev"]),
-            with(&["create", "rolebindings.rbac.authorization.k8s.io"]),
-            with(&["impersonate", "serviceaccounts"]),
-            with(&["create", "serviceaccounts", "--subresource=token"]),
-            vec!["get", "leases.coordination.k8s.io", "-n", "kube-system"],
-            vec!["create", "clusterrolebindings.rbac.authorization.k8s.io"],
-        ];
-        let cases: Vec<(&[&str], bool)> = allowed
-            .iter()
-            .map(|a| (a.as_slice(), true))
-            .chain(refused.iter().map(|a| (a.as_slice(), false)))
-            .collect();
-        check_rbac(h, &sa, &cases).await;
+        check_rbac(h, &sa, OPERATOR_RBAC, &[("{ns}", h.ns.as_str())]).await;
 
         // With watchNamespace: a second release whose operator may act in `<ns>-apps` only,
         // holding its Lease in the release namespace.
@@ -1628,37 +1606,13 @@ fn i_network_policy_service_account_policy_and_rbac() {
             .await
             .unwrap();
         let sa = format!("system:serviceaccount:{}:scoped-ankusa-operator", h.ns);
-        let in_apps = |args: &[&'static str]| in_namespace(args, &apps);
-        let allowed: Vec<Vec<&str>> = vec![
-            in_apps(&["get", "secrets"]),
-            in_apps(&["list", "secrets"]),
-            in_apps(&["watch", "secrets"]),
-            in_apps(&["patch", "statefulsets.apps"]),
-            in_apps(&["create", "networkpolicies.networking.k8s.io"]),
-            in_apps(&["list", "gateways.ankusa.dev"]),
-            vec!["get", "leases.coordination.k8s.io", "-n", ns.as_str()],
-        ];
-        let refused: Vec<Vec<&str>> = vec![
-            with(&["get", "secrets"]),
-            with(&["list", "secrets"]),
-            with(&["watch", "secrets"]),
-            vec!["get", "secrets", "-n", "kube-system"],
-            vec!["get", "secrets", "-n", "default"],
-            vec!["list", "secrets", "--all-namespaces"],
-            vec!["list", "gateways.ankusa.dev", "--all-namespaces"],
-            with(&["create", "networkpolicies.networking.k8s.io"]),
-            with(&["patch", "statefulsets.apps"]),
-            in_apps(&["delete", "secrets"]),
-            in_apps(&["create", "pods"]),
-            in_apps(&["get", "configmaps"]),
-            in_apps(&["get", "leases.coordination.k8s.io"]),
-        ];
-        let cases: Vec<(&[&str], bool)> = allowed
-            .iter()
-            .map(|a| (a.as_slice(), true))
-            .chain(refused.iter().map(|a| (a.as_slice(), false)))
-            .collect();
-        check_rbac(h, &sa, &cases).await;
+        check_rbac(
+            h,
+            &sa,
+            SCOPED_RBAC,
+            &[("{ns}", h.ns.as_str()), ("{apps}", apps.as_str())],
+        )
+        .await;
     });
 }
 
@@ -1716,38 +1670,15 @@ stringData:
 
 /// Source `quar` quarantining what fails verification with Secret `github` key `key`.
 fn quarantining_source_yaml(key: &str) -> String {
-    format!(
-        r#"apiVersion: ankusa.dev/v1alpha1
-kind: Source
-metadata:
-  name: quar
-spec:
-  gatewayRef:
-    name: gw
-  onVerifyFailure: quarantine
-  verify:
-    type: github
-    secretRefs:
-    - name: github
-      key: {key}
-  sinks:
-  - name: receiver
-"#
-    )
+    source_yaml("quar", &[key], "receiver")
+        .replace("  verify:\n", "  onVerifyFailure: quarantine\n  verify:\n")
 }
 
 fn replay_of_kind_yaml(name: &str, kind: &str, rest: &str) -> String {
-    format!(
-        r#"apiVersion: ankusa.dev/v1alpha1
-kind: ReplayJob
-metadata:
-  name: {name}
-spec:
-  gatewayRef:
-    name: gw
-  kind: {kind}
-  rate: 200
-{rest}"#
+    resource_yaml(
+        "ReplayJob",
+        name,
+        &format!("  gatewayRef:\n    name: gw\n  kind: {kind}\n  rate: 200\n{rest}"),
     )
 }
 
@@ -1825,24 +1756,15 @@ fn j_replay_jobs_of_every_kind_across_three_pods() {
         let t_start = unix_now() - 1;
         let receiver = Receiver::start("127.0.0.1").await.unwrap();
         receiver.answer(500);
-        h.apply(&github_secret_yaml(&[
-            ("old", GH_OLD),
-            ("wrong", "wrong-secret-0003"),
-        ]))
-        .await
-        .unwrap();
-        h.apply(SIGNING_SECRET).await.unwrap();
-        h.apply(ARCHIVE_SECRET).await.unwrap();
-        h.apply(&archiving_gateway_yaml(h, &bucket)).await.unwrap();
-        h.apply(&sink_yaml("receiver", &receiver.url()))
-            .await
-            .unwrap();
-        h.apply(&source_yaml("orders", &["old"], "receiver"))
-            .await
-            .unwrap();
-        h.apply(&quarantining_source_yaml("wrong")).await.unwrap();
-        wait_ready(h, "gateway/gw", "180s").await;
-        wait_ready(h, "source/orders", "60s").await;
+        orders_world(
+            h,
+            &receiver,
+            &[("old", GH_OLD), ("wrong", "wrong-secret-0003")],
+            &[ARCHIVE_SECRET],
+            &archiving_gateway_yaml(h, &bucket),
+            &[&quarantining_source_yaml("wrong")],
+        )
+        .await;
         wait_ready(h, "source/quar", "60s").await;
         let token = admin_token(h).await;
         let cfg = admin_get(h, 0, &token, "/v1/config").await.to_string();
@@ -2001,15 +1923,7 @@ fn j_replay_jobs_of_every_kind_across_three_pods() {
             .find(|l| l.starts_with("quar "))
             .unwrap_or_default();
         assert_eq!(quar.split_whitespace().nth(column), Some("12"), "{out}");
-        let events = h
-            .kubectl(&[
-                "get",
-                "events",
-                "--field-selector",
-                "involvedObject.name=quar",
-            ])
-            .await
-            .unwrap();
+        let events = events_where(h, "involvedObject.name=quar").await;
         assert!(events.contains("Quarantined"), "{events}");
 
         // The Source's secret is fixed; a quarantine job releases what now verifies.
@@ -2118,45 +2032,13 @@ fn j_replay_jobs_of_every_kind_across_three_pods() {
 }
 
 /// Creates a JetStream stream taking `<subject>.>` on the nats-server of
-/// `tests/brokers/start.sh` (127.0.0.1:4222), with the NATS protocol itself: one request to
-/// `$JS.API.STREAM.CREATE.<name>`.
+/// `tests/brokers/start.sh` (127.0.0.1:4222).
 async fn create_stream(name: &str, subject: &str) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect("127.0.0.1:4222")
+    ankusa_testkit::scenario::create_stream("127.0.0.1:4222", name, subject)
         .await
         .unwrap_or_else(|e| {
-            panic!("nats-server is not answering on 127.0.0.1:4222 (start it with tests/brokers/start.sh): {e}")
+            panic!("JetStream stream {name} (nats-server from tests/brokers/start.sh): {e:#}")
         });
-    let body =
-        serde_json::json!({"name": name, "subjects": [format!("{subject}.>")], "storage": "file"})
-            .to_string();
-    let req = format!(
-        "CONNECT {{\"verbose\":false,\"pedantic\":false,\"headers\":false}}\r\nSUB _INBOX.e2e 1\r\nPUB $JS.API.STREAM.CREATE.{name} _INBOX.e2e {}\r\n{body}\r\nPING\r\n",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut got = String::new();
-    let end = Instant::now() + Duration::from_secs(10);
-    while !got.contains("stream_create_response") {
-        assert!(
-            Instant::now() < end,
-            "no answer to the stream create: {got}"
-        );
-        let mut buf = [0u8; 4096];
-        let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf))
-            .await
-            .expect("nats answers")
-            .unwrap();
-        assert!(n > 0, "nats closed the connection: {got}");
-        got.push_str(&String::from_utf8_lossy(&buf[..n]));
-    }
-    // Let the whole JSON line arrive.
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let mut buf = [0u8; 4096];
-    if let Ok(Ok(n)) = tokio::time::timeout(Duration::from_millis(200), s.read(&mut buf)).await {
-        got.push_str(&String::from_utf8_lossy(&buf[..n]));
-    }
-    assert!(!got.contains("\"error\""), "stream create refused: {got}");
 }
 
 const BACKUP_SECRET: &str = r#"apiVersion: v1
@@ -2237,23 +2119,15 @@ fn k_durability_renders_reports_and_survives_a_lost_volume_under_load() {
         let subject = format!("e2e-intake-{suffix}");
         create_stream(&format!("E2E_INTAKE_{suffix}"), &subject).await;
         let receiver = Receiver::start("127.0.0.1").await.unwrap();
-        h.apply(&github_secret_yaml(&[("old", GH_OLD)]))
-            .await
-            .unwrap();
-        h.apply(SIGNING_SECRET).await.unwrap();
-        h.apply(BACKUP_SECRET).await.unwrap();
-        h.apply(&intake_secret_yaml()).await.unwrap();
-        h.apply(&durable_gateway_yaml(h, &bucket, &subject))
-            .await
-            .unwrap();
-        h.apply(&sink_yaml("receiver", &receiver.url()))
-            .await
-            .unwrap();
-        h.apply(&source_yaml("orders", &["old"], "receiver"))
-            .await
-            .unwrap();
-        wait_ready(h, "gateway/gw", "180s").await;
-        wait_ready(h, "source/orders", "60s").await;
+        orders_world(
+            h,
+            &receiver,
+            &[("old", GH_OLD)],
+            &[BACKUP_SECRET, &intake_secret_yaml()],
+            &durable_gateway_yaml(h, &bucket, &subject),
+            &[],
+        )
+        .await;
 
         // 1. Each pod's config: wal dual, the intake log with its token read from the Secret,
         // backups with the keys read from theirs; the pods' template carries the digest.
@@ -2455,15 +2329,9 @@ fn k_durability_renders_reports_and_survives_a_lost_volume_under_load() {
             missing.len(),
             missing.iter().take(10).collect::<Vec<_>>()
         );
+        let replaced = "reason=VolumeReplaced";
         let events = h
-            .kubectl(&[
-                "get",
-                "events",
-                "--field-selector",
-                "reason=VolumeReplaced",
-                "-o",
-                "name",
-            ])
+            .kubectl(&["get", "events", "--field-selector", replaced, "-o", "name"])
             .await
             .unwrap_or_default();
         eprintln!("[e2e] VolumeReplaced events: {}", events.lines().count());

@@ -9,22 +9,14 @@ use std::collections::BTreeMap;
 use ankusa_config::interpolate::Lookup;
 use ankusa_config::{SinkConfig, file_options};
 use ankusa_crds::names::CONFIG_MOUNT;
-use ankusa_crds::{Gateway, Sink, SinkType, Source};
+use ankusa_crds::{Gateway, Sink, Source};
 use ankusa_operator::render::{self, Inputs, Outcome, SecretValues, files};
 use ankusa_operator::resources::{self, ADMIN_TLS_MOUNT};
+use common::{SINK_TYPES as TYPES, base_options, meta, object};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
-const TYPES: [(SinkType, &str); 8] = [
-    (SinkType::Http, "http"),
-    (SinkType::Log, "log"),
-    (SinkType::Kafka, "kafka"),
-    (SinkType::Rabbitmq, "rabbitmq"),
-    (SinkType::Nats, "nats"),
-    (SinkType::Redis, "redis"),
-    (SinkType::Sqs, "sqs"),
-    (SinkType::GooglePubsub, "google_pubsub"),
-];
+mod common;
 
 const TLS: [&str; 3] = ["tls.ca_file", "tls.cert_file", "tls.key_file"];
 
@@ -38,22 +30,6 @@ fn positions(t: &str) -> Vec<&'static str> {
         "kafka" => [&["sasl.token_file"][..], &TLS].concat(),
         "nats" => [&["auth.credentials_file"][..], &TLS].concat(),
         _ => TLS.to_vec(),
-    }
-}
-
-/// Options that render and validate for each type before a file is set.
-fn base_options(t: &str) -> Value {
-    match t {
-        "http" => json!({"url": "https://receiver.example.com/h", "allow_unsigned": true}),
-        "log" => json!({}),
-        "kafka" => json!({"brokers": ["kafka.example.com:9092"], "topic": "hooks"}),
-        "rabbitmq" => json!({"url": "amqp://rabbit.example.com:5672/%2f", "exchange": "hooks"}),
-        "nats" => json!({"servers": ["nats://nats.example.com:4222"], "subject": "hooks"}),
-        "redis" => json!({"url": "redis://redis.example.com:6379/0", "channel": "hooks"}),
-        "sqs" => {
-            json!({"queue_url": "https://sqs.us-east-1.amazonaws.com/123456789012/hooks", "region": "us-east-1"})
-        }
-        _ => json!({"project": "proj", "topic": "hooks", "auth": "none"}),
     }
 }
 
@@ -82,22 +58,15 @@ fn set(v: &mut Value, path: &str, value: Value) {
 }
 
 fn sink(name: &str, spec: Value) -> Sink {
-    serde_json::from_value(json!({
-        "apiVersion": "ankusa.dev/v1alpha1", "kind": "Sink",
-        "metadata": {"name": name, "namespace": "ns", "generation": 1},
-        "spec": spec,
-    }))
-    .unwrap()
+    object(meta(name, 1), spec)
 }
 
 fn source(sinks: &[&str]) -> Source {
     let refs: Vec<Value> = sinks.iter().map(|n| json!({"name": n})).collect();
-    serde_json::from_value(json!({
-        "apiVersion": "ankusa.dev/v1alpha1", "kind": "Source",
-        "metadata": {"name": "src", "namespace": "ns", "generation": 1},
-        "spec": {"gatewayRef": {"name": "gw"}, "verify": {"type": "none"}, "sinks": refs},
-    }))
-    .unwrap()
+    object(
+        meta("src", 1),
+        json!({"gatewayRef": {"name": "gw"}, "verify": {"type": "none"}, "sinks": refs}),
+    )
 }
 
 fn gateway(extra: Value) -> Gateway {
@@ -105,12 +74,10 @@ fn gateway(extra: Value) -> Gateway {
     for (k, v) in extra.as_object().unwrap() {
         spec[k] = v.clone();
     }
-    serde_json::from_value(json!({
-        "apiVersion": "ankusa.dev/v1alpha1", "kind": "Gateway",
-        "metadata": {"name": "gw", "namespace": "ns", "uid": "g-uid", "generation": 1},
-        "spec": spec,
-    }))
-    .unwrap()
+    object(
+        json!({"name": "gw", "namespace": "ns", "uid": "g-uid", "generation": 1}),
+        spec,
+    )
 }
 
 fn render_all(gw: &Gateway, sinks: &[Sink], secrets: &SecretValues) -> render::Rendered {

@@ -49,6 +49,32 @@ fn gateway_world(s: &Seen, admin_port: u16) -> Option<(u16, Value)> {
     }
 }
 
+/// [`gateway_world`] with no Source or Sink in the namespace, taking every write.
+fn gateway_alone(s: &Seen, port: u16) -> Option<(u16, Value)> {
+    gateway_world(s, port).or_else(|| match (s.method.as_str(), route(s)) {
+        ("GET", "/apis/ankusa.dev/v1alpha1/namespaces/ns/sources") => {
+            Some((200, list("SourceList", vec![])))
+        }
+        ("GET", "/apis/ankusa.dev/v1alpha1/namespaces/ns/sinks") => {
+            Some((200, list("SinkList", vec![])))
+        }
+        ("PATCH", p) if p.ends_with("/gateways/gw/status") => Some((200, gateway_obj(port))),
+        ("PATCH", _) => Some((200, s.body.clone())),
+        _ => None,
+    })
+}
+
+/// One Gateway reconcile of `gateway_obj(port)` (which must succeed); every request made.
+async fn reconcile_gateway(
+    port: u16,
+    client: kube::Client,
+    seen: &Arc<Mutex<Vec<Seen>>>,
+) -> Vec<Seen> {
+    let gw: Gateway = serde_json::from_value(gateway_obj(port)).unwrap();
+    gateway::reconcile(Arc::new(gw), ctx(client)).await.unwrap();
+    seen.lock().unwrap().clone()
+}
+
 /// A mocked API server: `handler` answers what it knows; the rest is 404 (recorded).
 fn mock(handler: Box<Handler>) -> (kube::Client, Arc<Mutex<Vec<Seen>>>) {
     let (svc, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
@@ -639,9 +665,7 @@ async fn gateway_status_with(failures: u64) -> Value {
             _ => None,
         })
     }));
-    let gw: Gateway = serde_json::from_value(gateway_obj(port)).unwrap();
-    gateway::reconcile(Arc::new(gw), ctx(client)).await.unwrap();
-    let seen = seen.lock().unwrap().clone();
+    let seen = reconcile_gateway(port, client, &seen).await;
     seen.iter()
         .find(|s| is_gateway_status_write(s))
         .expect("Gateway status written")
@@ -688,14 +712,19 @@ async fn sink_reconcile(
     (status, events)
 }
 
-fn degraded(status: &Value) -> Value {
+/// The condition of type `t` in `status` (which must carry it).
+fn condition(status: &Value, t: &str) -> Value {
     status["conditions"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|c| c["type"] == "Degraded")
-        .unwrap()
+        .find(|c| c["type"] == t)
+        .unwrap_or_else(|| panic!("no condition {t} in {status}"))
         .clone()
+}
+
+fn degraded(status: &Value) -> Value {
+    condition(status, "Degraded")
 }
 
 #[tokio::test]
@@ -802,9 +831,7 @@ async fn gateway_reconcile_seeing(extra: Value, source: Value) -> Vec<Seen> {
             _ => None,
         })
     }));
-    let gw: Gateway = serde_json::from_value(gateway_obj(port)).unwrap();
-    gateway::reconcile(Arc::new(gw), ctx(client)).await.unwrap();
-    seen.lock().unwrap().clone()
+    reconcile_gateway(port, client, &seen).await
 }
 
 fn events_of(seen: &[Seen]) -> Vec<(String, String, String)> {
@@ -864,13 +891,7 @@ async fn one_status_poll_fills_the_sources_quarantine_and_the_pods_archive_and_d
         ),
         (Some(5), Some(850), Some(1000))
     );
-    let near = src.body["status"]["conditions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["type"] == "QuarantineNearFull")
-        .expect("the condition")
-        .clone();
+    let near = condition(&src.body["status"], "QuarantineNearFull");
     assert_eq!(near["status"], "True");
     assert!(
         near["message"]
@@ -902,13 +923,7 @@ async fn one_status_poll_fills_the_sources_quarantine_and_the_pods_archive_and_d
     assert_eq!(p0["archive"]["failures"], 4);
     assert_eq!(p0["archive"]["lastUploadAt"], "2026-01-01T00:01:00Z");
     assert_eq!(p0["dlq"], json!({"rows": 12, "bytes": 3400, "full": true}));
-    let degraded = gw.body["status"]["conditions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["type"] == "Degraded")
-        .unwrap()
-        .clone();
+    let degraded = degraded(&gw.body["status"]);
     assert_eq!(degraded["reason"], "DlqFull", "{degraded}");
 
     // A source that does not quarantine and has no entries shows nothing of it.
@@ -1107,21 +1122,9 @@ async fn a_pod_whose_volume_claim_is_gone_is_deleted_so_it_comes_back_on_a_new_o
             ("DELETE", "/api/v1/namespaces/ns/pods/gw-0") => return Some((200, s.body.clone())),
             _ => {}
         }
-        gateway_world(s, port).or_else(|| match (s.method.as_str(), route(s)) {
-            ("GET", "/apis/ankusa.dev/v1alpha1/namespaces/ns/sources") => {
-                Some((200, list("SourceList", vec![])))
-            }
-            ("GET", "/apis/ankusa.dev/v1alpha1/namespaces/ns/sinks") => {
-                Some((200, list("SinkList", vec![])))
-            }
-            ("PATCH", p) if p.ends_with("/gateways/gw/status") => Some((200, gateway_obj(port))),
-            ("PATCH", _) => Some((200, s.body.clone())),
-            _ => None,
-        })
+        gateway_alone(s, port)
     }));
-    let gw: Gateway = serde_json::from_value(gateway_obj(port)).unwrap();
-    gateway::reconcile(Arc::new(gw), ctx(client)).await.unwrap();
-    let seen = seen.lock().unwrap().clone();
+    let seen = reconcile_gateway(port, client, &seen).await;
     let deletes: Vec<&Seen> = seen.iter().filter(|s| s.method == "DELETE").collect();
     assert_eq!(
         deletes.len(),
@@ -1503,13 +1506,7 @@ async fn an_admin_token_secret_that_did_not_opt_in_is_not_used() {
         .iter()
         .find(|s| is_gateway_status_write(s))
         .expect("status written");
-    let degraded = st.body["status"]["conditions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["type"] == "Degraded")
-        .unwrap()
-        .clone();
+    let degraded = degraded(&st.body["status"]);
     assert_eq!(degraded["reason"], "AdminTokenMissing");
     assert!(
         degraded["message"]
@@ -1532,21 +1529,9 @@ async fn a_planted_pod_beyond_the_replicas_gets_no_config_and_no_call() {
             pods["items"].as_array_mut().unwrap().push(planted);
             return Some((200, pods));
         }
-        gateway_world(s, port).or_else(|| match (s.method.as_str(), route(s)) {
-            ("GET", "/apis/ankusa.dev/v1alpha1/namespaces/ns/sources") => {
-                Some((200, list("SourceList", vec![])))
-            }
-            ("GET", "/apis/ankusa.dev/v1alpha1/namespaces/ns/sinks") => {
-                Some((200, list("SinkList", vec![])))
-            }
-            ("PATCH", p) if p.ends_with("/gateways/gw/status") => Some((200, gateway_obj(port))),
-            ("PATCH", _) => Some((200, s.body.clone())),
-            _ => None,
-        })
+        gateway_alone(s, port)
     }));
-    let gw: Gateway = serde_json::from_value(gateway_obj(port)).unwrap();
-    gateway::reconcile(Arc::new(gw), ctx(client)).await.unwrap();
-    let seen = seen.lock().unwrap().clone();
+    let seen = reconcile_gateway(port, client, &seen).await;
     let config = seen
         .iter()
         .find(|s| s.method == "POST" && s.body["metadata"]["name"] == "gw-config")

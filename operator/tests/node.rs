@@ -309,6 +309,71 @@ async fn all_delivered(receiver_ip: &str, ids: &BTreeSet<String>, what: &str, ti
     );
 }
 
+/// A pod (as `kubectl get -o json` shows it) not terminating and `Ready`.
+fn pod_is_ready(p: &Value) -> bool {
+    p["metadata"]["deletionTimestamp"].is_null()
+        && p["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+}
+
+/// The operator's pods (`kubectl get pods` in the operator's namespace).
+async fn operator_pods_json(node: &RealNode) -> Value {
+    json(
+        node,
+        &[
+            "get",
+            "pods",
+            "-n",
+            OP_NS,
+            "-l",
+            "app.kubernetes.io/name=ankusa-operator",
+        ],
+    )
+    .await
+}
+
+/// `helm upgrade` of the release with its values and `--set set`.
+async fn helm_upgrade(node: &RealNode, set: &str) {
+    node.helm(&[
+        "upgrade",
+        RELEASE,
+        &chart(),
+        "--namespace",
+        OP_NS,
+        "--reuse-values",
+        "--set",
+        set,
+    ])
+    .await
+    .unwrap_or_else(|e| panic!("helm upgrade --set {set}: {e}"));
+}
+
+/// `kubectl wait --for=condition=Ready` on `what` (with `--timeout=<secs>s`) in `NS`.
+async fn kubectl_wait_ready(node: &RealNode, what: &[&str], timeout: Duration) {
+    let timeout = format!("--timeout={}s", timeout.as_secs());
+    let mut args = vec!["wait", "-n", NS, "--for=condition=Ready"];
+    args.extend_from_slice(what);
+    args.push(&timeout);
+    node.kubectl(&args)
+        .await
+        .unwrap_or_else(|e| panic!("kubectl wait {what:?}: {e}"));
+}
+
+/// Starts the load on every gateway pod, and the task following the pods; their handles.
+fn start_load(load: &Arc<Load>, client: &kube::Client) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut tasks = vec![tokio::spawn(load.clone().follow_pods(client.clone()))];
+    for i in 0..3 {
+        tasks.push(tokio::spawn(
+            load.clone()
+                .run_pod(format!("{GATEWAY}-{i}"), Duration::from_millis(25)),
+        ));
+    }
+    tasks
+}
+
 async fn json(node: &RealNode, args: &[&str]) -> Value {
     let mut a = args.to_vec();
     a.extend(["-o", "json"]);
@@ -369,15 +434,8 @@ async fn gateway_pods_ready(node: &RealNode, image: &str, timeout: Duration) {
             let items = v["items"].as_array()?;
             let ready = items
                 .iter()
-                .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
                 .filter(|p| p["spec"]["containers"][0]["image"] == image)
-                .filter(|p| {
-                    p["status"]["conditions"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
-                })
+                .filter(|p| pod_is_ready(p))
                 .count();
             (items.len() == 3 && ready == 3).then_some(())
         },
@@ -409,16 +467,7 @@ async fn wait_ready(node: &RealNode, what: &str, timeout: Duration) -> Duration 
     )
     .await
     .unwrap_or_else(|e| panic!("{e}"));
-    node.kubectl(&[
-        "wait",
-        "-n",
-        NS,
-        "--for=condition=Ready",
-        what,
-        &format!("--timeout={}s", timeout.as_secs()),
-    ])
-    .await
-    .unwrap_or_else(|e| panic!("{e}"));
+    kubectl_wait_ready(node, &[what], timeout).await;
     t0.elapsed()
 }
 
@@ -494,22 +543,28 @@ spec:
     )
 }
 
-/// The load source: Standard Webhooks verification with the Secret `loadtest-verify`'s keys
-/// `keys` (newest first).
-fn loadtest_yaml(secret_data: &[(&str, &str)], keys: &[&str]) -> String {
+/// A Source `name` verifying Standard Webhooks with the keys `keys` (newest first) of its
+/// Secret `<name>-verify`, which holds `secret_data`; `extra` spec lines (indented as spec
+/// fields) come before its sinks; it delivers to the receiver.
+fn verified_source_yaml(
+    name: &str,
+    secret_data: &[(&str, &str)],
+    keys: &[&str],
+    extra: &str,
+) -> String {
     let data: String = secret_data
         .iter()
         .map(|(k, v)| format!("  {k}: {v}\n"))
         .collect();
     let refs: String = keys
         .iter()
-        .map(|k| format!("    - name: loadtest-verify\n      key: {k}\n"))
+        .map(|k| format!("    - name: {name}-verify\n      key: {k}\n"))
         .collect();
     format!(
         r#"apiVersion: v1
 kind: Secret
 metadata:
-  name: loadtest-verify
+  name: {name}-verify
   labels:
     ankusa.dev/usable: "true"
 stringData:
@@ -517,49 +572,31 @@ stringData:
 apiVersion: ankusa.dev/v1alpha1
 kind: Source
 metadata:
-  name: loadtest
+  name: {name}
 spec:
   gatewayRef:
     name: {GATEWAY}
   verify:
     type: standard_webhooks
     secretRefs:
-{refs}  sinks:
+{refs}{extra}  sinks:
   - name: receiver
 "#
     )
 }
 
+/// The load source: verified with the Secret `loadtest-verify`'s keys `keys` (newest first).
+fn loadtest_yaml(secret_data: &[(&str, &str)], keys: &[&str]) -> String {
+    verified_source_yaml("loadtest", secret_data, keys, "")
+}
+
+/// The source of the outage scenario: two attempts, fast.
 fn outage_yaml() -> String {
-    format!(
-        r#"apiVersion: v1
-kind: Secret
-metadata:
-  name: outage-verify
-  labels:
-    ankusa.dev/usable: "true"
-stringData:
-  key: {OUTAGE}
----
-apiVersion: ankusa.dev/v1alpha1
-kind: Source
-metadata:
-  name: outage
-spec:
-  gatewayRef:
-    name: {GATEWAY}
-  verify:
-    type: standard_webhooks
-    secretRefs:
-    - name: outage-verify
-      key: key
-  retry:
-    baseMs: 100
-    maxMs: 200
-    maxAttempts: 2
-  sinks:
-  - name: receiver
-"#
+    verified_source_yaml(
+        "outage",
+        &[("key", OUTAGE)],
+        &["key"],
+        "  retry:\n    baseMs: 100\n    maxMs: 200\n    maxAttempts: 2\n",
     )
 }
 
@@ -660,12 +697,7 @@ fn real_node_install_load_kill_rotate_replay_upgrade() {
         return;
     }
     let _serial = ankusa_testkit::serial();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(suite());
+    ankusa_testkit::scenario::scenario_runtime(2).block_on(suite());
 }
 
 async fn suite() {
@@ -709,18 +741,7 @@ async fn suite() {
     ])
     .await
     .expect("operator Deployment Available");
-    let operator_pods: BTreeSet<String> = json(
-        &node,
-        &[
-            "get",
-            "pods",
-            "-n",
-            OP_NS,
-            "-l",
-            "app.kubernetes.io/name=ankusa-operator",
-        ],
-    )
-    .await["items"]
+    let operator_pods: BTreeSet<String> = operator_pods_json(&node).await["items"]
         .as_array()
         .into_iter()
         .flatten()
@@ -774,18 +795,7 @@ async fn suite() {
     })
     .await
     .unwrap_or_else(|e| panic!("{e}"));
-    node.kubectl(&[
-        "wait",
-        "-n",
-        NS,
-        "--for=condition=Ready",
-        "pod",
-        "-l",
-        GW_SELECTOR,
-        "--timeout=240s",
-    ])
-    .await
-    .expect("gateway pods Ready");
+    kubectl_wait_ready(&node, &["pod", "-l", GW_SELECTOR], Duration::from_secs(240)).await;
     let vols = volumes(&node).await;
     assert_eq!(vols.len(), 3, "three PVCs Bound: {vols:?}");
     for what in ["gateway/webhooks", "sink/orders-service", "source/github"] {
@@ -840,13 +850,7 @@ async fn suite() {
     let load = Arc::new(Load::default());
     load.set_secret("old", OLD);
     load.set_phase("b");
-    let mut tasks = vec![tokio::spawn(load.clone().follow_pods(client.clone()))];
-    for i in 0..3 {
-        tasks.push(tokio::spawn(
-            load.clone()
-                .run_pod(format!("{GATEWAY}-{i}"), Duration::from_millis(25)),
-        ));
-    }
+    let tasks = start_load(&load, &client);
     tokio::time::sleep(Duration::from_secs(15)).await;
     let acked_b: BTreeSet<String> = load.acked().into_keys().collect();
     assert!(acked_b.len() > 300, "load acked only {}", acked_b.len());
@@ -1176,45 +1180,16 @@ async fn suite() {
     // ---- f. helm upgrade rolls what it should; helm uninstall keeps the user's objects -----
     let t_f = Instant::now();
     let gw_before = gateway_pods(&node).await;
-    node.helm(&[
-        "upgrade",
-        RELEASE,
-        &chart(),
-        "--namespace",
-        OP_NS,
-        "--reuse-values",
-        "--set",
-        "logLevel=debug",
-    ])
-    .await
-    .expect("helm upgrade logLevel");
+    helm_upgrade(&node, "logLevel=debug").await;
     let new_ops = eventually(
         "operator pods replaced",
         Duration::from_secs(180),
         || async {
-            let v = json(
-                &node,
-                &[
-                    "get",
-                    "pods",
-                    "-n",
-                    OP_NS,
-                    "-l",
-                    "app.kubernetes.io/name=ankusa-operator",
-                ],
-            )
-            .await;
+            let v = operator_pods_json(&node).await;
             let names: BTreeSet<String> = v["items"]
                 .as_array()?
                 .iter()
-                .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
-                .filter(|p| {
-                    p["status"]["conditions"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
-                })
+                .filter(|p| pod_is_ready(p))
                 .filter_map(|p| p["metadata"]["name"].as_str().map(String::from))
                 .collect();
             (names.len() == 2 && names.is_disjoint(&operator_pods)).then_some(names)
@@ -1241,18 +1216,7 @@ async fn suite() {
         .await
         .expect("docker tag");
     let t_roll = Instant::now();
-    node.helm(&[
-        "upgrade",
-        RELEASE,
-        &chart(),
-        "--namespace",
-        OP_NS,
-        "--reuse-values",
-        "--set",
-        &format!("gatewayImage={IMAGE}:test-b"),
-    ])
-    .await
-    .expect("helm upgrade gatewayImage");
+    helm_upgrade(&node, &format!("gatewayImage={IMAGE}:test-b")).await;
     gateway_pods_ready(&node, &format!("{IMAGE}:test-b"), Duration::from_secs(300)).await;
     let roll = t_roll.elapsed();
     let gw_after_roll = gateway_pods(&node).await;
@@ -1362,32 +1326,9 @@ async fn port_open(port: u16) -> bool {
 
 /// A JetStream stream taking `<subject>.>`, created with the NATS protocol itself.
 async fn create_stream_at(addr: &str, name: &str, subject: &str) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(addr).await.expect("nats");
-    let body =
-        serde_json::json!({"name": name, "subjects": [format!("{subject}.>")], "storage": "file"})
-            .to_string();
-    let req = format!(
-        "CONNECT {{\"verbose\":false,\"pedantic\":false}}\r\nSUB _INBOX.node 1\r\nPUB $JS.API.STREAM.CREATE.{name} _INBOX.node {}\r\n{body}\r\nPING\r\n",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).await.expect("nats write");
-    let mut got = String::new();
-    let end = Instant::now() + Duration::from_secs(10);
-    while !got.contains("stream_create_response") || !got.ends_with("\r\n") {
-        assert!(
-            Instant::now() < end,
-            "no answer to the stream create: {got}"
-        );
-        let mut buf = [0u8; 4096];
-        let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf))
-            .await
-            .expect("nats answers")
-            .expect("nats read");
-        assert!(n > 0, "nats closed: {got}");
-        got.push_str(&String::from_utf8_lossy(&buf[..n]));
-    }
-    assert!(!got.contains("\"error\""), "stream create refused: {got}");
+    ankusa_testkit::scenario::create_stream(addr, name, subject)
+        .await
+        .unwrap_or_else(|e| panic!("JetStream stream {name}: {e:#}"));
 }
 
 /// Scenario g: the Gateway gets `spec.durability` (dual on a JetStream intake log, backups
@@ -1501,13 +1442,7 @@ async fn lost_volume_drill(
     let load = Arc::new(Load::default());
     load.set_secret("new", NEW);
     load.set_phase("g");
-    let mut tasks = vec![tokio::spawn(load.clone().follow_pods(client.clone()))];
-    for i in 0..3 {
-        tasks.push(tokio::spawn(
-            load.clone()
-                .run_pod(format!("{GATEWAY}-{i}"), Duration::from_millis(25)),
-        ));
-    }
+    let tasks = start_load(&load, client);
     tokio::time::sleep(Duration::from_secs(3)).await;
     receiver_answer(receiver_ip, 503).await;
     tokio::time::sleep(Duration::from_secs(5)).await;

@@ -5,43 +5,24 @@ use ankusa_config::{Config, SinkConfig, VerifyConfig};
 use ankusa_crds::{Gateway, Sink, Source};
 use ankusa_operator::render::{self, Inputs, Outcome, SecretValues};
 use ankusa_operator::resources;
+use common::{meta, object, secrets};
 use serde_json::json;
 
+mod common;
+
 fn gateway(spec: serde_json::Value) -> Gateway {
-    serde_json::from_value(json!({
-        "apiVersion": "ankusa.dev/v1alpha1", "kind": "Gateway",
-        "metadata": {"name": "gw", "namespace": "ns", "uid": "11111111-2222-3333-4444-555555555555", "generation": 1},
-        "spec": spec,
-    }))
-    .unwrap()
+    object(
+        json!({"name": "gw", "namespace": "ns", "uid": "11111111-2222-3333-4444-555555555555", "generation": 1}),
+        spec,
+    )
 }
 
 fn source(name: &str, spec: serde_json::Value) -> Source {
-    serde_json::from_value(json!({
-        "apiVersion": "ankusa.dev/v1alpha1", "kind": "Source",
-        "metadata": {"name": name, "namespace": "ns", "generation": 3},
-        "spec": spec,
-    }))
-    .unwrap()
+    object(meta(name, 3), spec)
 }
 
 fn sink(name: &str, spec: serde_json::Value) -> Sink {
-    serde_json::from_value(json!({
-        "apiVersion": "ankusa.dev/v1alpha1", "kind": "Sink",
-        "metadata": {"name": name, "namespace": "ns", "generation": 2},
-        "spec": spec,
-    }))
-    .unwrap()
-}
-
-fn secrets(pairs: &[(&str, &str, &str)]) -> SecretValues {
-    let mut out = SecretValues::new();
-    for (name, key, value) in pairs {
-        out.entry(name.to_string())
-            .or_default()
-            .insert(key.to_string(), value.as_bytes().to_vec());
-    }
-    out
+    object(meta(name, 2), spec)
 }
 
 const TOKEN: &str = "operator-admin-token-0123456789";
@@ -498,7 +479,7 @@ fn the_claim_port_reaches_the_pod_network_only_with_reader_tokens() {
     assert!(r.secrets_used.contains("claims"));
     let names: Vec<String> = {
         let srcs = [orders()];
-        ankusa_operator::controllers::gateway::referenced_secrets(&gw, &srcs, &sinks)
+        ankusa_operator::render::referenced_secrets(&gw, &srcs, &sinks)
             .into_iter()
             .collect()
     };

@@ -6,53 +6,20 @@
 //! error that carries a value.
 
 use ankusa_config::{Config, SinkConfig, SourceConfig};
-use ankusa_crds::{Sink, SinkType};
+use ankusa_crds::Sink;
 use ankusa_operator::render::{self, SecretValues};
+use common::{SINK_TYPES as TYPES, base_options, meta, object, secrets};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
+mod common;
+
 fn sink(spec: Value) -> Sink {
-    serde_json::from_value(json!({
-        "apiVersion": "ankusa.dev/v1alpha1", "kind": "Sink",
-        "metadata": {"name": "s", "namespace": "ns", "generation": 1},
-        "spec": spec,
-    }))
-    .expect("a Sink")
+    object(meta("s", 1), spec)
 }
 
 fn one_secret(value: &str) -> SecretValues {
-    let mut out = SecretValues::new();
-    out.entry("victim".to_string())
-        .or_default()
-        .insert("key".to_string(), value.as_bytes().to_vec());
-    out
-}
-
-const TYPES: &[(SinkType, &str)] = &[
-    (SinkType::Http, "http"),
-    (SinkType::Log, "log"),
-    (SinkType::Kafka, "kafka"),
-    (SinkType::Rabbitmq, "rabbitmq"),
-    (SinkType::Nats, "nats"),
-    (SinkType::Redis, "redis"),
-    (SinkType::Sqs, "sqs"),
-    (SinkType::GooglePubsub, "google_pubsub"),
-];
-
-/// Options that render and validate for each type, before any Secret is placed.
-fn base_options(t: &str) -> Value {
-    match t {
-        "http" => json!({"url": "https://receiver.example.com/h", "allow_unsigned": true}),
-        "log" => json!({}),
-        "kafka" => json!({"brokers": ["kafka:9092"], "topic": "hooks"}),
-        "rabbitmq" => json!({"url": "amqp://rabbit:5672/%2f", "exchange": "hooks"}),
-        "nats" => json!({"servers": ["nats://nats:4222"], "subject": "hooks"}),
-        "redis" => json!({"url": "redis://redis:6379/0", "channel": "hooks"}),
-        "sqs" => {
-            json!({"queue_url": "https://sqs.us-east-1.amazonaws.com/123456789012/hooks", "region": "us-east-1"})
-        }
-        _ => json!({"project": "proj", "topic": "hooks", "auth": "none"}),
-    }
+    secrets(&[("victim", "key", value)])
 }
 
 /// Option paths of every type, credential or not: where a Sink author might aim a Secret.
@@ -128,7 +95,7 @@ fn a_secret_mapped_into_timeout_ms_is_refused_by_path_without_its_value() {
 
 #[test]
 fn every_allowed_path_renders_a_credential() {
-    for (t, name) in TYPES {
+    for (t, name) in &TYPES {
         let paths = render::secret_ref_paths(*t);
         let mut options = base_options(name);
         if *name == "kafka" {

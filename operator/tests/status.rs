@@ -1,20 +1,22 @@
 //! Pure tests of status computation: Gateway, Source and Sink conditions and counts.
 
 use ankusa_crds::{Gateway, GatewayPodStatus, Sink, Source, SourceStatus};
-use ankusa_operator::controllers::gateway::{self, GatewayView, gateway_status, source_status};
-use ankusa_operator::controllers::sink::sink_status;
 use ankusa_operator::render::{self, Outcome, SourceRender};
+use ankusa_operator::status::gateway::{self, gateway_status};
+use ankusa_operator::status::sink::sink_status;
+use ankusa_operator::status::source::{self as source_st, GatewayView, source_status};
+use common::resource;
 use serde_json::json;
+
+mod common;
 
 const NOW: &str = "2026-01-01T00:00:00Z";
 
 fn gw(replicas: i32) -> Gateway {
-    serde_json::from_value(json!({
-        "apiVersion": "ankusa.dev/v1alpha1", "kind": "Gateway",
+    resource(json!({
         "metadata": {"name": "gw", "namespace": "ns", "generation": 4},
         "spec": {"replicas": replicas},
     }))
-    .unwrap()
 }
 
 fn pod(n: u8, ready: bool, programmed: bool) -> GatewayPodStatus {
@@ -121,14 +123,13 @@ fn a_pod_refusing_its_config_degrades_the_gateway() {
 
 fn src(generation: i64, deleting: bool) -> Source {
     let mut v = json!({
-        "apiVersion": "ankusa.dev/v1alpha1", "kind": "Source",
         "metadata": {"name": "orders", "namespace": "ns", "generation": generation},
         "spec": {"gatewayRef": {"name": "gw"}, "sinks": [{"name": "k"}]},
     });
     if deleting {
         v["metadata"]["deletionTimestamp"] = json!(NOW);
     }
-    serde_json::from_value(v).unwrap()
+    resource(v)
 }
 
 fn view(programmed: i32, desired: i32) -> GatewayView<'static> {
@@ -221,12 +222,10 @@ fn a_deleting_source_says_it_drains() {
 }
 
 fn sink(generation: i64) -> Sink {
-    serde_json::from_value(json!({
-        "apiVersion": "ankusa.dev/v1alpha1", "kind": "Sink",
+    resource(json!({
         "metadata": {"name": "k", "namespace": "ns", "generation": generation},
         "spec": {"type": "log"},
     }))
-    .unwrap()
 }
 
 fn gw_with_sink(
@@ -236,14 +235,12 @@ fn gw_with_sink(
     sink_gen: i64,
     error: Option<&str>,
 ) -> Gateway {
-    serde_json::from_value(json!({
-        "apiVersion": "ankusa.dev/v1alpha1", "kind": "Gateway",
+    resource(json!({
         "metadata": {"name": name, "namespace": "ns"},
         "spec": {"replicas": replicas},
         "status": {"programmedReplicas": programmed,
                    "sinks": [{"name": "k", "observedGeneration": sink_gen, "error": error}]},
     }))
-    .unwrap()
 }
 
 #[test]
@@ -308,13 +305,11 @@ fn rendered_sink(name: &str) -> ankusa_crds::RenderedSink {
 #[test]
 fn pods_delivery_failures_reach_each_rendered_sink_by_name() {
     let mut sinks = vec![rendered_sink("k"), rendered_sink("quiet")];
-    let orders: Source = serde_json::from_value(json!({
-        "apiVersion": "ankusa.dev/v1alpha1", "kind": "Source",
+    let orders: Source = resource(json!({
         "metadata": {"name": "orders", "namespace": "ns"},
         "spec": {"gatewayRef": {"name": "gw"}, "id": "orders-v2",
                  "sinks": [{"name": "quiet"}, {"name": "k"}]},
-    }))
-    .unwrap();
+    }));
     let mut pods = vec![
         (
             "gw-0".to_string(),
@@ -376,15 +371,13 @@ fn gw_failing(name: &str, replicas: i32, failing: usize, error: &str) -> Gateway
                    "since": NOW, "failures": 5, "breakerOpen": n == 0})
         })
         .collect();
-    serde_json::from_value(json!({
-        "apiVersion": "ankusa.dev/v1alpha1", "kind": "Gateway",
+    resource(json!({
         "metadata": {"name": name, "namespace": "ns"},
         "spec": {"replicas": replicas},
         "status": {"programmedReplicas": replicas,
                    "sinks": [{"name": "k", "observedGeneration": 5,
                               "deliveryErrors": errors, "failingPods": failing}]},
     }))
-    .unwrap()
 }
 
 #[test]
@@ -485,12 +478,10 @@ fn pen(mine: i64, age_ms: u64, bytes: i64) -> ankusa_api::PenStatus {
 }
 
 fn quarantining_src(mode: &str) -> Source {
-    serde_json::from_value(json!({
-        "apiVersion": "ankusa.dev/v1alpha1", "kind": "Source",
+    resource(json!({
         "metadata": {"name": "orders", "namespace": "ns", "generation": 1},
         "spec": {"gatewayRef": {"name": "gw"}, "onVerifyFailure": mode, "sinks": [{"name": "k"}]},
     }))
-    .unwrap()
 }
 
 #[test]
@@ -621,16 +612,16 @@ fn many_pods_holding_entries_are_counted_and_the_fullest_listed() {
     let pens: Vec<(String, ankusa_api::PenStatus)> = (0..25)
         .map(|n| (format!("gw-{n}"), pen(n + 1, 0, 0)))
         .collect();
-    let q = gateway::source_quarantine("orders", true, &pens).unwrap();
+    let q = source_st::source_quarantine("orders", true, &pens).unwrap();
     assert_eq!(q.pods_with_entries, 25);
     assert_eq!(q.entries, (1..=25).sum::<i64>());
-    assert_eq!(q.pods.len(), gateway::MAX_QUARANTINE_PODS);
+    assert_eq!(q.pods.len(), source_st::MAX_QUARANTINE_PODS);
     assert_eq!(q.pods[0].pod, "gw-24");
     // Past three near-full pods the message counts the rest.
     let full: Vec<(String, ankusa_api::PenStatus)> = (0..5)
         .map(|n| (format!("gw-{n}"), pen(1, 0, 1000)))
         .collect();
-    let (on, _, m) = gateway::quarantine_near_full("gw", &full);
+    let (on, _, m) = source_st::quarantine_near_full("gw", &full);
     assert!(on);
     assert!(
         m.contains("gw/gw-2: ") && !m.contains("gw/gw-3: ") && m.contains("and 2 more pods"),
@@ -642,10 +633,10 @@ fn many_pods_holding_entries_are_counted_and_the_fullest_listed() {
         max_bytes: 1 << 30,
         ..pen(1, 0, 0)
     };
-    let (_, _, m) = gateway::quarantine_near_full("gw", &[("gw-0".into(), big)]);
+    let (_, _, m) = source_st::quarantine_near_full("gw", &[("gw-0".into(), big)]);
     assert!(m.contains("gw/gw-0: 900.0 MiB of 1.0 GiB (87%)"), "{m}");
     // No pod answered: nothing is claimed either way.
-    let (on, reason, _) = gateway::quarantine_near_full("gw", &[]);
+    let (on, reason, _) = source_st::quarantine_near_full("gw", &[]);
     assert_eq!((on, reason), (false, "NoReport"));
 }
 
@@ -726,13 +717,11 @@ fn durable_gw(dual: bool) -> Gateway {
         d["intake"] = json!({"type": "kafka",
                              "options": {"brokers": ["127.0.0.1:9092"], "topic": "intake"}});
     }
-    serde_json::from_value(json!({
-        "apiVersion": "ankusa.dev/v1alpha1", "kind": "Gateway",
+    resource(json!({
         "metadata": {"name": "gw", "namespace": "ns", "generation": 4},
         "spec": {"replicas": 2, "durability": d,
                  "settings": {"egress": {"allow_http": true, "allow_loopback": true}}},
     }))
-    .unwrap()
 }
 
 /// A pod's `GET /v1/status` with backups and an intake log.

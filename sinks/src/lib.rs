@@ -16,6 +16,19 @@
 /// `type_name`, and whichever other answers of the contract it gives (`inline_max_bytes`,
 /// `durable`, `batching`), written like the methods they are.
 macro_rules! impl_sink {
+    // A REST sink that may batch (SQS, Pub/Sub): the inline limit it reports, and batching
+    // while it has a batcher.
+    ($ty:ty { type_name: $name:literal, batching_rest $(,)? }) => {
+        impl_sink!($ty {
+            type_name: $name,
+            inline_max_bytes(self) -> Option<u64> {
+                Some(self.reported_inline)
+            },
+            batching(self) -> bool {
+                self.batcher.is_some()
+            },
+        });
+    };
     ($ty:ty {
         type_name: $name:literal
         $(, $method:ident($s:ident) -> $ret:ty $body:block)* $(,)?

@@ -542,12 +542,7 @@ impl PubsubSink {
 
 impl_sink!(PubsubSink {
     type_name: "google_pubsub",
-    inline_max_bytes(self) -> Option<u64> {
-        Some(self.reported_inline)
-    },
-    batching(self) -> bool {
-        self.batcher.is_some()
-    },
+    batching_rest
 });
 
 #[cfg(test)]

@@ -526,12 +526,7 @@ impl SqsSink {
 
 impl_sink!(SqsSink {
     type_name: "sqs",
-    inline_max_bytes(self) -> Option<u64> {
-        Some(self.reported_inline)
-    },
-    batching(self) -> bool {
-        self.batcher.is_some()
-    },
+    batching_rest
 });
 
 #[cfg(test)]

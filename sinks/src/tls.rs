@@ -130,8 +130,9 @@ pub fn client_config_for_names(
             key: "ca_file",
             reason: "no TLS protocol version is available",
         })?;
-    let inner: Arc<dyn ServerCertVerifier> = if t.insecure_skip_verify {
-        Arc::new(AnyCertificate(provider))
+    let algorithms = provider.signature_verification_algorithms;
+    let inner: Option<Arc<dyn ServerCertVerifier>> = if t.insecure_skip_verify {
+        None
     } else {
         let mut roots = rustls::RootCertStore::empty();
         match &m.ca_pem {
@@ -154,12 +155,14 @@ pub fn client_config_for_names(
                 }
             }
         }
-        rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
-            .build()
-            .map_err(|_| TlsSetupError::Invalid {
-                key: "ca_file",
-                reason: "holds no usable trust anchor",
-            })?
+        let verifier =
+            rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
+                .build()
+                .map_err(|_| TlsSetupError::Invalid {
+                    key: "ca_file",
+                    reason: "holds no usable trust anchor",
+                })?;
+        Some(verifier)
     };
     // `server_name` replaces the name the certificate is checked against (a client that sends
     // the host it dialed as SNI, such as async-nats, then still accepts a certificate issued for
@@ -182,6 +185,7 @@ pub fn client_config_for_names(
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(Noting {
             inner,
+            algorithms,
             peer: peer.clone(),
             name,
             by_address,
@@ -372,10 +376,14 @@ fn rustls_error(e: &reqwest::Error) -> Option<rustls::Error> {
     None
 }
 
-/// Notes each certificate the server presents, then lets the real verifier decide.
+/// Notes each certificate the server presents, then lets the real verifier decide; with
+/// `insecure_skip_verify` (no verifier) the certificate is not checked. Signatures are checked
+/// either way, with the provider's algorithms (those the real verifier checks them with): the
+/// handshake stays a handshake.
 #[derive(Debug)]
 struct Noting {
-    inner: Arc<dyn ServerCertVerifier>,
+    inner: Option<Arc<dyn ServerCertVerifier>>,
+    algorithms: rustls::crypto::WebPkiSupportedAlgorithms,
     peer: PeerCert,
     /// `tls.server_name`, checked instead of the name the client dialed.
     name: Option<ServerName<'static>>,
@@ -393,13 +401,15 @@ impl ServerCertVerifier for Noting {
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
         self.peer.note(end_entity);
+        let Some(inner) = &self.inner else {
+            return Ok(ServerCertVerified::assertion());
+        };
         let dialed = match server_name {
             ServerName::IpAddress(ip) => self.by_address.get(&IpAddr::from(*ip)),
             _ => None,
         };
         let name = self.name.as_ref().or(dialed).unwrap_or(server_name);
-        self.inner
-            .verify_server_cert(end_entity, intermediates, name, ocsp_response, now)
+        inner.verify_server_cert(end_entity, intermediates, name, ocsp_response, now)
     }
 
     fn verify_tls12_signature(
@@ -408,7 +418,7 @@ impl ServerCertVerifier for Noting {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls12_signature(message, cert, dss)
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
     }
 
     fn verify_tls13_signature(
@@ -417,68 +427,20 @@ impl ServerCertVerifier for Noting {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls13_signature(message, cert, dss)
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.inner.supported_verify_schemes()
+        self.algorithms.supported_schemes()
     }
 
     fn requires_raw_public_keys(&self) -> bool {
-        self.inner.requires_raw_public_keys()
+        self.inner
+            .as_ref()
+            .is_some_and(|inner| inner.requires_raw_public_keys())
     }
 
     fn root_hint_subjects(&self) -> Option<&[rustls::DistinguishedName]> {
-        self.inner.root_hint_subjects()
-    }
-}
-
-/// `insecure_skip_verify`: signatures are still checked (the handshake stays a handshake),
-/// the certificate is not.
-#[derive(Debug)]
-struct AnyCertificate(Arc<rustls::crypto::CryptoProvider>);
-
-impl ServerCertVerifier for AnyCertificate {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
+        self.inner.as_ref()?.root_hint_subjects()
     }
 }

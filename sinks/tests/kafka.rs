@@ -6,9 +6,8 @@
 mod common;
 
 use std::collections::HashSet;
-use std::process::Command;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use ankusa_config::{EgressConfig, KafkaSinkConfig, PoolConfig, SinkConfig};
 use ankusa_sinks::SinkBuilder;
@@ -16,55 +15,18 @@ use ankusa_sinks::egress::Resolve;
 use ankusa_sinks::http::HttpPools;
 use common::*;
 use futures::future::BoxFuture;
-use rdkafka::ClientConfig;
 use rdkafka::Message;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
-use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::{Headers, OwnedMessage};
-use rdkafka::{Offset, TopicPartitionList};
 
 const BROKER: &str = "127.0.0.1:9092";
 
 async fn create_topic(broker: &str, topic: &str) {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", broker)
-        .create()
-        .expect("admin client");
-    let r = admin
-        .create_topics(
-            &[NewTopic::new(topic, 1, TopicReplication::Fixed(1))],
-            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(10))),
-        )
-        .await
-        .expect("create_topics");
-    for t in r {
-        t.expect("topic created");
-    }
+    kafka_create_topic(&kafka_client(broker), topic).await;
 }
 
 /// Reads up to `n` records of partition 0 from the beginning, for at most `wait`.
 async fn consume(broker: &str, topic: &str, n: usize, wait: Duration) -> Vec<OwnedMessage> {
-    let consumer: StreamConsumer = ClientConfig::new()
-        .set("bootstrap.servers", broker)
-        .set("group.id", format!("ankusa-test-{}", suffix()))
-        .set("enable.auto.commit", "false")
-        .create()
-        .expect("consumer");
-    let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(topic, 0, Offset::Beginning)
-        .unwrap();
-    consumer.assign(&tpl).expect("assign");
-    let end = Instant::now() + wait;
-    let mut out = Vec::new();
-    while out.len() < n && Instant::now() < end {
-        match tokio::time::timeout(Duration::from_millis(500), consumer.recv()).await {
-            Ok(Ok(m)) => out.push(m.detach()),
-            Ok(Err(e)) => eprintln!("consumer: {e}"),
-            Err(_) => {}
-        }
-    }
-    out
+    kafka_consume(&kafka_client(broker), topic, n, wait).await
 }
 
 fn sink_cfg(broker: &str, topic: &str) -> KafkaSinkConfig {
@@ -212,7 +174,6 @@ async fn kafka_oversized_record_is_permanent_and_claims_are_used() {
 async fn kafka_restart_loses_no_hook() {
     init();
     require("moto_server (Tansu's S3 storage in this test)", 5000);
-    let tansu = tansu_bin();
     let bucket = format!("tansu-{}", suffix());
     let put = reqwest::Client::new()
         .put(format!("http://127.0.0.1:5000/{bucket}"))
@@ -222,73 +183,46 @@ async fn kafka_restart_loses_no_hook() {
     assert!(put.status().is_success(), "{}", put.status());
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let start = {
-        let dir = dir.path().to_path_buf();
-        move || {
-            let listener = format!("tcp://127.0.0.1:{port}");
-            Owned::spawn(
-                "tansu",
-                &dir,
-                Command::new(&tansu)
-                    .args(["broker", "--listener-url", &listener])
-                    .args(["--advertised-listener-url", &listener])
-                    .args(["--storage-engine", &format!("s3://{bucket}/")])
-                    .env("AWS_ENDPOINT", "http://127.0.0.1:5000")
-                    .env("AWS_ALLOW_HTTP", "true")
-                    .env("AWS_ACCESS_KEY_ID", "test")
-                    .env("AWS_SECRET_ACCESS_KEY", "test")
-                    .env("AWS_DEFAULT_REGION", "us-east-1"),
+    let path = dir.path().to_path_buf();
+    let server = Restartable::start(port, Duration::from_secs(10), move || {
+        Owned::spawn(
+            "tansu",
+            &path,
+            tansu(
+                port,
+                &format!("127.0.0.1:{port}"),
+                &format!("s3://{bucket}/"),
             )
-        }
-    };
-    let server = Arc::new(Mutex::new(start()));
-    wait_port(port, Duration::from_secs(10)).await;
+            .env("AWS_ENDPOINT", "http://127.0.0.1:5000")
+            .env("AWS_ALLOW_HTTP", "true")
+            .env("AWS_ACCESS_KEY_ID", "test")
+            .env("AWS_SECRET_ACCESS_KEY", "test")
+            .env("AWS_DEFAULT_REGION", "us-east-1"),
+        )
+    })
+    .await;
     let broker = format!("127.0.0.1:{port}");
     create_topic(&broker, "restart").await;
     let builder = SinkBuilder::new();
     let mut cfg = sink_cfg(&broker, "restart");
     cfg.produce_timeout_ms = 2_000;
     let sink = build(&builder, SinkConfig::Kafka(cfg));
-    let s2 = server.clone();
-    let (hooks, failures, reasons) = deliver_through_restart(
+    let run = deliver_through_restart(
         sink,
         40,
         Duration::from_millis(25),
         Duration::from_secs(120),
         Gate::default(),
-        async move {
-            tokio::time::sleep(Duration::from_millis(400)).await;
-            s2.lock().unwrap().kill();
-            // Down for longer than produce_timeout_ms (2 s): the client retries a produce
-            // internally until then, so a shorter outage could end with no failed attempt.
-            tokio::time::sleep(Duration::from_millis(3500)).await;
-            *s2.lock().unwrap() = start();
-        },
+        // Down for longer than produce_timeout_ms (2 s): the client retries a produce
+        // internally until then, so a shorter outage could end with no failed attempt.
+        server.crash(Duration::from_millis(400), Duration::from_millis(3500)),
     )
     .await;
     let msgs = consume(&broker, "restart", usize::MAX, Duration::from_secs(8)).await;
     let ids: HashSet<String> = msgs
         .iter()
         .filter_map(|m| m.payload())
-        .map(|p| {
-            serde_json::from_slice::<serde_json::Value>(p).unwrap()["id"]
-                .as_str()
-                .unwrap()
-                .to_string()
-        })
+        .map(message_id)
         .collect();
-    for h in &hooks {
-        assert!(
-            ids.contains(&h.id.to_string()),
-            "hook {} lost ({} records read)",
-            h.id,
-            msgs.len()
-        );
-    }
-    assert!(failures > 0, "the restart caused no failed delivery");
-    eprintln!(
-        "kafka restart: {} hooks, {} records, {failures} failed attempts retried, e.g. {reasons:?}",
-        hooks.len(),
-        msgs.len()
-    );
+    run.none_lost(&format!("kafka restart ({} records)", msgs.len()), &ids);
 }

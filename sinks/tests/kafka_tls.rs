@@ -13,26 +13,16 @@
 //! accepts none before authentication is on, so a successful SCRAM login cannot be shown here.)
 
 mod common;
-#[path = "support/redis_tls.rs"]
-mod pki;
-#[path = "support/tls_proxy.rs"]
-mod tls_proxy;
 
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ankusa_config::{
     KafkaSasl, KafkaSaslMechanism, KafkaSecurityProtocol, KafkaSinkConfig, SinkConfig, SinkTls,
 };
+use ankusa_testkit::pki::{Ca, Pair, write};
+use ankusa_testkit::tls_proxy::TlsProxy;
 use common::*;
-use pki::{Ca, Pair, write};
 use rdkafka::ClientConfig;
-use rdkafka::Message;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
-use rdkafka::consumer::{Consumer, StreamConsumer};
-use rdkafka::{Offset, TopicPartitionList};
-use tls_proxy::TlsProxy;
 
 /// A Tansu behind a TLS proxy that requires a client certificate from `ca`.
 struct TlsKafka {
@@ -62,25 +52,8 @@ async fn tls_kafka() -> TlsKafka {
         .expect("bind");
     let port = listener.local_addr().expect("address").port();
     let upstream = free_port();
-    let tansu = Owned::spawn(
-        "tansu",
-        dir.path(),
-        Command::new(tansu_bin())
-            .args([
-                "broker",
-                "--listener-url",
-                &format!("tcp://127.0.0.1:{upstream}"),
-            ])
-            .args([
-                "--advertised-listener-url",
-                &format!("tcp://localhost:{port}"),
-            ])
-            .args(["--storage-engine", "memory://tansu/"])
-            .env_remove("LISTENER_URL")
-            .env_remove("ADVERTISED_LISTENER_URL")
-            .env_remove("STORAGE_ENGINE"),
-    );
-    wait_port(upstream, Duration::from_secs(10)).await;
+    let tansu =
+        ankusa_testkit::brokers::memory_tansu(dir.path(), upstream, &format!("localhost:{port}"));
     let proxy = TlsProxy::serve(listener, &server, Some(&ca.pem), upstream);
     let ca_file = write(dir.path(), "ca.pem", &ca.pem);
     let cert_file = write(dir.path(), "client.pem", &client.cert);
@@ -103,9 +76,8 @@ async fn tls_kafka() -> TlsKafka {
 impl TlsKafka {
     /// The test's own clients: TLS with the CA and the client certificate.
     fn client_config(&self) -> ClientConfig {
-        let mut c = ClientConfig::new();
-        c.set("bootstrap.servers", &self.broker)
-            .set("security.protocol", "ssl")
+        let mut c = kafka_client(&self.broker);
+        c.set("security.protocol", "ssl")
             .set("ssl.ca.pem", &self.ca.pem)
             .set("ssl.certificate.pem", &self.client.cert)
             .set("ssl.key.pem", &self.client.key);
@@ -113,44 +85,12 @@ impl TlsKafka {
     }
 
     async fn create_topic(&self, topic: &str) {
-        let admin: AdminClient<DefaultClientContext> =
-            self.client_config().create().expect("admin client");
-        let r = admin
-            .create_topics(
-                &[NewTopic::new(topic, 1, TopicReplication::Fixed(1))],
-                &AdminOptions::new().operation_timeout(Some(Duration::from_secs(10))),
-            )
-            .await
-            .expect("create_topics");
-        for t in r {
-            t.expect("topic created");
-        }
+        kafka_create_topic(&self.client_config(), topic).await;
     }
 
     /// The hook ids in partition 0, read for at most `wait` or until `n` are in.
     async fn ids(&self, topic: &str, n: usize, wait: Duration) -> Vec<String> {
-        let consumer: StreamConsumer = self
-            .client_config()
-            .set("group.id", format!("ankusa-test-{}", suffix()))
-            .set("enable.auto.commit", "false")
-            .create()
-            .expect("consumer");
-        let mut tpl = TopicPartitionList::new();
-        tpl.add_partition_offset(topic, 0, Offset::Beginning)
-            .expect("partition");
-        consumer.assign(&tpl).expect("assign");
-        let end = Instant::now() + wait;
-        let mut out = Vec::new();
-        while out.len() < n && Instant::now() < end {
-            if let Ok(Ok(m)) =
-                tokio::time::timeout(Duration::from_millis(500), consumer.recv()).await
-                && let Some(p) = m.payload()
-            {
-                let v: serde_json::Value = serde_json::from_slice(p).expect("JSON message");
-                out.push(v["id"].as_str().unwrap_or_default().to_string());
-            }
-        }
-        out
+        kafka_ids(&self.client_config(), topic, n, wait).await
     }
 
     /// The right CA and the client certificate, as files.
@@ -283,17 +223,10 @@ async fn kafka_sasl_refusals_name_the_auth_step() {
     init();
     let dir = tempfile::tempdir().expect("tempdir");
     let port = free_port();
-    let listener = format!("tcp://127.0.0.1:{port}");
     let _tansu = Owned::spawn(
         "tansu-auth",
         dir.path(),
-        Command::new(tansu_bin())
-            .args(["broker", "--listener-url", &listener])
-            .args(["--advertised-listener-url", &listener])
-            .args(["--storage-engine", "memory://tansu/", "--authentication"])
-            .env_remove("LISTENER_URL")
-            .env_remove("ADVERTISED_LISTENER_URL")
-            .env_remove("STORAGE_ENGINE"),
+        tansu(port, &format!("127.0.0.1:{port}"), "memory://tansu/").arg("--authentication"),
     );
     wait_port(port, Duration::from_secs(10)).await;
     let builder = ankusa_sinks::SinkBuilder::new();

@@ -5,8 +5,8 @@ mod common;
 
 use std::collections::HashSet;
 use std::process::Command;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ankusa_config::{EgressConfig, NatsSinkConfig, PoolConfig, SinkConfig};
@@ -34,6 +34,50 @@ async fn stream_for(server: &str, name: &str, subjects: &str, max_msg_size: i32)
     .expect("create stream (is JetStream enabled? nats-server -js)")
 }
 
+/// A stream of its own on the machine's server, `ANKUSA_<sfx>` over `ankusa.<sfx>.>`, messages
+/// of at most `max_msg_size` bytes (-1: the server's limit); and the subject
+/// `ankusa.<sfx>.<leaf>` it covers.
+async fn fresh_stream(leaf: &str, max_msg_size: i32) -> (stream::Stream, String) {
+    let sfx = suffix();
+    let st = stream_for(
+        SERVER,
+        &format!("ANKUSA_{sfx}"),
+        &format!("ankusa.{sfx}.>"),
+        max_msg_size,
+    )
+    .await;
+    (st, format!("ankusa.{sfx}.{leaf}"))
+}
+
+/// The hook ids of every message in stream `name` on `server`.
+async fn ids_in(server: &str, name: &str) -> HashSet<String> {
+    let client = async_nats::connect(server).await.unwrap();
+    let st = jetstream::new(client).get_stream(name).await.unwrap();
+    let n = st.get_info().await.unwrap().state.messages;
+    let mut ids = HashSet::new();
+    for seq in 1..=n {
+        if let Ok(m) = st.get_raw_message(seq).await {
+            ids.insert(message_id(&m.payload));
+        }
+    }
+    ids
+}
+
+/// A nats-server of the test's own (file-backed JetStream in `dir/js`) on `port`, restartable.
+async fn own_server(dir: &std::path::Path, port: u16) -> Restartable {
+    let dir = dir.to_path_buf();
+    Restartable::start(port, Duration::from_secs(10), move || {
+        Owned::spawn(
+            "nats",
+            &dir,
+            Command::new("nats-server")
+                .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
+                .arg(dir.join("js")),
+        )
+    })
+    .await
+}
+
 fn sink_cfg(server: &str, subject: &str) -> NatsSinkConfig {
     NatsSinkConfig::new(vec![server.to_string()], subject)
 }
@@ -42,15 +86,7 @@ fn sink_cfg(server: &str, subject: &str) -> NatsSinkConfig {
 async fn nats_end_to_end_every_field_and_msg_id() {
     init();
     require("NATS", 4222);
-    let sfx = suffix();
-    let subject = format!("ankusa.{sfx}.events");
-    let st = stream_for(
-        SERVER,
-        &format!("ANKUSA_{sfx}"),
-        &format!("ankusa.{sfx}.>"),
-        -1,
-    )
-    .await;
+    let (st, subject) = fresh_stream("events", -1).await;
     let builder = SinkBuilder::new();
     let sink = build(&builder, SinkConfig::Nats(sink_cfg(SERVER, &subject)));
     assert!(sink.durable());
@@ -103,15 +139,7 @@ async fn nats_no_stream_is_transient() {
 async fn nats_size_limits_are_permanent_without_a_server_call() {
     init();
     require("NATS", 4222);
-    let sfx = suffix();
-    let subject = format!("ankusa.{sfx}.big");
-    let st = stream_for(
-        SERVER,
-        &format!("ANKUSA_{sfx}"),
-        &format!("ankusa.{sfx}.>"),
-        -1,
-    )
-    .await;
+    let (st, subject) = fresh_stream("big", -1).await;
     let builder = SinkBuilder::new();
     // A body over max_message_bytes by itself, with inline_max_bytes raised past it.
     let mut cfg = sink_cfg(SERVER, &subject);
@@ -133,16 +161,8 @@ async fn nats_size_limits_are_permanent_without_a_server_call() {
 async fn nats_stream_refusal_is_an_error_not_an_ack() {
     init();
     require("NATS", 4222);
-    let sfx = suffix();
-    let subject = format!("ankusa.{sfx}.small");
     // The stream takes messages of at most 512 bytes: its error ack carries seq 0.
-    let _st = stream_for(
-        SERVER,
-        &format!("ANKUSA_{sfx}"),
-        &format!("ankusa.{sfx}.>"),
-        512,
-    )
-    .await;
+    let (_st, subject) = fresh_stream("small", 512).await;
     let builder = SinkBuilder::new();
     let sink = build(&builder, SinkConfig::Nats(sink_cfg(SERVER, &subject)));
     let r = sink.deliver(&hook(&[b'q'; 2000]), &ctx()).await;
@@ -153,15 +173,7 @@ async fn nats_stream_refusal_is_an_error_not_an_ack() {
 async fn nats_claim_over_inline_limit() {
     init();
     require("NATS", 4222);
-    let sfx = suffix();
-    let subject = format!("ankusa.{sfx}.claim_check");
-    let st = stream_for(
-        SERVER,
-        &format!("ANKUSA_{sfx}"),
-        &format!("ankusa.{sfx}.>"),
-        -1,
-    )
-    .await;
+    let (st, subject) = fresh_stream("claim_check", -1).await;
     let builder = SinkBuilder::new();
     let sink = build(&builder, SinkConfig::Nats(sink_cfg(SERVER, &subject)));
     let env = hook(&vec![b'z'; 200_000]);
@@ -182,63 +194,27 @@ async fn nats_restart_loses_no_hook() {
     init();
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let start = {
-        let dir = dir.path().to_path_buf();
-        move || {
-            Owned::spawn(
-                "nats",
-                &dir,
-                Command::new("nats-server")
-                    .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
-                    .arg(dir.join("js")),
-            )
-        }
-    };
-    let server = Arc::new(Mutex::new(start()));
-    wait_port(port, Duration::from_secs(10)).await;
+    let server = own_server(dir.path(), port).await;
     let url = format!("nats://127.0.0.1:{port}");
     let st = stream_for(&url, "RESTART", "restart.>", -1).await;
     let builder = SinkBuilder::new();
     let mut cfg = sink_cfg(&url, "restart.events");
     cfg.publish_timeout_ms = 1_000;
     let sink = build(&builder, SinkConfig::Nats(cfg));
-    let s2 = server.clone();
-    let (hooks, failures, reasons) = deliver_through_restart(
+    let run = deliver_through_restart(
         sink,
         60,
         Duration::from_millis(20),
         Duration::from_secs(90),
         Gate::default(),
-        async move {
-            tokio::time::sleep(Duration::from_millis(400)).await;
-            s2.lock().unwrap().kill();
-            // Down for longer than publish_timeout_ms (1 s): the client keeps a publish made
-            // while disconnected and sends it on reconnect, so a shorter outage can end before
-            // any attempt times out, and then nothing failed for the test to see retried.
-            tokio::time::sleep(Duration::from_millis(2_500)).await;
-            *s2.lock().unwrap() = start();
-        },
+        // Down for longer than publish_timeout_ms (1 s): the client keeps a publish made while
+        // disconnected and sends it on reconnect, so a shorter outage can end before any
+        // attempt times out, and then nothing failed for the test to see retried.
+        server.crash(Duration::from_millis(400), Duration::from_millis(2_500)),
     )
     .await;
     drop(st);
-    let client = async_nats::connect(url.as_str()).await.unwrap();
-    let st = jetstream::new(client).get_stream("RESTART").await.unwrap();
-    let n = st.get_info().await.unwrap().state.messages;
-    let mut ids = HashSet::new();
-    for seq in 1..=n {
-        if let Ok(m) = st.get_raw_message(seq).await {
-            let v: serde_json::Value = serde_json::from_slice(&m.payload).unwrap();
-            ids.insert(v["id"].as_str().unwrap().to_string());
-        }
-    }
-    for h in &hooks {
-        assert!(ids.contains(&h.id.to_string()), "hook {} lost", h.id);
-    }
-    assert!(failures > 0, "the restart caused no failed delivery");
-    eprintln!(
-        "nats restart: {} hooks, {n} stored, {failures} failed attempts retried, e.g. {reasons:?}",
-        hooks.len()
-    );
+    run.none_lost("nats restart", &ids_in(&url, "RESTART").await);
 }
 
 /// `localhost` resolves to loopback, refused on connect by the default egress policy: a
@@ -279,20 +255,7 @@ async fn nats_reconnects_are_checked_against_the_egress_policy() {
     init();
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let start = {
-        let dir = dir.path().to_path_buf();
-        move || {
-            Owned::spawn(
-                "nats",
-                &dir,
-                Command::new("nats-server")
-                    .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
-                    .arg(dir.join("js")),
-            )
-        }
-    };
-    let mut server = start();
-    wait_port(port, Duration::from_secs(10)).await;
+    let server = own_server(dir.path(), port).await;
     let st = stream_for(
         &format!("nats://127.0.0.1:{port}"),
         "EGRESS",
@@ -321,7 +284,7 @@ async fn nats_reconnects_are_checked_against_the_egress_policy() {
 
     flipped.store(true, Ordering::SeqCst);
     server.kill();
-    server = start();
+    server.respawn();
     wait_port(port, Duration::from_secs(10)).await;
     let second = hook(b"2");
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -355,18 +318,7 @@ async fn nats_reconnects_are_checked_against_the_egress_policy() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     drop(st);
-    let client = async_nats::connect(format!("nats://127.0.0.1:{port}"))
-        .await
-        .unwrap();
-    let st = jetstream::new(client).get_stream("EGRESS").await.unwrap();
-    let n = st.get_info().await.unwrap().state.messages;
-    let mut ids = HashSet::new();
-    for seq in 1..=n {
-        if let Ok(m) = st.get_raw_message(seq).await {
-            let v: serde_json::Value = serde_json::from_slice(&m.payload).unwrap();
-            ids.insert(v["id"].as_str().unwrap().to_string());
-        }
-    }
+    let ids = ids_in(&format!("nats://127.0.0.1:{port}"), "EGRESS").await;
     assert!(ids.contains(&first.id.to_string()) && ids.contains(&second.id.to_string()));
     drop(server);
 }

@@ -5,8 +5,6 @@
 //! naming the step, and the same hook lands, once, after the fix.
 
 mod common;
-#[path = "common/nats_tls.rs"]
-mod nats_tls;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -14,8 +12,9 @@ use std::time::{Duration, Instant};
 use ankusa_config::{NatsAuth, NatsSinkConfig, NatsTls, SinkConfig, SinkTls};
 use ankusa_core::{Envelope, Sink, SinkError};
 use ankusa_sinks::SinkBuilder;
+use ankusa_testkit::nats_server::*;
+use ankusa_testkit::pki::{Ca, write};
 use common::*;
-use nats_tls::*;
 use std::sync::Arc;
 
 const SUBJECT: &str = "hooks.tls";
@@ -24,17 +23,11 @@ const SERVER_CN: &str = "nats-test-server";
 /// A running server and the files a sink config points at.
 struct Fixture {
     _dir: tempfile::TempDir,
-    nats: TlsNats,
+    nats: NatsServer,
     ca: Ca,
     /// The right CA, as a file.
     ca_file: PathBuf,
     stream: async_nats::jetstream::stream::Stream,
-}
-
-fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let p = dir.join(name);
-    std::fs::write(&p, text).expect("write");
-    p
 }
 
 /// A server with a certificate for `nats.test` and 127.0.0.1 (not `localhost`), a password
@@ -45,13 +38,14 @@ async fn fixture(verify: bool, nkey_user: Option<String>) -> Fixture {
     let ca = Ca::new("ankusa test CA");
     let server = ca.leaf(SERVER_CN, &["nats.test", "127.0.0.1"], false);
     let port = free_port();
-    let nats = TlsNats::start(
+    let nats = NatsServer::start(
         dir.path(),
         port,
         &Spec {
-            server: &server,
-            client_ca: &ca,
+            server: Some(&server),
+            client_ca: Some(&ca),
             verify,
+            users: true,
             nkey_user,
         },
     );
@@ -59,8 +53,8 @@ async fn fixture(verify: bool, nkey_user: Option<String>) -> Fixture {
     let client = if verify {
         let c = ca.leaf("test-client", &["test-client"], false);
         Some((
-            write(dir.path(), "tc.pem", &c.cert_pem),
-            write(dir.path(), "tc.key", &c.key_pem),
+            write(dir.path(), "tc.pem", &c.cert),
+            write(dir.path(), "tc.key", &c.key),
         ))
     } else {
         None
@@ -277,12 +271,13 @@ async fn nats_tls_expired_server_certificate_is_retried_until_renewed() {
     let port = free_port();
     let expired = ca.leaf(SERVER_CN, &["127.0.0.1"], true);
     let spec = |leaf| Spec {
-        server: leaf,
-        client_ca: &ca,
+        server: Some(leaf),
+        client_ca: Some(&ca),
         verify: false,
+        users: true,
         nkey_user: None,
     };
-    let mut nats = TlsNats::start(dir.path(), port, &spec(&expired));
+    let mut nats = NatsServer::start(dir.path(), port, &spec(&expired));
     let ca_file = write(dir.path(), "ca.pem", &ca.pem);
     let mut cfg = NatsSinkConfig::new(vec![format!("tls://127.0.0.1:{port}")], SUBJECT);
     cfg.tls = NatsTls::Settings(SinkTls {
@@ -307,7 +302,7 @@ async fn nats_tls_expired_server_certificate_is_retried_until_renewed() {
     // Renewed: the server restarts on the same port and store with a current certificate.
     nats.kill();
     let fresh = ca.leaf(SERVER_CN, &["127.0.0.1"], false);
-    let nats = TlsNats::start(dir.path(), port, &spec(&fresh));
+    let nats = NatsServer::start(dir.path(), port, &spec(&fresh));
     let st = create_stream(port, &ca_file, None, "EXPIRED").await;
     deliver_until(&s, &env, &c, Duration::from_secs(15)).await;
     assert_eq!(stored_ids(&st).await, vec![env.id.to_string()]);
@@ -331,8 +326,8 @@ async fn nats_mutual_tls_with_an_nkey_user() {
     let mut fixed = broken.clone();
     fixed.tls = NatsTls::Settings(SinkTls {
         ca_file: Some(f.ca_file.clone().into()),
-        cert_file: Some(write(f.dir(), "client.pem", &client.cert_pem).into()),
-        key_pem: Some(client.key_pem.clone().into()),
+        cert_file: Some(write(f.dir(), "client.pem", &client.cert).into()),
+        key_pem: Some(client.key.clone().into()),
         ..Default::default()
     });
     let m = fails_then_lands(&f, broken, fixed, &["tls_handshake"]).await;

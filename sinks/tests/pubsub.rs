@@ -3,10 +3,10 @@
 
 mod common;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::process::Command;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ankusa_config::{EgressConfig, GooglePubsubSinkConfig, PubsubAuth, SinkConfig};
@@ -14,7 +14,6 @@ use ankusa_core::SinkError;
 use ankusa_sinks::SinkBuilder;
 use ankusa_sinks::batcher::Item;
 use ankusa_sinks::pubsub::{self, PubsubMessage};
-use base64::Engine;
 use common::*;
 use serde_json::{Value, json};
 
@@ -27,26 +26,7 @@ fn http() -> reqwest::Client {
 
 /// Creates a topic and a subscription on it.
 async fn topic(endpoint: &str, topic: &str) -> String {
-    let base = format!("{endpoint}/v1/projects/{PROJECT}");
-    let r = http()
-        .put(format!("{base}/topics/{topic}"))
-        .send()
-        .await
-        .expect("emulator");
-    assert!(r.status().is_success(), "create topic: {}", r.status());
-    let sub = format!("{topic}-sub");
-    let r = http()
-        .put(format!("{base}/subscriptions/{sub}"))
-        .json(&json!({"topic": format!("projects/{PROJECT}/topics/{topic}"), "ackDeadlineSeconds": 30}))
-        .send()
-        .await
-        .unwrap();
-    assert!(
-        r.status().is_success(),
-        "create subscription: {}",
-        r.status()
-    );
-    sub
+    pubsub_topic(endpoint, PROJECT, topic).await
 }
 
 /// Pulls (and acks) until `n` messages or `wait` passed; returns the `message` objects.
@@ -86,9 +66,7 @@ async fn pull(endpoint: &str, sub: &str, n: usize, wait: Duration) -> Vec<Value>
 }
 
 fn data(m: &Value) -> Vec<u8> {
-    base64::engine::general_purpose::STANDARD
-        .decode(m["data"].as_str().unwrap_or(""))
-        .expect("base64 data")
+    pubsub_data(m)
 }
 
 fn attr(m: &Value, k: &str) -> Option<String> {
@@ -318,32 +296,27 @@ async fn pubsub_restart_loses_no_hook() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let endpoint = format!("http://127.0.0.1:{port}");
-    let start = {
-        let dir = dir.path().to_path_buf();
-        move || {
-            Owned::spawn(
-                "pubsub",
-                &dir,
-                Command::new(
-                    "/usr/lib/google-cloud-sdk/platform/pubsub-emulator/bin/cloud-pubsub-emulator",
-                )
-                .args(["--host=127.0.0.1", &format!("--port={port}")]),
+    let path = dir.path().to_path_buf();
+    let server = Restartable::start(port, Duration::from_secs(60), move || {
+        Owned::spawn(
+            "pubsub",
+            &path,
+            Command::new(
+                "/usr/lib/google-cloud-sdk/platform/pubsub-emulator/bin/cloud-pubsub-emulator",
             )
-        }
-    };
-    let server = Arc::new(Mutex::new(start()));
-    wait_port(port, Duration::from_secs(60)).await;
+            .args(["--host=127.0.0.1", &format!("--port={port}")]),
+        )
+    })
+    .await;
     let sub = topic(&endpoint, "restart").await;
-    let received = Arc::new(Mutex::new(HashSet::<String>::new()));
+    let received = Ids::default();
     let consumer = {
-        let (endpoint, sub, received) = (endpoint.clone(), sub.clone(), received.clone());
-        tokio::spawn(async move {
-            loop {
-                for m in pull(&endpoint, &sub, 1, Duration::from_millis(300)).await {
-                    if let Some(id) = attr(&m, "ankusa_id") {
-                        received.lock().unwrap().insert(id);
-                    }
-                }
+        let (endpoint, sub) = (endpoint.clone(), sub.clone());
+        collect_ids(received.clone(), move || {
+            let (endpoint, sub) = (endpoint.clone(), sub.clone());
+            async move {
+                let msgs = pull(&endpoint, &sub, 1, Duration::from_millis(300)).await;
+                msgs.iter().filter_map(|m| attr(m, "ankusa_id")).collect()
             }
         })
     };
@@ -352,61 +325,23 @@ async fn pubsub_restart_loses_no_hook() {
     cfg.timeout_ms = 1_000;
     let sink = build(&builder, SinkConfig::GooglePubsub(cfg));
     let gate = Gate::default();
-    let (g2, s2, r2, e2) = (
-        gate.clone(),
-        server.clone(),
-        received.clone(),
-        endpoint.clone(),
-    );
-    let (hooks, failures, reasons) = deliver_through_restart(
+    let recreate = async move {
+        // The emulator answers on its port slightly before it serves requests.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while http().get(&endpoint).send().await.is_err() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        topic(&endpoint, "restart").await;
+    };
+    let run = deliver_through_restart(
         sink,
         40,
         Duration::from_millis(20),
         Duration::from_secs(150),
-        gate,
-        async move {
-            tokio::time::sleep(Duration::from_millis(400)).await;
-            {
-                let _hold = g2.lock.write().await;
-                let deadline = Instant::now() + Duration::from_secs(20);
-                loop {
-                    let acked = g2.acked.lock().unwrap().clone();
-                    if acked.is_subset(&r2.lock().unwrap()) || Instant::now() > deadline {
-                        break;
-                    }
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-                s2.lock().unwrap().kill();
-            }
-            tokio::time::sleep(Duration::from_millis(800)).await;
-            let _hold = g2.lock.write().await;
-            *s2.lock().unwrap() = start();
-            wait_port(port, Duration::from_secs(60)).await;
-            // The emulator answers on its port slightly before it serves requests.
-            let deadline = Instant::now() + Duration::from_secs(30);
-            while http().get(&e2).send().await.is_err() && Instant::now() < deadline {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            topic(&e2, "restart").await;
-        },
+        gate.clone(),
+        server.crash_emulator(gate, received.clone(), recreate),
     )
     .await;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let missing = hooks
-            .iter()
-            .filter(|h| !received.lock().unwrap().contains(&h.id.to_string()))
-            .count();
-        if missing == 0 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{missing} hooks lost");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    run.all_received("pubsub restart", &received).await;
     consumer.abort();
-    assert!(failures > 0, "the restart caused no failed delivery");
-    eprintln!(
-        "pubsub restart: {} hooks, all received, {failures} failed attempts retried, e.g. {reasons:?}",
-        hooks.len()
-    );
 }

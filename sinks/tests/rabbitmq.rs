@@ -5,19 +5,16 @@
 mod common;
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ankusa_config::{EgressConfig, RabbitmqSinkConfig, SinkConfig};
 use ankusa_core::SinkError;
 use ankusa_sinks::SinkBuilder;
+use ankusa_testkit::brokers::{rabbit_teardown, rabbit_topology};
 use common::*;
-use lapin::options::{
-    BasicGetOptions, ExchangeDeclareOptions, ExchangeDeleteOptions, QueueBindOptions,
-    QueueDeclareOptions,
-};
+use lapin::options::{BasicGetOptions, ExchangeDeleteOptions};
 use lapin::types::{AMQPValue, FieldTable};
-use lapin::{Channel, Connection, ConnectionProperties, ExchangeKind};
+use lapin::{Channel, Connection, ConnectionProperties};
 
 const URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
 
@@ -31,36 +28,16 @@ async fn channel(url: &str) -> (Connection, Channel) {
 
 /// Declares the exchange as the sink does and binds a queue to `routing_key`.
 async fn topology(ch: &Channel, exchange: &str, queue: &str, routing_key: &str, args: FieldTable) {
-    ch.exchange_declare(
-        exchange.into(),
-        ExchangeKind::Topic,
-        ExchangeDeclareOptions {
-            durable: true,
-            ..Default::default()
-        },
-        FieldTable::default(),
-    )
-    .await
-    .unwrap();
-    ch.queue_declare(
-        queue.into(),
-        QueueDeclareOptions {
-            durable: true,
-            ..Default::default()
-        },
-        args,
-    )
-    .await
-    .unwrap();
-    ch.queue_bind(
-        queue.into(),
-        exchange.into(),
-        routing_key.into(),
-        QueueBindOptions::default(),
-        FieldTable::default(),
-    )
-    .await
-    .unwrap();
+    rabbit_topology(ch, exchange, queue, routing_key, args)
+        .await
+        .expect("declare the exchange and the queue");
+}
+
+/// Deletes the test's queue and exchange.
+async fn teardown(ch: &Channel, exchange: &str, queue: &str) {
+    rabbit_teardown(ch, exchange, queue)
+        .await
+        .expect("delete the queue and the exchange");
 }
 
 async fn get(ch: &Channel, queue: &str) -> Option<lapin::message::BasicGetMessage> {
@@ -133,12 +110,7 @@ async fn rabbitmq_end_to_end_every_field() {
     assert_eq!(m.delivery.routing_key.as_str(), "ankusa.stripe");
     let headers = p.headers().clone().expect("headers");
     check_attributes(|k| header(&headers, k), &env, &c);
-    ch.queue_delete(queue.as_str().into(), Default::default())
-        .await
-        .unwrap();
-    ch.exchange_delete(exchange.as_str().into(), ExchangeDeleteOptions::default())
-        .await
-        .unwrap();
+    teardown(&ch, &exchange, &queue).await;
 }
 
 #[tokio::test]
@@ -190,12 +162,7 @@ async fn rabbitmq_nack_from_a_full_queue() {
     );
     sink.deliver(&hook(b"1"), &ctx()).await.expect("first fits");
     assert_transient(sink.deliver(&hook(b"2"), &ctx()).await, "nacked");
-    ch.queue_delete(queue.as_str().into(), Default::default())
-        .await
-        .unwrap();
-    ch.exchange_delete(exchange.as_str().into(), ExchangeDeleteOptions::default())
-        .await
-        .unwrap();
+    teardown(&ch, &exchange, &queue).await;
 }
 
 #[tokio::test]
@@ -235,12 +202,7 @@ async fn rabbitmq_busy_past_max_inflight_and_claims() {
     let m = last.expect("messages");
     assert!(m.delivery.data.len() < 4000);
     check_message(&m.delivery.data, &big, &cc);
-    ch.queue_delete(queue.as_str().into(), Default::default())
-        .await
-        .unwrap();
-    ch.exchange_delete(exchange.as_str().into(), ExchangeDeleteOptions::default())
-        .await
-        .unwrap();
+    teardown(&ch, &exchange, &queue).await;
 }
 
 #[tokio::test]
@@ -271,12 +233,11 @@ async fn rabbitmq_restart_loses_no_hook() {
     let amqp = free_port();
     let dist = free_port();
     let node = format!("ankusa-test-{}@localhost", suffix());
-    let start = {
-        let dir = dir.path().to_path_buf();
-        move || rabbit_node(&dir, &node, amqp, dist)
-    };
-    let server = Arc::new(Mutex::new(start()));
-    wait_port(amqp, Duration::from_secs(90)).await;
+    let path = dir.path().to_path_buf();
+    let server = Restartable::start(amqp, Duration::from_secs(90), move || {
+        rabbit_node(&path, &node, amqp, dist)
+    })
+    .await;
     let url = format!("amqp://guest:guest@127.0.0.1:{amqp}/%2f");
     {
         let (conn, ch) = channel(&url).await;
@@ -294,37 +255,22 @@ async fn rabbitmq_restart_loses_no_hook() {
     let mut cfg = RabbitmqSinkConfig::new(&url, "ankusa.restart");
     cfg.retry_ms = 200;
     let sink = build(&builder, SinkConfig::Rabbitmq(cfg));
-    let s2 = server.clone();
-    let (hooks, failures, reasons) = deliver_through_restart(
+    let run = deliver_through_restart(
         sink,
         40,
         Duration::from_millis(25),
         Duration::from_secs(150),
         Gate::default(),
-        async move {
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            s2.lock().unwrap().kill();
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            *s2.lock().unwrap() = start();
-        },
+        server.crash(Duration::from_millis(500), Duration::from_millis(500)),
     )
     .await;
     let (_conn, ch) = channel(&url).await;
     let mut ids = HashSet::new();
     while let Some(m) = get(&ch, "ankusa.restart.q").await {
-        let v: serde_json::Value = serde_json::from_slice(&m.delivery.data).unwrap();
-        ids.insert(v["id"].as_str().unwrap().to_string());
+        ids.insert(message_id(&m.delivery.data));
     }
-    for h in &hooks {
-        assert!(ids.contains(&h.id.to_string()), "hook {} lost", h.id);
-    }
-    assert!(failures > 0, "the restart caused no failed delivery");
-    eprintln!(
-        "rabbitmq restart: {} hooks, {} in the queue, {failures} failed attempts retried, e.g. {reasons:?}",
-        hooks.len(),
-        ids.len()
-    );
-    server.lock().unwrap().kill();
+    run.none_lost("rabbitmq restart", &ids);
+    server.kill();
 }
 
 /// Every dial goes to the address the policy checked: the broker is named by a name that

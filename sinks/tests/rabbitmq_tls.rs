@@ -8,23 +8,20 @@
 //! through the same builder: a hot reload).
 
 mod common;
-#[path = "support/redis_tls.rs"]
-mod pki;
-#[path = "support/tls_proxy.rs"]
-mod tls_proxy;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use ankusa_config::{AmqpAuthMechanism, RabbitmqSinkConfig, SinkConfig, SinkTls};
+use ankusa_core::{Envelope, Sink};
+use ankusa_testkit::brokers::rabbit_topology;
+use ankusa_testkit::pki::{Ca, write};
+use ankusa_testkit::tls_proxy::TlsProxy;
 use common::*;
-use lapin::options::{
-    BasicGetOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
-};
+use lapin::options::BasicGetOptions;
 use lapin::types::FieldTable;
-use lapin::{Channel, Connection, ConnectionProperties, ExchangeKind};
-use pki::{Ca, write};
-use tls_proxy::TlsProxy;
+use lapin::{Channel, Connection, ConnectionProperties};
 
 /// The node's only user (`default_user`): PLAIN with the password, EXTERNAL as the CN.
 const USER: &str = "hooks-client";
@@ -104,36 +101,9 @@ async fn topology(url: &str, exchange: &str, queue: &str) -> (Connection, Channe
         .await
         .expect("connect (plaintext) to the test node");
     let ch = conn.create_channel().await.expect("channel");
-    ch.exchange_declare(
-        exchange.into(),
-        ExchangeKind::Topic,
-        ExchangeDeclareOptions {
-            durable: true,
-            ..Default::default()
-        },
-        FieldTable::default(),
-    )
-    .await
-    .expect("exchange.declare");
-    ch.queue_declare(
-        queue.into(),
-        QueueDeclareOptions {
-            durable: true,
-            ..Default::default()
-        },
-        FieldTable::default(),
-    )
-    .await
-    .expect("queue.declare");
-    ch.queue_bind(
-        queue.into(),
-        exchange.into(),
-        "#".into(),
-        QueueBindOptions::default(),
-        FieldTable::default(),
-    )
-    .await
-    .expect("queue.bind");
+    rabbit_topology(&ch, exchange, queue, "#", FieldTable::default())
+        .await
+        .expect("declare the exchange and the queue");
     (conn, ch)
 }
 
@@ -177,32 +147,67 @@ fn no_secret(m: &str) {
     }
 }
 
+/// The exchange and queue of one test, and the builder every sink of it is built through (a
+/// fixed sink is a hot reload).
+struct Cases<'a> {
+    ch: &'a Channel,
+    exchange: &'a str,
+    queue: &'a str,
+    builder: ankusa_sinks::SinkBuilder,
+}
+
+impl Cases<'_> {
+    fn sink(&self, url: &str, tls: SinkTls, mech: AmqpAuthMechanism) -> Arc<dyn Sink> {
+        build(&self.builder, sink(url, self.exchange, tls, mech))
+    }
+
+    /// The queue holds exactly `env`'s message (drained).
+    async fn holds(&self, env: &Envelope) {
+        assert_eq!(drain(self.ch, self.queue).await, vec![env.id.to_string()]);
+    }
+
+    /// `broken` fails transient naming `needles` and no secret; the same hook lands once
+    /// through `fixed`.
+    async fn fails_then_lands(
+        &self,
+        env: &Envelope,
+        broken: Arc<dyn Sink>,
+        needles: &[&str],
+        fixed: Arc<dyn Sink>,
+    ) {
+        no_secret(&fails_with(&broken, env, needles).await);
+        retry_lands(&fixed, env).await;
+        self.holds(env).await;
+    }
+}
+
 /// Every case against one node (it takes seconds to start): PLAIN and EXTERNAL deliver; a
 /// wrong CA, a wrong host name, a wrong password and a certificate without a user fail at
 /// their step and land once fixed.
 #[tokio::test]
 async fn rabbitmq_over_tls_plain_external_and_each_failure_step() {
+    use AmqpAuthMechanism::{External, Plain};
     let n = node().await;
     let exchange = format!("ankusa.tls.{}", suffix());
     let queue = format!("{exchange}.q");
     let (_conn, ch) = topology(&n.plain_url, &exchange, &queue).await;
-    let builder = ankusa_sinks::SinkBuilder::new();
+    let cases = Cases {
+        ch: &ch,
+        exchange: &exchange,
+        queue: &queue,
+        builder: ankusa_sinks::SinkBuilder::new(),
+    };
     let tls_url = |user: &str, host: &str| format!("amqps://{user}{host}:{}/%2f", n.tls_port);
     let good_plain = tls_url(&format!("{USER}:{PASSWORD}@"), "127.0.0.1");
+    let good = || cases.sink(&good_plain, ca_only(&n.ca_file), Plain);
 
     // PLAIN over TLS with the private CA.
     let env = hook(b"{\"over\":\"amqps\"}");
-    let s = build(
-        &builder,
-        sink(
-            &good_plain,
-            &exchange,
-            ca_only(&n.ca_file),
-            AmqpAuthMechanism::Plain,
-        ),
-    );
-    s.deliver(&env, &ctx()).await.expect("PLAIN over amqps");
-    assert_eq!(drain(&ch, &queue).await, vec![env.id.to_string()]);
+    good()
+        .deliver(&env, &ctx())
+        .await
+        .expect("PLAIN over amqps");
+    cases.holds(&env).await;
 
     // EXTERNAL: the client certificate is the login; no password in the URL.
     let external = SinkTls {
@@ -211,140 +216,78 @@ async fn rabbitmq_over_tls_plain_external_and_each_failure_step() {
         key_file: Some(n.key_file.clone().into()),
         ..SinkTls::default()
     };
+    let by_certificate = tls_url("", "127.0.0.1");
     let env = hook(b"{\"auth\":\"external\"}");
-    let s = build(
-        &builder,
-        sink(
-            &tls_url("", "127.0.0.1"),
-            &exchange,
-            external.clone(),
-            AmqpAuthMechanism::External,
-        ),
-    );
-    s.deliver(&env, &ctx()).await.expect("EXTERNAL over amqps");
-    assert_eq!(drain(&ch, &queue).await, vec![env.id.to_string()]);
+    cases
+        .sink(&by_certificate, external.clone(), External)
+        .deliver(&env, &ctx())
+        .await
+        .expect("EXTERNAL over amqps");
+    cases.holds(&env).await;
 
     // A CA that did not issue the server's certificate: the handshake, naming the certificate.
     let other = Ca::new("some other CA");
-    let env = hook(b"{\"case\":\"wrong ca\"}");
     let wrong_ca = SinkTls {
         ca_pem: Some(other.pem.clone().into()),
         ..SinkTls::default()
     };
-    let s = build(
-        &builder,
-        sink(&good_plain, &exchange, wrong_ca, AmqpAuthMechanism::Plain),
-    );
-    let m = fails_with(
-        &s,
-        &env,
-        &[
-            "not_connected: tls_handshake",
-            "not issued by a trusted CA",
-            &format!("subject CN={SERVER_CN}"),
-        ],
-    )
-    .await;
-    no_secret(&m);
-    let fixed = build(
-        &builder,
-        sink(
-            &good_plain,
-            &exchange,
-            ca_only(&n.ca_file),
-            AmqpAuthMechanism::Plain,
-        ),
-    );
-    retry_lands(&fixed, &env).await;
-    assert_eq!(drain(&ch, &queue).await, vec![env.id.to_string()]);
+    cases
+        .fails_then_lands(
+            &hook(b"{\"case\":\"wrong ca\"}"),
+            cases.sink(&good_plain, wrong_ca, Plain),
+            &[
+                "not_connected: tls_handshake",
+                "not issued by a trusted CA",
+                &format!("subject CN={SERVER_CN}"),
+            ],
+            good(),
+        )
+        .await;
 
     // A host the certificate does not name (`localhost`), then `server_name` fixes it.
-    let env = hook(b"{\"case\":\"wrong name\"}");
     let by_alias = tls_url(&format!("{USER}:{PASSWORD}@"), "localhost");
-    let s = build(
-        &builder,
-        sink(
-            &by_alias,
-            &exchange,
-            ca_only(&n.ca_file),
-            AmqpAuthMechanism::Plain,
-        ),
-    );
-    let m = fails_with(
-        &s,
-        &env,
-        &[
-            "not_connected: tls_handshake",
-            "not valid for the server name",
-        ],
-    )
-    .await;
-    no_secret(&m);
     let named = SinkTls {
         server_name: Some(SERVER_CN.into()),
         ..ca_only(&n.ca_file)
     };
-    let fixed = build(
-        &builder,
-        sink(&by_alias, &exchange, named, AmqpAuthMechanism::Plain),
-    );
-    retry_lands(&fixed, &env).await;
-    assert_eq!(drain(&ch, &queue).await, vec![env.id.to_string()]);
+    cases
+        .fails_then_lands(
+            &hook(b"{\"case\":\"wrong name\"}"),
+            cases.sink(&by_alias, ca_only(&n.ca_file), Plain),
+            &[
+                "not_connected: tls_handshake",
+                "not valid for the server name",
+            ],
+            cases.sink(&by_alias, named, Plain),
+        )
+        .await;
 
     // A wrong password: the TLS step passed, the login did not.
-    let env = hook(b"{\"case\":\"wrong password\"}");
-    let s = build(
-        &builder,
-        sink(
-            &tls_url(&format!("{USER}:{WRONG_PASSWORD}@"), "127.0.0.1"),
-            &exchange,
-            ca_only(&n.ca_file),
-            AmqpAuthMechanism::Plain,
-        ),
-    );
-    let m = fails_with(&s, &env, &["not_connected: auth"]).await;
-    no_secret(&m);
-    let fixed = build(
-        &builder,
-        sink(
-            &good_plain,
-            &exchange,
-            ca_only(&n.ca_file),
-            AmqpAuthMechanism::Plain,
-        ),
-    );
-    retry_lands(&fixed, &env).await;
-    assert_eq!(drain(&ch, &queue).await, vec![env.id.to_string()]);
+    let wrong_password = tls_url(&format!("{USER}:{WRONG_PASSWORD}@"), "127.0.0.1");
+    cases
+        .fails_then_lands(
+            &hook(b"{\"case\":\"wrong password\"}"),
+            cases.sink(&wrong_password, ca_only(&n.ca_file), Plain),
+            &["not_connected: auth"],
+            good(),
+        )
+        .await;
 
     // EXTERNAL with a certificate the broker has no user for.
     let stranger = n.ca.client("stranger");
-    let env = hook(b"{\"case\":\"unknown certificate user\"}");
     let unknown = SinkTls {
         cert_file: Some(write(n.dir.path(), "stranger.pem", &stranger.cert).into()),
         key_file: Some(write(n.dir.path(), "stranger.key", &stranger.key).into()),
         ..external.clone()
     };
-    let s = build(
-        &builder,
-        sink(
-            &tls_url("", "127.0.0.1"),
-            &exchange,
-            unknown,
-            AmqpAuthMechanism::External,
-        ),
-    );
-    fails_with(&s, &env, &["not_connected: auth"]).await;
-    let fixed = build(
-        &builder,
-        sink(
-            &tls_url("", "127.0.0.1"),
-            &exchange,
-            external,
-            AmqpAuthMechanism::External,
-        ),
-    );
-    retry_lands(&fixed, &env).await;
-    assert_eq!(drain(&ch, &queue).await, vec![env.id.to_string()]);
+    cases
+        .fails_then_lands(
+            &hook(b"{\"case\":\"unknown certificate user\"}"),
+            cases.sink(&by_certificate, unknown, External),
+            &["not_connected: auth"],
+            cases.sink(&by_certificate, external, External),
+        )
+        .await;
 }
 
 /// An expired server certificate (a TLS proxy of the test's own in front of the machine's

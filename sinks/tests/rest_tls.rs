@@ -9,23 +9,18 @@
 //! client and batcher).
 
 mod common;
-#[path = "support/redis_tls.rs"]
-mod pki;
-#[path = "support/tls_proxy.rs"]
-mod tls_proxy;
 
 use std::time::{Duration, Instant};
 
 use ankusa_config::{GooglePubsubSinkConfig, PubsubAuth, SinkConfig, SinkTls, SqsSinkConfig};
-use ankusa_core::{Envelope, SinkError};
+use std::sync::Arc;
+
+use ankusa_core::{Envelope, Sink, SinkError};
 use ankusa_sinks::SinkBuilder;
-use ankusa_sinks::aws::sign_headers;
-use aws_credential_types::Credentials;
-use base64::Engine;
+use ankusa_testkit::pki::{self, Ca};
+use ankusa_testkit::tls_proxy::TlsProxy;
 use common::*;
-use pki::Ca;
 use serde_json::{Value, json};
-use tls_proxy::TlsProxy;
 
 const MOTO: &str = "http://127.0.0.1:5000";
 const EMULATOR: &str = "http://127.0.0.1:8085";
@@ -49,29 +44,7 @@ fn ca_pem(ca: &Ca) -> SinkTls {
 
 /// One SQS JSON-protocol call to moto directly (plain HTTP), signed like the sink signs.
 async fn sqs(target: &str, body: Value) -> Result<Value, String> {
-    let url = format!("{MOTO}/");
-    let bytes = serde_json::to_vec(&body).map_err(|e| e.to_string())?;
-    let target = format!("AmazonSQS.{target}");
-    let base = [
-        ("content-type", "application/x-amz-json-1.0"),
-        ("x-amz-target", target.as_str()),
-    ];
-    let creds = Credentials::new("test", "test", None, None, "test");
-    let signed = sign_headers(creds, "us-east-1", "sqs", "POST", &url, &base, &bytes)?;
-    let mut req = reqwest::Client::new().post(&url).body(bytes);
-    for (k, v) in base {
-        req = req.header(k, v);
-    }
-    for (k, v) in signed {
-        req = req.header(k, v);
-    }
-    let resp = req.send().await.map_err(|e| e.to_string())?;
-    let status = resp.status();
-    let text = resp.text().await.map_err(|e| e.to_string())?;
-    if !status.is_success() {
-        return Err(format!("{status}: {text}"));
-    }
-    serde_json::from_str(&text).map_err(|e| e.to_string())
+    sqs_call(MOTO, target, body).await
 }
 
 /// Creates a queue on moto; returns its URL as moto names it (plain HTTP).
@@ -143,65 +116,76 @@ async fn sqs_landed_once(queue: &str, env: &Envelope) {
     assert_eq!(body["id"], env.id.to_string());
 }
 
-#[tokio::test]
-async fn sqs_over_https_with_a_private_ca_file_or_pem() {
+/// moto behind a TLS proxy of the test's own (a certificate for `names`; with `mtls` it
+/// demands a client certificate from the CA), a queue of its own, one builder (a reload builds
+/// the fixed sink through it).
+struct SqsTls {
+    ca: Ca,
+    proxy: TlsProxy,
+    q: String,
+    builder: SinkBuilder,
+}
+
+async fn sqs_tls(names: &[&str], mtls: bool) -> SqsTls {
     init();
     require("moto_server (SQS)", 5000);
-    let dir = tempfile::tempdir().expect("tempdir");
     let ca = Ca::new("ankusa test CA");
-    let proxy = TlsProxy::start(&ca.server(&["localhost"], false), None, 5000).await;
+    let client_ca = mtls.then_some(ca.pem.as_str());
+    let proxy = TlsProxy::start(&ca.server(names, false), client_ca, 5000).await;
     let q = create_queue(&format!("tls-{}", suffix())).await;
-    let builder = SinkBuilder::new();
+    SqsTls {
+        ca,
+        proxy,
+        q,
+        builder: SinkBuilder::new(),
+    }
+}
 
-    let file = pki::write(dir.path(), "ca.pem", &ca.pem);
-    let sink = build(&builder, sqs_sink(&via(&proxy, &q), ca_file(&file)));
+impl SqsTls {
+    fn config(&self, tls: SinkTls) -> SqsSinkConfig {
+        let SinkConfig::Sqs(cfg) = sqs_sink(&via(&self.proxy, &self.q), tls) else {
+            unreachable!()
+        };
+        cfg
+    }
+
+    fn sink(&self, tls: SinkTls) -> Arc<dyn Sink> {
+        build(&self.builder, SinkConfig::Sqs(self.config(tls)))
+    }
+}
+
+#[tokio::test]
+async fn sqs_over_https_with_a_private_ca_file_or_pem() {
+    let f = sqs_tls(&["localhost"], false).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = pki::write(dir.path(), "ca.pem", &f.ca.pem);
+    let sink = f.sink(ca_file(&file));
     let env = hook(br#"{"id":"evt_sqs_tls"}"#);
     let c = ctx();
     sink.deliver(&env, &c).await.expect("stored over TLS");
-    let msgs = drain(&q, 1, Duration::from_secs(10)).await;
+    let msgs = drain(&f.q, 1, Duration::from_secs(10)).await;
     assert_eq!(msgs.len(), 1);
     check_message(msgs[0]["Body"].as_str().expect("Body").as_bytes(), &env, &c);
 
     // The same CA as PEM text, unbatched (one SendMessage per delivery).
-    let SinkConfig::Sqs(mut cfg) = sqs_sink(&via(&proxy, &q), ca_pem(&ca)) else {
-        unreachable!()
-    };
+    let mut cfg = f.config(ca_pem(&f.ca));
     cfg.batch = false;
-    let sink = build(&builder, SinkConfig::Sqs(cfg));
+    let sink = build(&f.builder, SinkConfig::Sqs(cfg));
     let env = hook(br#"{"id":"evt_sqs_tls_pem"}"#);
     sink.deliver(&env, &ctx()).await.expect("stored over TLS");
-    sqs_landed_once(&q, &env).await;
+    sqs_landed_once(&f.q, &env).await;
 }
 
 /// The system's roots (`tls: {}`) do not know the private CA: `tls_handshake`, the subject
 /// named, transient; the same hook lands once a reload brings the CA.
 #[tokio::test]
 async fn sqs_without_the_ca_fails_at_the_handshake_then_lands_once_fixed() {
-    init();
-    require("moto_server (SQS)", 5000);
-    let ca = Ca::new("ankusa test CA");
-    let proxy = TlsProxy::start(&ca.server(&["localhost"], false), None, 5000).await;
-    let q = create_queue(&format!("tls-noca-{}", suffix())).await;
-    let builder = SinkBuilder::new();
+    let f = sqs_tls(&["localhost"], false).await;
     let env = hook(br#"{"id":"evt_sqs_no_ca"}"#);
-
-    let wrong = build(&builder, sqs_sink(&via(&proxy, &q), SinkTls::default()));
-    let m = fails_with(
-        &wrong,
-        &env,
-        &[
-            "not_connected: tls_handshake:",
-            "not issued by a trusted CA",
-            "subject CN=localhost",
-        ],
-    )
-    .await;
+    let m = fails_with(&f.sink(SinkTls::default()), &env, &untrusted("localhost")).await;
     eprintln!("system roots: {m}");
     // Another CA's bundle: the same step, the same subject.
-    let other = build(
-        &builder,
-        sqs_sink(&via(&proxy, &q), ca_pem(&Ca::new("another CA"))),
-    );
+    let other = f.sink(ca_pem(&Ca::new("another CA")));
     fails_with(
         &other,
         &env,
@@ -212,69 +196,45 @@ async fn sqs_without_the_ca_fails_at_the_handshake_then_lands_once_fixed() {
         ],
     )
     .await;
-
-    let fixed = build(&builder, sqs_sink(&via(&proxy, &q), ca_pem(&ca)));
-    retry_lands(&fixed, &env).await;
-    sqs_landed_once(&q, &env).await;
+    retry_lands(&f.sink(ca_pem(&f.ca)), &env).await;
+    sqs_landed_once(&f.q, &env).await;
 }
 
 /// A certificate for another name: refused for the name, its subject and names shown; the
 /// name it carries, set as `server_name`, fixes it.
 #[tokio::test]
 async fn sqs_wrong_name_fails_at_the_handshake_then_lands_with_server_name() {
-    init();
-    require("moto_server (SQS)", 5000);
-    let ca = Ca::new("ankusa test CA");
-    let proxy = TlsProxy::start(&ca.server(&["sqs.other.test"], false), None, 5000).await;
-    let q = create_queue(&format!("tls-name-{}", suffix())).await;
-    let builder = SinkBuilder::new();
+    let f = sqs_tls(&["sqs.other.test"], false).await;
     let env = hook(br#"{"id":"evt_sqs_wrong_name"}"#);
-
-    let wrong = build(&builder, sqs_sink(&via(&proxy, &q), ca_pem(&ca)));
-    let m = fails_with(
-        &wrong,
-        &env,
-        &[
-            "not_connected: tls_handshake:",
-            "not valid for the server name",
-            "subject CN=sqs.other.test",
-            "names sqs.other.test",
-        ],
-    )
-    .await;
+    let wrong = f.sink(ca_pem(&f.ca));
+    let mut needles = misnamed("sqs.other.test");
+    needles.push("names sqs.other.test".into());
+    let m = fails_with(&wrong, &env, &needles).await;
     eprintln!("wrong name: {m}");
 
-    let mut tls = ca_pem(&ca);
+    let mut tls = ca_pem(&f.ca);
     tls.server_name = Some("sqs.other.test".into());
-    let fixed = build(&builder, sqs_sink(&via(&proxy, &q), tls));
-    retry_lands(&fixed, &env).await;
-    sqs_landed_once(&q, &env).await;
+    retry_lands(&f.sink(tls), &env).await;
+    sqs_landed_once(&f.q, &env).await;
 }
 
 /// An endpoint that demands a client certificate: without one the attempt fails (transient);
 /// with `cert_pem` + `key_pem` from the CA it lands.
 #[tokio::test]
 async fn sqs_presents_the_client_certificate() {
-    init();
-    require("moto_server (SQS)", 5000);
-    let ca = Ca::new("ankusa test CA");
-    let proxy = TlsProxy::start(&ca.server(&["localhost"], false), Some(&ca.pem), 5000).await;
-    let q = create_queue(&format!("tls-mtls-{}", suffix())).await;
-    let builder = SinkBuilder::new();
+    let f = sqs_tls(&["localhost"], true).await;
     let env = hook(br#"{"id":"evt_sqs_mtls"}"#);
 
-    let without = build(&builder, sqs_sink(&via(&proxy, &q), ca_pem(&ca)));
-    let r = without.deliver(&env, &ctx()).await;
+    let r = f.sink(ca_pem(&f.ca)).deliver(&env, &ctx()).await;
     eprintln!("no client certificate: {r:?}");
     assert!(matches!(r, Err(SinkError::Transient(_))), "{r:?}");
 
-    let client = ca.client("ankusa-gateway");
-    let mut tls = ca_pem(&ca);
+    let client = f.ca.client("ankusa-gateway");
+    let mut tls = ca_pem(&f.ca);
     tls.cert_pem = Some(client.cert.into());
     tls.key_pem = Some(client.key.into());
-    let with = build(&builder, sqs_sink(&via(&proxy, &q), tls));
-    retry_lands(&with, &env).await;
-    sqs_landed_once(&q, &env).await;
+    retry_lands(&f.sink(tls), &env).await;
+    sqs_landed_once(&f.q, &env).await;
 }
 
 /// A CA file that is not there: `tls_setup` naming the key, transient, no request.
@@ -298,31 +258,6 @@ async fn sqs_unreadable_ca_file_is_a_setup_failure() {
 }
 
 // ---- Pub/Sub ---------------------------------------------------------------------------
-
-/// Creates a topic and a subscription on it, on the emulator directly.
-async fn topic(topic: &str) -> String {
-    let http = reqwest::Client::new();
-    let base = format!("{EMULATOR}/v1/projects/{PROJECT}");
-    let r = http
-        .put(format!("{base}/topics/{topic}"))
-        .send()
-        .await
-        .expect("emulator");
-    assert!(r.status().is_success(), "create topic: {}", r.status());
-    let sub = format!("{topic}-sub");
-    let r = http
-        .put(format!("{base}/subscriptions/{sub}"))
-        .json(&json!({"topic": format!("projects/{PROJECT}/topics/{topic}")}))
-        .send()
-        .await
-        .expect("emulator");
-    assert!(
-        r.status().is_success(),
-        "create subscription: {}",
-        r.status()
-    );
-    sub
-}
 
 /// Pulls (and acks) until `n` messages or `wait` passed, then once more (a hook lands once).
 async fn pull(sub: &str, n: usize, wait: Duration) -> Vec<Value> {
@@ -362,23 +297,48 @@ async fn pull(sub: &str, n: usize, wait: Duration) -> Vec<Value> {
     }
 }
 
-fn pubsub_sink(proxy: &TlsProxy, topic: &str, tls: SinkTls) -> SinkConfig {
-    let mut c = GooglePubsubSinkConfig::new(PROJECT, topic);
-    c.auth = PubsubAuth::None;
-    c.endpoint = Some(proxy.origin().into());
-    c.tls = Some(tls);
-    SinkConfig::GooglePubsub(c)
+/// The Pub/Sub emulator behind a TLS proxy of the test's own (a certificate for `names`), a
+/// topic and subscription of its own, one builder.
+struct PubsubTls {
+    ca: Ca,
+    proxy: TlsProxy,
+    topic: String,
+    sub: String,
+    builder: SinkBuilder,
 }
 
-async fn pubsub_landed_once(sub: &str, env: &Envelope) -> Value {
-    let msgs = pull(sub, 1, Duration::from_secs(10)).await;
-    assert_eq!(msgs.len(), 1, "one message: {msgs:?}");
-    let data = base64::engine::general_purpose::STANDARD
-        .decode(msgs[0]["data"].as_str().unwrap_or(""))
-        .expect("base64 data");
-    let v: Value = serde_json::from_slice(&data).expect("JSON message");
-    assert_eq!(v["id"], env.id.to_string());
-    msgs[0].clone()
+async fn pubsub_tls(names: &[&str]) -> PubsubTls {
+    init();
+    require("Pub/Sub emulator", 8085);
+    let ca = Ca::new("ankusa test CA");
+    let proxy = TlsProxy::start(&ca.server(names, false), None, 8085).await;
+    let topic = format!("tls-{}", suffix());
+    let sub = pubsub_topic(EMULATOR, PROJECT, &topic).await;
+    PubsubTls {
+        ca,
+        proxy,
+        topic,
+        sub,
+        builder: SinkBuilder::new(),
+    }
+}
+
+impl PubsubTls {
+    fn sink(&self, tls: SinkTls) -> Arc<dyn Sink> {
+        let mut c = GooglePubsubSinkConfig::new(PROJECT, &self.topic);
+        c.auth = PubsubAuth::None;
+        c.endpoint = Some(self.proxy.origin().into());
+        c.tls = Some(tls);
+        build(&self.builder, SinkConfig::GooglePubsub(c))
+    }
+
+    /// Exactly one message, `env`'s, is on the subscription.
+    async fn landed_once(&self, env: &Envelope) -> Value {
+        let msgs = pull(&self.sub, 1, Duration::from_secs(10)).await;
+        assert_eq!(msgs.len(), 1, "one message: {msgs:?}");
+        assert_eq!(message_id(&pubsub_data(&msgs[0])), env.id.to_string());
+        msgs[0].clone()
+    }
 }
 
 /// Pub/Sub through the proxy: the private CA delivers; the system's roots and a certificate
@@ -386,67 +346,30 @@ async fn pubsub_landed_once(sub: &str, env: &Envelope) -> Value {
 /// once fixed through the same builder.
 #[tokio::test]
 async fn pubsub_over_https_with_a_private_ca() {
-    init();
-    require("Pub/Sub emulator", 8085);
-    let ca = Ca::new("ankusa test CA");
-    let proxy = TlsProxy::start(&ca.server(&["localhost"], false), None, 8085).await;
-    let t = format!("tls-{}", suffix());
-    let sub = topic(&t).await;
-    let builder = SinkBuilder::new();
-
-    let sink = build(&builder, pubsub_sink(&proxy, &t, ca_pem(&ca)));
+    let f = pubsub_tls(&["localhost"]).await;
     let env = hook(br#"{"id":"evt_pubsub_tls"}"#);
     let c = ctx();
-    sink.deliver(&env, &c).await.expect("published over TLS");
-    let m = pubsub_landed_once(&sub, &env).await;
-    let data = base64::engine::general_purpose::STANDARD
-        .decode(m["data"].as_str().unwrap_or(""))
-        .expect("base64 data");
-    check_message(&data, &env, &c);
+    f.sink(ca_pem(&f.ca))
+        .deliver(&env, &c)
+        .await
+        .expect("published over TLS");
+    let m = f.landed_once(&env).await;
+    check_message(&pubsub_data(&m), &env, &c);
 
     let env = hook(br#"{"id":"evt_pubsub_no_ca"}"#);
-    let wrong = build(&builder, pubsub_sink(&proxy, &t, SinkTls::default()));
-    let m = fails_with(
-        &wrong,
-        &env,
-        &[
-            "not_connected: tls_handshake:",
-            "not issued by a trusted CA",
-            "subject CN=localhost",
-        ],
-    )
-    .await;
+    let m = fails_with(&f.sink(SinkTls::default()), &env, &untrusted("localhost")).await;
     eprintln!("pubsub, system roots: {m}");
-    let fixed = build(&builder, pubsub_sink(&proxy, &t, ca_pem(&ca)));
-    retry_lands(&fixed, &env).await;
-    pubsub_landed_once(&sub, &env).await;
+    retry_lands(&f.sink(ca_pem(&f.ca)), &env).await;
+    f.landed_once(&env).await;
 }
 
 #[tokio::test]
 async fn pubsub_wrong_name_fails_at_the_handshake_then_lands_with_server_name() {
-    init();
-    require("Pub/Sub emulator", 8085);
-    let ca = Ca::new("ankusa test CA");
-    let proxy = TlsProxy::start(&ca.server(&["pubsub.other.test"], false), None, 8085).await;
-    let t = format!("tls-name-{}", suffix());
-    let sub = topic(&t).await;
-    let builder = SinkBuilder::new();
+    let f = pubsub_tls(&["pubsub.other.test"]).await;
     let env = hook(br#"{"id":"evt_pubsub_wrong_name"}"#);
-
-    let wrong = build(&builder, pubsub_sink(&proxy, &t, ca_pem(&ca)));
-    fails_with(
-        &wrong,
-        &env,
-        &[
-            "not_connected: tls_handshake:",
-            "not valid for the server name",
-            "subject CN=pubsub.other.test",
-        ],
-    )
-    .await;
-    let mut tls = ca_pem(&ca);
+    fails_with(&f.sink(ca_pem(&f.ca)), &env, &misnamed("pubsub.other.test")).await;
+    let mut tls = ca_pem(&f.ca);
     tls.server_name = Some("pubsub.other.test".into());
-    let fixed = build(&builder, pubsub_sink(&proxy, &t, tls));
-    retry_lands(&fixed, &env).await;
-    pubsub_landed_once(&sub, &env).await;
+    retry_lands(&f.sink(tls), &env).await;
+    f.landed_once(&env).await;
 }

@@ -4,45 +4,19 @@
 
 mod common;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::process::Command;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ankusa_config::{EgressConfig, SinkConfig, SqsSinkConfig};
 use ankusa_sinks::SinkBuilder;
-use ankusa_sinks::aws::sign_headers;
-use aws_credential_types::Credentials;
 use common::*;
 use serde_json::{Value, json};
 
 const MOTO: &str = "http://127.0.0.1:5000";
 
-/// One SQS JSON-protocol call, signed like the sink signs.
 async fn sqs(endpoint: &str, target: &str, body: Value) -> Result<Value, String> {
-    let url = format!("{endpoint}/");
-    let bytes = serde_json::to_vec(&body).unwrap();
-    let target = format!("AmazonSQS.{target}");
-    let base = [
-        ("content-type", "application/x-amz-json-1.0"),
-        ("x-amz-target", target.as_str()),
-    ];
-    let creds = Credentials::new("test", "test", None, None, "test");
-    let signed = sign_headers(creds, "us-east-1", "sqs", "POST", &url, &base, &bytes)?;
-    let mut req = reqwest::Client::new().post(&url).body(bytes);
-    for (k, v) in base {
-        req = req.header(k, v);
-    }
-    for (k, v) in signed {
-        req = req.header(k, v);
-    }
-    let resp = req.send().await.map_err(|e| e.to_string())?;
-    let status = resp.status();
-    let text = resp.text().await.map_err(|e| e.to_string())?;
-    if !status.is_success() {
-        return Err(format!("{status}: {text}"));
-    }
-    serde_json::from_str(&text).map_err(|e| e.to_string())
+    sqs_call(endpoint, target, body).await
 }
 
 async fn create_queue(endpoint: &str, name: &str) -> String {
@@ -358,29 +332,24 @@ async fn sqs_restart_loses_no_hook() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let endpoint = format!("http://127.0.0.1:{port}");
-    let start = {
-        let dir = dir.path().to_path_buf();
-        move || {
-            Owned::spawn(
-                "moto",
-                &dir,
-                Command::new("moto_server").args(["-H", "127.0.0.1", "-p", &port.to_string()]),
-            )
-        }
-    };
-    let server = Arc::new(Mutex::new(start()));
-    wait_port(port, Duration::from_secs(30)).await;
+    let path = dir.path().to_path_buf();
+    let server = Restartable::start(port, Duration::from_secs(30), move || {
+        Owned::spawn(
+            "moto",
+            &path,
+            Command::new("moto_server").args(["-H", "127.0.0.1", "-p", &port.to_string()]),
+        )
+    })
+    .await;
     let q = create_queue(&endpoint, "restart").await;
-    let received = Arc::new(Mutex::new(HashSet::<String>::new()));
+    let received = Ids::default();
     let consumer = {
-        let (endpoint, q, received) = (endpoint.clone(), q.clone(), received.clone());
-        tokio::spawn(async move {
-            loop {
-                for m in drain(&endpoint, &q, 10, Duration::from_millis(500)).await {
-                    if let Some(id) = attr(&m, "ankusa_id") {
-                        received.lock().unwrap().insert(id);
-                    }
-                }
+        let (endpoint, q) = (endpoint.clone(), q.clone());
+        collect_ids(received.clone(), move || {
+            let (endpoint, q) = (endpoint.clone(), q.clone());
+            async move {
+                let msgs = drain(&endpoint, &q, 10, Duration::from_millis(500)).await;
+                msgs.iter().filter_map(|m| attr(m, "ankusa_id")).collect()
             }
         })
     };
@@ -389,57 +358,18 @@ async fn sqs_restart_loses_no_hook() {
     cfg.timeout_ms = 1_000;
     let sink = build(&builder, SinkConfig::Sqs(cfg));
     let gate = Gate::default();
-    let (g2, s2, r2, e2) = (
-        gate.clone(),
-        server.clone(),
-        received.clone(),
-        endpoint.clone(),
-    );
-    let (hooks, failures, reasons) = deliver_through_restart(
+    let recreate = async move {
+        create_queue(&endpoint, "restart").await;
+    };
+    let run = deliver_through_restart(
         sink,
         40,
         Duration::from_millis(20),
         Duration::from_secs(120),
-        gate,
-        async move {
-            tokio::time::sleep(Duration::from_millis(400)).await;
-            {
-                let _hold = g2.lock.write().await;
-                // The emulator keeps nothing: let the consumer take what was acknowledged.
-                let deadline = Instant::now() + Duration::from_secs(20);
-                loop {
-                    let acked = g2.acked.lock().unwrap().clone();
-                    if acked.is_subset(&r2.lock().unwrap()) || Instant::now() > deadline {
-                        break;
-                    }
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-                s2.lock().unwrap().kill();
-            }
-            tokio::time::sleep(Duration::from_millis(800)).await;
-            let _hold = g2.lock.write().await;
-            *s2.lock().unwrap() = start();
-            wait_port(port, Duration::from_secs(30)).await;
-            create_queue(&e2, "restart").await;
-        },
+        gate.clone(),
+        server.crash_emulator(gate, received.clone(), recreate),
     )
     .await;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let missing = hooks
-            .iter()
-            .filter(|h| !received.lock().unwrap().contains(&h.id.to_string()))
-            .count();
-        if missing == 0 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{missing} hooks lost");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    run.all_received("sqs restart", &received).await;
     consumer.abort();
-    assert!(failures > 0, "the restart caused no failed delivery");
-    eprintln!(
-        "sqs restart: {} hooks, all received, {failures} failed attempts retried, e.g. {reasons:?}",
-        hooks.len()
-    );
 }

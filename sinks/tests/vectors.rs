@@ -17,19 +17,15 @@ use serde_json::{Value, json};
 const PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vectors/producer.json");
 
 fn base_env() -> Envelope {
-    Envelope {
-        id: uuid::Uuid::parse_str("0192f1c0-7a3e-7b11-8c2d-3e4f5a6b7c8d").unwrap(),
-        seq: 42,
-        received_at: 1_737_500_000_000,
-        content_type: Some("application/json".into()),
-        verification: Verification::OK,
-        dedupe_key: Some("evt_1".into()),
-        ..Envelope::new(
-            "acme",
-            "stripe",
-            Bytes::from_static(br#"{"id":"evt_1","type":"invoice.paid"}"#),
-        )
-    }
+    let body = Bytes::from_static(br#"{"id":"evt_1","type":"invoice.paid"}"#);
+    let mut env = Envelope::new("acme", "stripe", body);
+    env.id = uuid::Uuid::parse_str("0192f1c0-7a3e-7b11-8c2d-3e4f5a6b7c8d").unwrap();
+    env.seq = 42;
+    env.received_at = 1_737_500_000_000;
+    env.content_type = Some("application/json".into());
+    env.verification = Verification::OK;
+    env.dedupe_key = Some("evt_1".into());
+    env
 }
 
 fn base_ctx() -> DeliveryCtx {

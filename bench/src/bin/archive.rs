@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use ankusa_bench::*;
 use ankusa_gateway::archive::{Archive, Tick};
 use ankusa_gateway::metrics::Metrics;
-use ankusa_gateway::store::{IngestRecord, Store};
+use ankusa_store::{IngestRecord, Store};
 use http_body_util::Full;
 use hyper::Request;
 use serde_json::json;
@@ -97,9 +97,7 @@ fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let hooks: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(100_000);
     let secs: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(10);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let rt = runtime()?;
     let moto = moto_up();
     let bucket = format!("ankusa-bench-{:08x}", std::process::id());
     if moto {

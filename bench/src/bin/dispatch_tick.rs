@@ -11,7 +11,7 @@ use ankusa_bench::*;
 use ankusa_config::DispatchConfig;
 use ankusa_core::now_ms;
 use ankusa_gateway::dispatch::measure_scans;
-use ankusa_gateway::store::{IngestRecord, Store};
+use ankusa_store::{IngestRecord, Store};
 use serde_json::json;
 
 fn envelope(tenant: &str) -> ankusa_core::Envelope {

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ankusa_bench::*;
-use ankusa_gateway::store::{DeadCursor, DeadSeed, ErrorClass, Store};
+use ankusa_store::{DeadCursor, DeadSeed, ErrorClass, Store};
 use serde_json::json;
 
 const TENANTS: u64 = 100;
@@ -64,9 +64,7 @@ fn main() -> anyhow::Result<()> {
 
     let cfg = "node: {roles: [edge]}\nsources:\n  s:\n    sinks: [{type: log}]\n";
     let g = start_gateway_on(cfg, &data)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let rt = runtime()?;
     let mid = DeadCursor::new(base + rows / 2, u64::MAX, u16::MAX).encode();
     let filters = [
         ("none", String::new()),

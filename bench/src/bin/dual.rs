@@ -7,7 +7,6 @@
 //!
 //! `cargo build --release --workspace --bins && ANKUSA_BIN=target/release/ankusa target/release/dual [seconds]`
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use ankusa_bench::*;
@@ -64,11 +63,8 @@ fn main() -> anyhow::Result<()> {
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(10);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    let key = ankusa_verify::standard_webhooks_key(SECRET).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let make: MakeRequest = Arc::new(move |n| signed_request("/webhooks/bench", &key, n));
+    let rt = runtime()?;
+    let make = signed_requests("/webhooks/bench", SECRET)?;
     let duration = Duration::from_secs(secs);
     let cfg = |extra: &str| {
         format!(
@@ -87,20 +83,9 @@ fn main() -> anyhow::Result<()> {
         ))?;
         let wal = rt.block_on(get_json(g.admin, "/v1/wal"))?;
         let p99 = r.latencies.quantile_ms(0.99);
-        emit(json!({
-            "case": case,
-            "connections": CONNECTIONS,
-            "body_bytes": 1024,
-            "seconds": (r.elapsed.as_secs_f64() * 100.0).round() / 100.0,
-            "accepted": r.ok,
-            "accepted_per_s": r.per_sec().round(),
-            "refused": r.refused,
-            "errors": r.errors,
-            "p50_ms": r.latencies.quantile_ms(0.50),
-            "p99_ms": p99,
-            "max_ms": r.latencies.quantile_ms(1.0),
-            "intake": wal["intake"],
-        }));
+        let mut line = r.line(case, CONNECTIONS);
+        line["intake"] = wal["intake"].clone();
+        emit(line);
         Ok((r.per_sec(), p99))
     };
 

@@ -45,9 +45,7 @@ sources:
 "#
     );
     let g = start_gateway(&cfg)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let rt = runtime()?;
     let make: MakeRequest = Arc::new(|n| {
         Request::post("/webhooks/bench")
             .header("host", "bench")

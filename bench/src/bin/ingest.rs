@@ -10,7 +10,6 @@
 //! `cargo build --release -p ankusa-gateway -p ankusa-bench && target/release/ingest [seconds]`
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use ankusa_bench::floor::{FloorMode, run_fsync_floor_server};
@@ -32,11 +31,8 @@ fn main() -> anyhow::Result<()> {
         return run_fsync_floor_server(SocketAddr::from(([127, 0, 0, 1], port)), mode, dir.path());
     }
     let secs: u64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(10);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    let key = ankusa_verify::standard_webhooks_key(SECRET).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let make: MakeRequest = Arc::new(move |n| signed_request("/webhooks/bench", &key, n));
+    let rt = runtime()?;
+    let make = signed_requests("/webhooks/bench", SECRET)?;
     let duration = Duration::from_secs(secs);
     let warmup = Duration::from_secs(2);
     // One measured case: the closed loop against `addr`, reported under `case`.
@@ -126,19 +122,7 @@ fn ratio3(r: f64) -> f64 {
 }
 
 fn report(case: &str, r: &mut LoadResult) {
-    emit(json!({
-        "case": case,
-        "connections": CONNECTIONS,
-        "body_bytes": 1024,
-        "seconds": (r.elapsed.as_secs_f64() * 100.0).round() / 100.0,
-        "accepted": r.ok,
-        "accepted_per_s": r.per_sec().round(),
-        "refused": r.refused,
-        "errors": r.errors,
-        "p50_ms": r.latencies.quantile_ms(0.50),
-        "p99_ms": r.latencies.quantile_ms(0.99),
-        "max_ms": r.latencies.quantile_ms(1.0),
-    }));
+    emit(r.line(case, CONNECTIONS));
 }
 
 /// Group-commit figures from the gateway's own metrics: commits per second, records per
@@ -148,31 +132,8 @@ fn commit_stats(
     admin: SocketAddr,
     secs: f64,
 ) -> anyhow::Result<serde_json::Value> {
-    use http_body_util::BodyExt;
-    let text = rt.block_on(async {
-        let stream = tokio::net::TcpStream::connect(admin).await?;
-        let (mut sender, conn) =
-            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
-        tokio::spawn(conn);
-        let req = hyper::Request::get("/metrics")
-            .header("host", "bench")
-            .body(http_body_util::Full::new(bytes::Bytes::new()))?;
-        let body = sender
-            .send_request(req)
-            .await?
-            .into_body()
-            .collect()
-            .await?
-            .to_bytes();
-        Ok::<_, anyhow::Error>(String::from_utf8_lossy(&body).to_string())
-    })?;
-    let value = |name: &str| -> f64 {
-        text.lines()
-            .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
-            .and_then(|l| l.rsplit(' ').next())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0.0)
-    };
+    let text = rt.block_on(metrics_text(admin))?;
+    let value = |name: &str| metric_value(&text, name);
     let commits = value("ankusa_store_commit_batch_records_count");
     let records = value("ankusa_store_commit_batch_records_sum");
     let sync_sum = value("ankusa_wal_sync_duration_seconds_sum");

@@ -28,11 +28,8 @@ fn main() -> anyhow::Result<()> {
     let rate: f64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(200.0);
     let secs: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(10);
     let flood_rate: f64 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(2_000.0);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    let key = ankusa_verify::standard_webhooks_key(SECRET).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let valid: MakeRequest = Arc::new(move |n| signed_request("/webhooks/ok", &key, n));
+    let rt = runtime()?;
+    let valid = signed_requests("/webhooks/ok", SECRET)?;
     let forged: MakeRequest = Arc::new(|n| {
         Request::post("/webhooks/forged")
             .header("host", "bench")
@@ -74,14 +71,7 @@ fn main() -> anyhow::Result<()> {
                     .await
                 })
             };
-            let v = rt.block_on(closed_loop(
-                g.ingest,
-                VALID_CONNECTIONS,
-                Duration::from_secs(1),
-                duration,
-                Some(rate / VALID_CONNECTIONS as f64),
-                valid.clone(),
-            ))?;
+            let v = valid_alone(g)?;
             let f = rt.block_on(flood)??;
             Ok((v, f))
         };

@@ -38,9 +38,7 @@ fn main() -> anyhow::Result<()> {
         sink("/b")
     );
     let g = start_gateway(&cfg)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let rt = runtime()?;
     let make = |path: &'static str| -> MakeRequest {
         Arc::new(move |n| {
             Request::post(path)
@@ -50,15 +48,18 @@ fn main() -> anyhow::Result<()> {
         })
     };
     let conns = 4;
+    let run_a = || {
+        rt.block_on(closed_loop(
+            g.ingest,
+            conns,
+            Duration::ZERO,
+            Duration::from_secs(secs),
+            Some(rate_a / conns as f64),
+            make("/webhooks/a"),
+        ))
+    };
     // A alone.
-    rt.block_on(closed_loop(
-        g.ingest,
-        conns,
-        Duration::ZERO,
-        Duration::from_secs(secs),
-        Some(rate_a / conns as f64),
-        make("/webhooks/a"),
-    ))?;
+    run_a()?;
     std::thread::sleep(Duration::from_millis(500));
     let alone = rt.block_on(get_json(rx, "/stats?path=/a"))?;
     let _ = rt.block_on(get_json(rx, "/reset"));
@@ -86,26 +87,14 @@ fn main() -> anyhow::Result<()> {
         let mut max = 0.0f64;
         for _ in 0..(secs * 4) {
             if let Ok(text) = metrics_text(admin).await {
-                let v = text
-                    .lines()
-                    .find(|l| l.starts_with("ankusa_dispatch_tenant_inflight{tenant=\"b\"}"))
-                    .and_then(|l| l.rsplit(' ').next())
-                    .and_then(|v| v.parse::<f64>().ok())
-                    .unwrap_or(0.0);
+                let v = metric_value(&text, "ankusa_dispatch_tenant_inflight{tenant=\"b\"}");
                 max = max.max(v);
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
         max
     });
-    rt.block_on(closed_loop(
-        g.ingest,
-        conns,
-        Duration::ZERO,
-        Duration::from_secs(secs),
-        Some(rate_a / conns as f64),
-        make("/webhooks/a"),
-    ))?;
+    run_a()?;
     let b_result = rt.block_on(b)??;
     let b_max = rt.block_on(watcher)?;
     std::thread::sleep(Duration::from_millis(500));
@@ -131,20 +120,4 @@ fn main() -> anyhow::Result<()> {
         json!({"case": "summary", "a_p99_ratio": (ratio * 100.0).round() / 100.0, "target_ratio": 1.5, "b_within_window": b_max <= window as f64, "meets_target": ratio <= 1.5 && b_max <= window as f64}),
     );
     Ok(())
-}
-
-async fn metrics_text(addr: SocketAddr) -> anyhow::Result<String> {
-    use http_body_util::BodyExt;
-    let stream = tokio::net::TcpStream::connect(addr).await?;
-    let (mut sender, conn) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
-    tokio::spawn(conn);
-    let resp = sender
-        .send_request(
-            Request::get("/metrics")
-                .header("host", "bench")
-                .body(Full::new(bytes::Bytes::new()))?,
-        )
-        .await?;
-    Ok(String::from_utf8_lossy(&resp.into_body().collect().await?.to_bytes()).to_string())
 }

@@ -1,6 +1,6 @@
 //! The HTTP sink: POSTs the raw body to a URL, signed per Standard Webhooks.
 
-use crate::FilePath;
+use crate::file_paths::FilePath;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 #[cfg(feature = "schema")]
 use schemars::JsonSchema;
 
-use super::err;
 use crate::error::ConfigError;
+use crate::rules::{at_least, err, valid_header_name};
 use crate::secrets::{Secret, Secrets};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -96,7 +96,7 @@ impl HttpSinkConfig {
             ));
         }
         match &self.secret {
-            Some(s) => crate::validate::secrets(&format!("{p}.secret"), s, true)?,
+            Some(s) => s.validate(&format!("{p}.secret"), true)?,
             None if !self.allow_unsigned => {
                 return Err(err(
                     format!("{p}.secret"),
@@ -105,14 +105,14 @@ impl HttpSinkConfig {
             }
             None => {}
         }
-        crate::validate::at_least(&format!("{p}.timeout_ms"), self.timeout_ms, 1)?;
-        crate::validate::at_least(
+        at_least(&format!("{p}.timeout_ms"), self.timeout_ms, 1)?;
+        at_least(
             &format!("{p}.max_response_bytes"),
             self.max_response_bytes,
             1,
         )?;
         for name in self.headers.keys() {
-            if !crate::valid_header_name(name) {
+            if !valid_header_name(name) {
                 return Err(err(
                     format!("{p}.headers"),
                     format!("{name:?} is not a header name"),
@@ -128,7 +128,7 @@ impl HttpSinkConfig {
             }
         }
         if let Some(n) = self.pool_size {
-            crate::validate::at_least(&format!("{p}.pool_size"), n, 1)?;
+            at_least(&format!("{p}.pool_size"), n, 1)?;
         }
         Ok(())
     }

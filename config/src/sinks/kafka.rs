@@ -1,17 +1,17 @@
 //! The Kafka sink: produces each hook to a topic, `acks=all`.
 
-use crate::FilePath;
+use crate::file_paths::FilePath;
 
 use serde::{Deserialize, Serialize};
 
 #[cfg(feature = "schema")]
 use schemars::JsonSchema;
 
-use super::{
-    SinkTls, d_5000, d_idle, d_inline, entries, err, inline, min, non_empty, server_entry,
-};
+use super::shared::{d_5000, d_idle, d_inline, entries, inline, min, non_empty, server_entry};
+use super::tls::SinkTls;
 use crate::egress::EgressTarget;
 use crate::error::ConfigError;
+use crate::rules::err;
 use crate::secrets::Secret;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -262,31 +262,15 @@ impl KafkaSinkConfig {
                 (true, true) => KafkaSecurityProtocol::SaslSsl,
             })
     }
-
-    /// The `tls:` checks that depend on `egress` (`insecure_skip_verify`).
-    pub(super) fn validate_tls(&self, p: &str, allow_insecure: bool) -> Result<(), ConfigError> {
-        match &self.tls {
-            Some(t) => t.validate(p, allow_insecure),
-            None => Ok(()),
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Config, SourceConfig};
     use crate::sinks::SinkConfig;
 
     fn check(k: KafkaSinkConfig, allow_insecure_tls: bool) -> Result<(), ConfigError> {
-        let mut c = Config::default();
-        c.egress.allow_loopback = true;
-        c.egress.allow_insecure_tls = allow_insecure_tls;
-        c.sources.insert(
-            "src".into(),
-            SourceConfig::with_sinks(vec![SinkConfig::Kafka(k)]),
-        );
-        crate::validate(&c)
+        crate::testing::check_sink(SinkConfig::Kafka(k), allow_insecure_tls)
     }
 
     fn parse(y: &str) -> KafkaSinkConfig {

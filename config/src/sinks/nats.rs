@@ -5,13 +5,13 @@ use serde::{Deserialize, Serialize};
 #[cfg(feature = "schema")]
 use schemars::JsonSchema;
 
-use crate::FilePath;
+use crate::file_paths::FilePath;
 
-use super::{
-    SinkTls, d_5000, d_idle, d_inline, entries, err, inline, min, non_empty, server_entry,
-};
+use super::shared::{d_5000, d_idle, d_inline, entries, inline, min, non_empty, server_entry};
+use super::tls::SinkTls;
 use crate::egress::EgressTarget;
 use crate::error::ConfigError;
+use crate::rules::err;
 use crate::secrets::Secret;
 
 /// NATS credentials: `username` + `password`, or `token`, or `nkey_seed` (+ `jwt` for a
@@ -194,15 +194,5 @@ impl NatsSinkConfig {
             }
         }
         Ok(())
-    }
-
-    /// The shared TLS checks (`insecure_skip_verify` only under `egress.allow_insecure_tls`).
-    /// `server_name` is honoured: the client sends the server's own host as SNI, and the
-    /// sink checks the certificate against `server_name` instead (sinks/src/tls.rs).
-    pub(super) fn validate_tls(&self, p: &str, allow_insecure: bool) -> Result<(), ConfigError> {
-        match &self.tls {
-            NatsTls::Settings(t) => t.validate(p, allow_insecure),
-            NatsTls::Enabled(_) => Ok(()),
-        }
     }
 }

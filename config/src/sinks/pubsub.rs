@@ -5,11 +5,11 @@ use serde::{Deserialize, Serialize};
 #[cfg(feature = "schema")]
 use schemars::JsonSchema;
 
-use super::{
-    BatchLimits, SinkTls, d_5000, d_inline, err, inline, max, min, non_empty, url_with_scheme,
-};
+use super::shared::{BatchLimits, d_5000, d_inline, inline, max, min, non_empty};
+use super::tls::SinkTls;
 use crate::egress::EgressTarget;
 use crate::error::ConfigError;
+use crate::rules::{err, url_with_scheme};
 use crate::secrets::{Secret, SecretUrl};
 
 /// Where the sink publishes when `endpoint` is not set.
@@ -103,13 +103,13 @@ impl GooglePubsubSinkConfig {
             max_message_bytes: d_pubsub_max(),
             timeout_ms: d_5000(),
             tls: None,
-            batch: super::d_true(),
-            batch_linger_ms: super::d_linger(),
+            batch: super::shared::d_true(),
+            batch_linger_ms: super::shared::d_linger(),
             batch_max_entries: default_batch_max_entries(),
             batch_max_bytes: default_batch_max_bytes(),
-            batch_queue_max: super::d_queue_max(),
-            batch_queue_max_bytes: super::d_queue_max_bytes(),
-            batch_queue_tenant_max: super::d_queue_tenant_max(),
+            batch_queue_max: super::shared::d_queue_max(),
+            batch_queue_max_bytes: super::shared::d_queue_max_bytes(),
+            batch_queue_tenant_max: super::shared::d_queue_tenant_max(),
             batch_max_inflight: None,
             ordered: false,
             ordering_key: None,
@@ -155,7 +155,7 @@ impl GooglePubsubSinkConfig {
             _ => {}
         }
         if let Some(e) = &self.endpoint {
-            let u = url_with_scheme(p, "endpoint", e.expose(), &["https", "http"])?;
+            let u = url_with_scheme(&format!("{p}.endpoint"), e.expose(), &["https", "http"])?;
             if !u.username().is_empty() || u.password().is_some() {
                 return Err(err(format!("{p}.endpoint"), "must not carry credentials"));
             }
@@ -177,13 +177,5 @@ impl GooglePubsubSinkConfig {
         max(p, "max_message_bytes", self.max_message_bytes, 10_000_000)?;
         min(p, "timeout_ms", self.timeout_ms, 1)?;
         self.validate_batch(p)
-    }
-
-    /// The `tls:` checks that depend on `egress` (`insecure_skip_verify`).
-    pub(super) fn validate_tls(&self, p: &str, allow_insecure: bool) -> Result<(), ConfigError> {
-        match &self.tls {
-            Some(t) => t.validate(p, allow_insecure),
-            None => Ok(()),
-        }
     }
 }

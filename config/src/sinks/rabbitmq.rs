@@ -5,9 +5,11 @@ use serde::{Deserialize, Serialize};
 #[cfg(feature = "schema")]
 use schemars::JsonSchema;
 
-use super::{SinkTls, d_5000, d_idle, d_inline, err, inline, min, non_empty, url_with_scheme};
+use super::shared::{d_5000, d_idle, d_inline, inline, min, non_empty};
+use super::tls::SinkTls;
 use crate::egress::EgressTarget;
 use crate::error::ConfigError;
+use crate::rules::{err, url_with_scheme};
 use crate::secrets::SecretUrl;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -125,7 +127,7 @@ impl RabbitmqSinkConfig {
     }
 
     pub(super) fn validate(&self, p: &str) -> Result<(), ConfigError> {
-        let url = url_with_scheme(p, "url", self.url.expose(), &["amqp", "amqps"])?;
+        let url = url_with_scheme(&format!("{p}.url"), self.url.expose(), &["amqp", "amqps"])?;
         // Settings a plaintext connection would silently ignore are a mistake worth naming.
         if self.tls.is_some() && url.scheme() != "amqps" {
             return Err(err(
@@ -166,30 +168,15 @@ impl RabbitmqSinkConfig {
         min(p, "retry_ms", self.retry_ms, 1)?;
         Ok(())
     }
-
-    /// The `tls:` checks that depend on `egress` (`insecure_skip_verify`).
-    pub(super) fn validate_tls(&self, p: &str, allow_insecure: bool) -> Result<(), ConfigError> {
-        match &self.tls {
-            Some(t) => t.validate(p, allow_insecure),
-            None => Ok(()),
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Config, SourceConfig};
     use crate::sinks::SinkConfig;
 
     fn check(r: RabbitmqSinkConfig) -> Result<(), ConfigError> {
-        let mut c = Config::default();
-        c.egress.allow_loopback = true;
-        c.sources.insert(
-            "src".into(),
-            SourceConfig::with_sinks(vec![SinkConfig::Rabbitmq(r)]),
-        );
-        crate::validate(&c)
+        crate::testing::check_sink(SinkConfig::Rabbitmq(r), false)
     }
 
     fn parse(y: &str) -> RabbitmqSinkConfig {

@@ -1,8 +1,10 @@
 //! The Redis sink: PUBLISHes each hook to a pub/sub channel.
 
-use super::{SinkTls, d_5000, d_idle, d_inline, err, inline, min, non_empty, url_with_scheme};
+use super::shared::{d_5000, d_idle, d_inline, inline, min, non_empty};
+use super::tls::SinkTls;
 use crate::egress::EgressTarget;
 use crate::error::ConfigError;
+use crate::rules::{err, url_with_scheme};
 use crate::secrets::SecretUrl;
 
 sink_config! {
@@ -48,7 +50,7 @@ impl RedisSinkConfig {
     }
 
     pub(super) fn validate(&self, p: &str) -> Result<(), ConfigError> {
-        let url = url_with_scheme(p, "url", self.url.expose(), &["redis", "rediss"])?;
+        let url = url_with_scheme(&format!("{p}.url"), self.url.expose(), &["redis", "rediss"])?;
         // Settings a plaintext connection would silently ignore are a mistake worth naming.
         if self.tls.is_some() && url.scheme() != "rediss" {
             return Err(err(
@@ -61,31 +63,15 @@ impl RedisSinkConfig {
         min(p, "publish_timeout_ms", self.publish_timeout_ms, 1)?;
         Ok(())
     }
-
-    /// The `tls:` checks that depend on `egress` (`insecure_skip_verify`).
-    pub(super) fn validate_tls(&self, p: &str, allow_insecure: bool) -> Result<(), ConfigError> {
-        match &self.tls {
-            Some(t) => t.validate(p, allow_insecure),
-            None => Ok(()),
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Config, SourceConfig};
     use crate::sinks::SinkConfig;
 
     fn check(r: RedisSinkConfig, allow_insecure_tls: bool) -> Result<(), ConfigError> {
-        let mut c = Config::default();
-        c.egress.allow_loopback = true;
-        c.egress.allow_insecure_tls = allow_insecure_tls;
-        c.sources.insert(
-            "src".into(),
-            SourceConfig::with_sinks(vec![SinkConfig::Redis(r)]),
-        );
-        crate::validate(&c)
+        crate::testing::check_sink(SinkConfig::Redis(r), allow_insecure_tls)
     }
 
     fn with_tls(url: &str, tls: SinkTls) -> RedisSinkConfig {

@@ -1,10 +1,10 @@
 //! The SQS sink: sends each hook to a queue (standard or FIFO), SigV4-signed, batched.
 
-use super::{
-    BatchLimits, SinkTls, d_5000, d_inline, err, inline, max, min, non_empty, url_with_scheme,
-};
+use super::shared::{BatchLimits, d_5000, d_inline, inline, max, min, non_empty};
+use super::tls::SinkTls;
 use crate::egress::EgressTarget;
 use crate::error::ConfigError;
+use crate::rules::{err, url_with_scheme};
 use crate::secrets::{Secret, SecretUrl};
 
 /// `SendMessageBatch`'s ceilings: 10 entries, 1 MiB (256 KiB by default, the old ceiling
@@ -78,13 +78,13 @@ impl SqsSinkConfig {
             max_message_bytes: d_sqs_max(),
             timeout_ms: d_5000(),
             tls: None,
-            batch: super::d_true(),
-            batch_linger_ms: super::d_linger(),
+            batch: super::shared::d_true(),
+            batch_linger_ms: super::shared::d_linger(),
             batch_max_entries: default_batch_max_entries(),
             batch_max_bytes: default_batch_max_bytes(),
-            batch_queue_max: super::d_queue_max(),
-            batch_queue_max_bytes: super::d_queue_max_bytes(),
-            batch_queue_tenant_max: super::d_queue_tenant_max(),
+            batch_queue_max: super::shared::d_queue_max(),
+            batch_queue_max_bytes: super::shared::d_queue_max_bytes(),
+            batch_queue_tenant_max: super::shared::d_queue_tenant_max(),
             batch_max_inflight: None,
             access_key_id: None,
             secret_access_key: None,
@@ -118,7 +118,11 @@ impl SqsSinkConfig {
                 "an ordered SQS sink needs a FIFO queue (queue_url ending in .fifo)",
             ));
         }
-        let u = url_with_scheme(p, "queue_url", self.queue_url.expose(), &["https", "http"])?;
+        let u = url_with_scheme(
+            &format!("{p}.queue_url"),
+            self.queue_url.expose(),
+            &["https", "http"],
+        )?;
         let segs: Vec<&str> = u
             .path_segments()
             .map(|it| it.filter(|x| !x.is_empty()).collect())
@@ -147,7 +151,7 @@ impl SqsSinkConfig {
             ));
         }
         let scheme = match &self.endpoint {
-            Some(e) => url_with_scheme(p, "endpoint", e.expose(), &["https", "http"])?
+            Some(e) => url_with_scheme(&format!("{p}.endpoint"), e.expose(), &["https", "http"])?
                 .scheme()
                 .to_string(),
             None => u.scheme().to_string(),
@@ -202,13 +206,5 @@ impl SqsSinkConfig {
             ));
         }
         Ok(())
-    }
-
-    /// The `tls:` checks that depend on `egress` (`insecure_skip_verify`).
-    pub(super) fn validate_tls(&self, p: &str, allow_insecure: bool) -> Result<(), ConfigError> {
-        match &self.tls {
-            Some(t) => t.validate(p, allow_insecure),
-            None => Ok(()),
-        }
     }
 }

@@ -1,16 +1,11 @@
 //! The sink configs' defaults, YAML round trip, validation and redacted `Debug`.
 
 use super::*;
-use crate::model::{Config, SourceConfig};
+use crate::Config;
 
-/// Validates `s` as the only sink of a source. The brokers of these tests are on loopback, so
-/// the egress policy allows it (its refusals are validate.rs's tests).
+/// Validates `s` as the only sink of a source (`testing::check_sink`).
 fn check(s: SinkConfig) -> Result<(), ConfigError> {
-    let mut c = Config::default();
-    c.egress.allow_loopback = true;
-    c.sources
-        .insert("src".into(), SourceConfig::with_sinks(vec![s]));
-    crate::validate(&c)
+    crate::testing::check_sink(s, false)
 }
 
 fn msg(r: Result<(), ConfigError>) -> String {
@@ -462,6 +457,7 @@ fn sink_file_options_are_typed_file_path() {
         ("pubsub.rs", include_str!("pubsub.rs")),
         ("rabbitmq.rs", include_str!("rabbitmq.rs")),
         ("redis.rs", include_str!("redis.rs")),
+        ("shared.rs", include_str!("shared.rs")),
         ("sqs.rs", include_str!("sqs.rs")),
         ("tls.rs", include_str!("tls.rs")),
     ];
@@ -477,7 +473,7 @@ fn sink_file_options_are_typed_file_path() {
     let found: Vec<String> = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/src/sinks"))
         .expect("sinks dir")
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| n.ends_with(".rs") && n != "tests.rs")
+        .filter(|n| n.ends_with(".rs") && n != "tests.rs" && n != "url_tests.rs")
         .collect();
     assert_eq!(found.len(), sources.len(), "a new sink file: add it here");
 

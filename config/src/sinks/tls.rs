@@ -4,15 +4,15 @@
 //! the same way whatever the broker. Key material is a `Secret` (never printed); on Kubernetes
 //! `ca_pem`, `cert_pem` and `key_pem` come from a Sink's `secretRefs` (`tls.ca_pem`, ...).
 
-use crate::FilePath;
+use crate::file_paths::FilePath;
 
 use serde::{Deserialize, Serialize};
 
 #[cfg(feature = "schema")]
 use schemars::JsonSchema;
 
-use super::err;
 use crate::error::ConfigError;
+use crate::rules::err;
 use crate::secrets::Secret;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

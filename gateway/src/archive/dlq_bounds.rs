@@ -12,10 +12,10 @@ use std::time::Duration;
 use ankusa_api::{DeadFilter, DlqStatus};
 use ankusa_config::DlqBounds;
 use ankusa_core::now_ms;
+use ankusa_store::{Store, StoreError};
 
 use crate::live::ConfigHandle;
 use crate::metrics::Metrics;
-use crate::store::{Store, StoreError};
 
 /// Rows one eviction call deletes at most (one synced batch).
 const CHUNK: usize = 5_000;
@@ -144,7 +144,8 @@ impl DlqGuard {
     fn count(&self, n: usize, reason: &str) {
         if n > 0 {
             self.metrics
-                .dlq_evicted
+                .dlq
+                .evicted
                 .with_label_values(&[reason])
                 .inc_by(n as u64);
         }
@@ -159,15 +160,15 @@ impl DlqGuard {
         } else if was && !full {
             tracing::info!("the DLQ is back within its bounds: new hooks are accepted again");
         }
-        self.metrics.dlq_full.set(full as i64);
+        self.metrics.dlq.full.set(full as i64);
     }
 
     /// `GET /v1/status`'s `dlq`, and the DLQ gauges.
     pub fn status(&self) -> DlqStatus {
         let (rows, bytes) = self.store.dead_totals().unwrap_or_default();
         let m = &self.metrics;
-        m.dlq_rows.set(rows);
-        m.dlq_bytes.set(bytes);
+        m.dlq.rows.set(rows);
+        m.dlq.bytes.set(bytes);
         let age = self
             .store
             .oldest_dead_at()
@@ -175,7 +176,7 @@ impl DlqGuard {
             .flatten()
             .map(|at| now_ms().saturating_sub(at) as f64 / 1000.0)
             .unwrap_or(0.0);
-        m.dlq_oldest_age_seconds.set(age);
+        m.dlq.oldest_age_seconds.set(age);
         DlqStatus {
             rows,
             bytes,
@@ -187,8 +188,8 @@ impl DlqGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::ErrorClass;
-    use crate::store::test_util::{seed_dead, temp_store};
+    use ankusa_store::ErrorClass;
+    use ankusa_store::test_util::{seed_dead, temp_store};
 
     #[test]
     fn unarchived_rows_over_a_bound_make_it_full_and_nothing_is_deleted() {

@@ -2,19 +2,21 @@
 //! segments (`ankusa_format::segment`) in the blob store, keyed
 //! `<key_prefix>/archive/v1/dt=<day>/<node>/<first_seq>-<last_seq>.seg` with a sibling `.idx`,
 //! and catalogues them in the store, so one hook can be fetched back by id (a ranged GET), a
-//! window re-sent (`kind: archive` replays), and a dead row evicted from a bounded DLQ without
-//! losing its hook.
+//! window re-sent (`kind: archive` replays, `replay::archive`), and a dead row evicted from a
+//! bounded DLQ (`dlq_bounds`) without losing its hook.
 //!
 //! Each tick takes the oldest obligations — with `archive_at: settled` (the default) only of
 //! hooks whose deliveries have all settled (delivered or dead), with `ack` all of them: a
-//! segment is cut once they reach `roll_bytes` or the oldest has waited `roll_ms`; a backlog yields several segments back to back. The
-//! upload comes first, the catalogue commit (obligations cleared, delivered hooks reclaimed)
-//! after, so a crash between them uploads the hooks again under a new segment and never loses
-//! one. A failure backs off (the interval doubled per failure in a row, jittered, at most
-//! 60 s) and never touches ingest: obligations wait in the store.
+//! segment is cut once they reach `roll_bytes` or the oldest has waited `roll_ms`; a backlog
+//! yields several segments back to back. The upload comes first, the catalogue commit
+//! (obligations cleared, delivered hooks reclaimed) after, so a crash between them uploads the
+//! hooks again under a new segment and never loses one. A failure backs off (the interval
+//! doubled per failure in a row, jittered, at most 60 s) and never touches ingest: obligations
+//! wait in the store.
+//!
+//! Imports `blob` and `metrics`; the replayer and the admin API read it, it reads neither.
 
 pub mod dlq_bounds;
-pub mod replay;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -23,11 +25,11 @@ use ankusa_api::ArchiveStatus;
 use ankusa_config::{ArchiveAt, StorageConfig};
 use ankusa_core::now_ms;
 use ankusa_format::segment::{self, MAX_SEGMENT_BYTES, Record, SegmentRow};
+use ankusa_store::{ArchiveCandidate, ArchivedHook, Envelope, Store, StoreError};
 use bytes::Bytes;
 
 use crate::blob::{BlobError, BlobStore};
 use crate::metrics::Metrics;
-use crate::store::{ArchiveCandidate, ArchivedHook, Envelope, Store, StoreError};
 
 /// Hooks one segment holds at most.
 const MAX_PER_SEGMENT: usize = 50_000;
@@ -143,7 +145,7 @@ impl Archive {
                         st.last_error = Some(e.to_string());
                         st.failures
                     };
-                    self.metrics.archive_failures.inc();
+                    self.metrics.archive.failures.inc();
                     let base = interval
                         .saturating_mul(1u32 << failures.min(16) as u32)
                         .min(MAX_BACKOFF);
@@ -216,10 +218,11 @@ impl Archive {
         blocking(move || store.archive_commit(&row, &entries, &lens, &tenants)).await?;
         let elapsed = started.elapsed();
         self.metrics
-            .archive_upload_seconds
+            .archive
+            .upload_seconds
             .observe(elapsed.as_secs_f64());
-        self.metrics.archive_segments.inc();
-        self.metrics.archive_hooks.inc_by(n);
+        self.metrics.archive.segments.inc();
+        self.metrics.archive.hooks.inc_by(n);
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         st.last_upload_at = Some(now_ms());
         st.failures = 0;
@@ -279,7 +282,7 @@ impl Archive {
     /// Copies the archive's state into its gauges (at scrape time).
     pub fn gauges(&self) {
         let counts = self.store.archive_counts().unwrap_or_default();
-        self.metrics.archive_pending.set(counts.pending);
+        self.metrics.archive.pending.set(counts.pending);
         let age = self
             .store
             .oldest_unarchived_at()
@@ -287,7 +290,7 @@ impl Archive {
             .flatten()
             .map(|at| now_ms().saturating_sub(at) as f64 / 1000.0)
             .unwrap_or(0.0);
-        self.metrics.archive_oldest_unarchived_age_seconds.set(age);
+        self.metrics.archive.oldest_unarchived_age_seconds.set(age);
     }
 }
 

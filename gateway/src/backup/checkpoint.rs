@@ -5,12 +5,12 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use ankusa_store::Store;
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
 
 use super::BackupError;
 use super::manifest::{FileKind, MAX_FILE_BYTES, file_kind};
-use crate::store::Store;
 
 /// One file of a checkpoint.
 #[derive(Debug, Clone)]
@@ -44,7 +44,7 @@ pub fn remove_scratch(dir: &Path) -> Result<(), BackupError> {
 pub fn take(store: &Store, dir: &Path) -> Result<Vec<LocalFile>, BackupError> {
     remove_scratch(dir)?;
     if let Some(parent) = dir.parent() {
-        crate::store::create_dir_synced(parent)
+        ankusa_store::create_dir_synced(parent)
             .map_err(|e| io("create the data dir", parent, &e))?;
     }
     store.checkpoint(dir)?;
@@ -107,7 +107,7 @@ mod tests {
 
     #[test]
     fn a_checkpoint_lists_only_rocksdb_files() {
-        let (d, s) = crate::store::test_util::temp_store();
+        let (d, s) = ankusa_store::test_util::temp_store();
         s.probe().unwrap();
         let dir = d.path().join("backup-tmp");
         std::fs::create_dir_all(dir.join("junk")).unwrap();

@@ -28,12 +28,12 @@ use std::time::{Duration, Instant};
 use ankusa_api::BackupStatus;
 use ankusa_config::Config;
 use ankusa_core::now_ms;
+use ankusa_store::{Store, StoreError};
 use bytes::Bytes;
 use futures::future::BoxFuture;
 
 use crate::blob::{BlobError, BlobStore};
 use crate::metrics::Metrics;
-use crate::store::{Store, StoreError};
 use checkpoint::LocalFile;
 use manifest::{FORMAT, FileEntry, FileKind, Latest, Layout, MAX_MANIFEST_BYTES, Manifest};
 
@@ -198,7 +198,7 @@ impl Backup {
         // Both outcomes show from the start (a scrape before the first backup reads 0, not
         // nothing).
         for outcome in ["ok", "failed"] {
-            metrics.backup_runs.with_label_values(&[outcome]);
+            metrics.backup.runs.with_label_values(&[outcome]);
         }
         let scratch = c.node.data_dir.join(&c.node.instance).join("backup-tmp");
         Ok(Backup {
@@ -269,7 +269,7 @@ impl Backup {
                 st.last_error = None;
                 st.last_success_at = Some(now_ms());
                 drop(st);
-                self.metrics.backup_runs.with_label_values(&["ok"]).inc();
+                self.metrics.backup.runs.with_label_values(&["ok"]).inc();
                 tracing::info!(
                     backup_id = %done.backup_id,
                     files = done.files,
@@ -285,11 +285,12 @@ impl Backup {
                 st.last_error = Some(e.to_string());
                 drop(st);
                 self.metrics
-                    .backup_runs
+                    .backup
+                    .runs
                     .with_label_values(&["failed"])
                     .inc();
                 if let Some(code) = e.refusal() {
-                    self.metrics.backup_refused.with_label_values(&[code]).inc();
+                    self.metrics.backup.refused.with_label_values(&[code]).inc();
                 }
                 tracing::error!(error = %e, "backup failed; LATEST still names the previous backup");
             }
@@ -546,7 +547,8 @@ impl Backup {
     pub fn gauges(&self) {
         let last = self.state().last_success_at.unwrap_or(self.started_at_ms);
         self.metrics
-            .backup_age_seconds
+            .backup
+            .age_seconds
             .set(now_ms().saturating_sub(last) as f64 / 1000.0);
     }
 

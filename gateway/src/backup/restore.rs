@@ -13,13 +13,13 @@
 use std::path::{Path, PathBuf};
 
 use ankusa_config::Config;
+use ankusa_store::Store;
 use sha2::{Digest, Sha256};
 
 use super::manifest::{
     FileEntry, Layout, MAX_LATEST_BYTES, MAX_MANIFEST_BYTES, Manifest, parse_latest, parse_manifest,
 };
 use crate::blob::{BlobError, BlobStore};
-use crate::store::Store;
 
 /// Downloads in flight during a restore (each holds one file, at most 64 MiB, in memory).
 const DOWNLOADS: usize = 4;
@@ -69,7 +69,7 @@ impl Paths {
     pub fn of(c: &Config) -> Paths {
         Paths::at(
             &c.node.data_dir.join(&c.node.instance),
-            &crate::app::store_path(c),
+            &ankusa_store::store_path(c),
         )
     }
 
@@ -190,7 +190,7 @@ pub async fn restore_into(
 }
 
 fn create_marker(paths: &Paths) -> Result<(), RestoreError> {
-    crate::store::create_dir_synced(&paths.instance_dir)
+    ankusa_store::create_dir_synced(&paths.instance_dir)
         .map_err(|e| io_fail("create the data dir", &paths.instance_dir, &e))?;
     let write = || -> std::io::Result<()> {
         let f = std::fs::File::create(&paths.marker)?;
@@ -213,7 +213,7 @@ async fn download_and_place(
     let manifest =
         parse_manifest(&bytes, layout, latest).map_err(|e| fail("check the manifest", e))?;
     remove_all(&paths.tmp).map_err(|e| io_fail("clear restore-tmp", &paths.tmp, &e))?;
-    crate::store::create_dir_synced(&paths.tmp)
+    ankusa_store::create_dir_synced(&paths.tmp)
         .map_err(|e| io_fail("create restore-tmp", &paths.tmp, &e))?;
     for chunk in manifest.files.chunks(DOWNLOADS) {
         // Every download of the chunk runs to its end before a failure is reported: a write
@@ -249,7 +249,7 @@ async fn download_and_place(
             .map_err(|e| io_fail("replace the empty store directory", &paths.store, &e))?;
     }
     if let Some(parent) = paths.store.parent() {
-        crate::store::create_dir_synced(parent)
+        ankusa_store::create_dir_synced(parent)
             .map_err(|e| io_fail("create the store's parent", parent, &e))?;
     }
     std::fs::rename(&paths.tmp, &paths.store)

@@ -5,10 +5,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use ankusa_store::test_util::seed_dead;
+use ankusa_store::{ErrorClass, Store};
+
 use super::restore::{Paths, restore_into};
 use super::*;
-use crate::store::test_util::seed_dead;
-use crate::store::{ErrorClass, Store};
 
 fn config(dir: &Path, keep: u32) -> Config {
     let yaml = format!(
@@ -20,7 +21,7 @@ fn config(dir: &Path, keep: u32) -> Config {
 }
 
 fn open_store(c: &Config) -> Arc<Store> {
-    Arc::new(Store::open(&crate::app::store_path(c)).expect("open"))
+    Arc::new(Store::open(&ankusa_store::store_path(c)).expect("open"))
 }
 
 fn backup(store: &Arc<Store>, c: &Config, intake: Option<Arc<dyn IntakeMark>>) -> Backup {
@@ -219,7 +220,8 @@ async fn a_foreign_or_moved_latest_is_never_overwritten() {
     assert!(b2.status().last_error.unwrap().contains("foreign_backup"));
     assert_eq!(
         metrics
-            .backup_refused
+            .backup
+            .refused
             .with_label_values(&["foreign_backup"])
             .get(),
         1

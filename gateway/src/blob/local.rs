@@ -173,7 +173,7 @@ fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = path
         .parent()
         .ok_or_else(|| std::io::Error::other("object path has no parent"))?;
-    crate::store::create_dir_synced(dir)?;
+    ankusa_store::create_dir_synced(dir)?;
     let name = path
         .file_name()
         .ok_or_else(|| std::io::Error::other("object path has no file name"))?;

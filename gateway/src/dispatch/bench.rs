@@ -6,13 +6,13 @@ use std::time::Instant;
 
 use ankusa_config::DispatchConfig;
 use ankusa_sinks::SinkBuilder;
+use ankusa_store::{Outcome, Store, StoreError};
 use serde::Serialize;
 
 use super::scheduler::Scheduler;
 use super::{Context, fairness};
 use crate::live::{ConfigHandle, Live};
 use crate::metrics::Metrics;
-use crate::store::{Outcome, Store, StoreError};
 
 /// One claim scan, as measured by `measure_scans`.
 #[derive(Debug, Clone, Copy, Serialize)]

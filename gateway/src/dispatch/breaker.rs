@@ -238,7 +238,8 @@ fn note(m: &Metrics, key: &SinkKey, tr: Transition) {
             "closed"
         }
     };
-    m.dispatch_breaker_transitions
+    m.dispatch
+        .breaker_transitions
         .with_label_values(&[to])
         .inc();
 }

@@ -12,11 +12,11 @@ use std::sync::Arc;
 
 use ankusa_config::{DispatchConfig, TenantWindow};
 use ankusa_core::now_ms;
+use ankusa_store::{DueCursor, Store, StoreError};
 
 use super::breaker::{Breakers, Gate};
 use super::{Claim, SinkKey};
 use crate::metrics::Metrics;
-use crate::store::{DueCursor, Store, StoreError};
 
 /// The effective per-tenant window.
 #[derive(Debug, Clone, Copy)]

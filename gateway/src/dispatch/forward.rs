@@ -4,7 +4,7 @@
 
 use ankusa_config::SourceConfig;
 
-use crate::edge::NOT_STORED;
+use crate::hook::NOT_STORED;
 use crate::metrics::Metrics;
 
 /// Never forwarded, whatever the source lists, besides what the edge did not store: headers
@@ -44,14 +44,14 @@ pub fn forwarded(
         }
         if out.len() >= source.max_headers as usize {
             if let Some(m) = metrics {
-                m.sink_headers_dropped.with_label_values(&["count"]).inc();
+                m.sinks.headers_dropped.with_label_values(&["count"]).inc();
             }
             continue;
         }
         let size = name.len() + value.len();
         if bytes + size > source.forward_headers_max_bytes as usize {
             if let Some(m) = metrics {
-                m.sink_headers_dropped.with_label_values(&["bytes"]).inc();
+                m.sinks.headers_dropped.with_label_values(&["bytes"]).inc();
             }
             continue;
         }

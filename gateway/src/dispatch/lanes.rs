@@ -7,7 +7,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::store::{LaneAdvance, LaneId, LaneState, Store};
+use ankusa_store::{LaneAdvance, LaneId, LaneState, Store};
 
 #[derive(Default)]
 pub struct Lanes {

@@ -12,15 +12,21 @@
 //!    tokio task (`attempt`: bind to the sink, check in, deliver under the deadline);
 //! 4. turn each finished attempt into an outcome (`settle`: delivered, retry, dead-letter).
 //!
-//! Ordering lanes are `lanes`; how a replay job's deliveries settle goes to the replayer over a
-//! channel. Each sink's latest failure is kept for the admin API (`health`). Outcomes are written by this thread only, so the "last obligation" check of a hook
-//! and lane hand-overs never race.
+//! Ordering lanes are `lanes`; how a replay job's deliveries settle goes to the replayer over
+//! `feedback`'s bounded channel (dispatch owns it: the replayer depends on dispatch, never the
+//! other way). Each sink's latest failure is kept for the admin API (`health`). Outcomes are
+//! written by this thread only, so the "last obligation" check of a hook and lane hand-overs
+//! never race.
+//!
+//! Imports `store`, `live`, `metrics`, `commit` (the `CommitListener` it implements) and
+//! `hook::NOT_STORED` (`forward`); nothing that imports it back.
 
 mod attempt;
 #[cfg(any(test, feature = "bench"))]
 mod bench;
 pub mod breaker;
 mod fairness;
+pub mod feedback;
 mod forward;
 pub mod health;
 mod lanes;
@@ -35,12 +41,12 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use ankusa_core::{ClaimCheck, Envelope, SinkError};
+use ankusa_store::{Claimed, DeliveryRow, LaneId, Store, StoreError};
 
 use crate::commit::CommitListener;
 use crate::live::ConfigHandle;
 use crate::metrics::Metrics;
-use crate::replay::FeedbackTx;
-use crate::store::{Claimed, DeliveryRow, LaneId, Store, StoreError};
+use feedback::FeedbackTx;
 use scheduler::Scheduler;
 
 #[cfg(any(test, feature = "bench"))]

@@ -9,13 +9,13 @@ use std::time::{Duration, Instant};
 
 use ankusa_config::{DispatchConfig, RetryConfig};
 use ankusa_core::{SinkError, now_ms};
+use ankusa_store::{DeliveryRow, LaneId, Outcome, StoreError};
 
 use super::breaker::{Breakers, Gate};
 use super::fairness::{self, Round, Schedule, Slots};
 use super::health::{SinkHealth, Target};
 use super::lanes::Lanes;
 use super::{Claim, Context, DispatchStats, Event, attempt, settle};
-use crate::store::{DeliveryRow, LaneId, Outcome, StoreError};
 
 /// Longest sleep, so gauges and reloaded limits are picked up.
 const MAX_SLEEP: Duration = Duration::from_millis(500);
@@ -382,23 +382,27 @@ impl Scheduler {
         }
         self.last_gauges = Instant::now();
         let m = &self.ctx.metrics;
-        m.dispatch_running.set(self.slots.running as i64);
-        m.dispatch_claimed.set(self.slots.inflight_rows as i64);
-        m.dispatch_claimed_bytes
+        m.dispatch.running.set(self.slots.running as i64);
+        m.dispatch.claimed.set(self.slots.inflight_rows as i64);
+        m.dispatch
+            .claimed_bytes
             .set(self.slots.inflight_bytes as i64);
-        m.queue_oldest_due_age_seconds.set(lag as f64 / 1000.0);
-        m.dispatch_tenant_inflight.reset();
+        m.store
+            .queue_oldest_due_age_seconds
+            .set(lag as f64 / 1000.0);
+        m.dispatch.tenant_inflight.reset();
         for (t, n) in self.slots.top_tenants(100) {
-            m.dispatch_tenant_inflight
+            m.dispatch
+                .tenant_inflight
                 .with_label_values(&[t])
                 .set(n as i64);
         }
         self.slots.sweep();
-        m.dispatch_breakers_open.set(self.breakers.sweep() as i64);
+        m.dispatch.breakers_open.set(self.breakers.sweep() as i64);
         // After a reload, the failures of sinks it removed or changed go.
         self.health.retain_configured(&self.ctx.config.live());
         let (active, blocked) = self.lanes.counts();
-        m.dispatch_lanes.set(active as i64);
-        m.dispatch_lanes_blocked.set(blocked as i64);
+        m.dispatch.lanes.set(active as i64);
+        m.dispatch.lanes_blocked.set(blocked as i64);
     }
 }

@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use ankusa_config::{DispatchConfig, ErrorClass, RetryConfig};
 use ankusa_core::SinkError;
+use ankusa_store::Outcome;
 
 use super::{Claim, retry};
 use crate::metrics::Metrics;
-use crate::store::Outcome;
 
 /// A failed attempt's error as the row (`last_error`) and the sink's health record it.
 pub fn error_text(sink_type: &str, e: &SinkError) -> String {
@@ -38,7 +38,8 @@ pub fn attempt_outcome(
         Err(SinkError::RetryAfter { .. }) => "retry_after",
         Err(SinkError::Transient(_)) => "transient",
     };
-    m.dispatch_attempt_duration_seconds
+    m.dispatch
+        .attempt_duration_seconds
         .with_label_values(&[sink_type, label])
         .observe(elapsed.as_secs_f64());
     let e = match result {
@@ -48,12 +49,14 @@ pub fn attempt_outcome(
     if let SinkError::Transient(msg) = &e
         && msg.starts_with("attempt_timeout")
     {
-        m.dispatch_attempt_timeouts
+        m.dispatch
+            .attempt_timeouts
             .with_label_values(&[sink_type])
             .inc();
     }
     if matches!(e, SinkError::PermanentConfig(_)) {
-        m.dispatch_config_errors
+        m.dispatch
+            .config_errors
             .with_label_values(&[sink_type])
             .inc();
     }
@@ -87,7 +90,8 @@ pub fn attempt_outcome(
                 SinkError::RetryAfter { .. } => ErrorClass::Throttled,
                 SinkError::Transient(_) => ErrorClass::Transient,
             });
-            m.dispatch_dead_lettered
+            m.dispatch
+                .dead_lettered
                 .with_label_values(&[sink_type])
                 .inc();
             tracing::warn!(
@@ -123,7 +127,8 @@ pub fn parked_outcome(
             claim.key.sink_type,
             row.last_error.as_deref().unwrap_or("none")
         ));
-        m.dispatch_dead_lettered
+        m.dispatch
+            .dead_lettered
             .with_label_values(&[claim.key.sink_type.as_str()])
             .inc();
         Outcome::Dead { seq, sink, row }

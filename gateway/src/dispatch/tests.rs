@@ -6,11 +6,11 @@ use std::time::Instant;
 use ankusa_config::{Config, DispatchConfig, LogSinkConfig, SinkConfig, SourceConfig};
 use ankusa_core::{DeliveryCtx, Sink, now_ms};
 use ankusa_sinks::SinkBuilder;
+use ankusa_store::{IngestRecord, IngestResult};
 use futures::future::BoxFuture;
 
 use super::*;
 use crate::live::{Live, LiveSource};
-use crate::store::{IngestRecord, IngestResult};
 
 struct PanicSink;
 impl Sink for PanicSink {
@@ -58,7 +58,7 @@ fn source(id: &str, sink: Arc<dyn Sink>) -> (String, Arc<LiveSource>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_panicking_sink_is_a_failed_attempt_and_dispatch_keeps_running() {
-    let (_d, store) = crate::store::test_util::temp_store();
+    let (_d, store) = ankusa_store::test_util::temp_store();
     let store = Arc::new(store);
     let delivered = Arc::new(AtomicUsize::new(0));
     let mut config = Config::default();
@@ -92,7 +92,7 @@ async fn a_panicking_sink_is_a_failed_attempt_and_dispatch_keeps_running() {
     .unwrap();
     let recs: Vec<IngestRecord> = (0..20)
         .map(|i| IngestRecord {
-            envelope: crate::store::ingest_test_envelope(
+            envelope: ankusa_store::test_util::ingest_test_envelope(
                 "t",
                 if i % 2 == 0 { "bad" } else { "good" },
             ),
@@ -142,13 +142,13 @@ async fn a_panicking_sink_is_a_failed_attempt_and_dispatch_keeps_running() {
 /// many due rows beside a thousand tenants due next week visits one tenant per scan.
 #[test]
 fn a_scan_visits_only_tenants_with_due_work() {
-    let (_d, store) = crate::store::test_util::temp_store();
+    let (_d, store) = ankusa_store::test_util::temp_store();
     let store = Arc::new(store);
     let now = now_ms();
     let week = 7 * 24 * 3_600_000;
     let idle: Vec<IngestRecord> = (0..1000)
         .map(|i| IngestRecord {
-            envelope: crate::store::ingest_test_envelope(&format!("idle-{i}"), "s"),
+            envelope: ankusa_store::test_util::ingest_test_envelope(&format!("idle-{i}"), "s"),
             sinks: vec!["log"],
             lanes: vec![],
             dedupe: None,
@@ -158,7 +158,7 @@ fn a_scan_visits_only_tenants_with_due_work() {
     for _ in 0..4 {
         let hot: Vec<IngestRecord> = (0..2500)
             .map(|_| IngestRecord {
-                envelope: crate::store::ingest_test_envelope("hot", "s"),
+                envelope: ankusa_store::test_util::ingest_test_envelope("hot", "s"),
                 sinks: vec!["log"],
                 lanes: vec![],
                 dedupe: None,

@@ -24,13 +24,13 @@ use std::time::{Duration, Instant};
 use ankusa_config::IntakeConfig;
 use ankusa_core::now_ms;
 use ankusa_format::intake::{IntakeDedupe, IntakeMeta, encode_intake, encode_intake_json};
-use rocksdb::WriteBatch;
+use ankusa_store::WriteBatch;
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
 use ankusa_format::keys;
 
-use crate::store::{Committed, IngestRecord, IngestResult, Store};
+use ankusa_store::{Committed, IngestRecord, IngestResult, Store};
 
 pub use jetstream::JetStreamLog;
 pub use kafka::KafkaLog;
@@ -430,7 +430,7 @@ impl Intake {
                     // Delivered and removed meanwhile: nothing left to make durable.
                     Ok(None) => gone.push(seq),
                     Ok(Some(env)) => {
-                        let enc = crate::store::encode_envelope(&env);
+                        let enc = ankusa_store::encode_envelope(&env);
                         let meta = IntakeMeta {
                             node: node.clone(),
                             ..meta

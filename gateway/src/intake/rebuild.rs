@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 
 use ankusa_core::now_ms;
 use ankusa_format::intake::decode_intake;
+use ankusa_store::{Dedupe, IngestRecord};
 
 use super::Intake;
-use crate::store::{Dedupe, IngestRecord};
 
 /// Records committed per synced write.
 const BATCH: usize = 256;
@@ -52,8 +52,8 @@ pub(super) fn run(intake: &Intake, from: &BTreeMap<i32, i64>) -> Result<RebuildR
             .map_err(|e| format!("commit: {e}"))?;
         for r in committed.results {
             match r {
-                crate::store::IngestResult::Accepted { .. } => report.restored += 1,
-                crate::store::IngestResult::Duplicate { .. } => report.present += 1,
+                ankusa_store::IngestResult::Accepted { .. } => report.restored += 1,
+                ankusa_store::IngestResult::Duplicate { .. } => report.present += 1,
             }
         }
         recs.clear();

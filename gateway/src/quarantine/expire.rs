@@ -9,8 +9,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use ankusa_store::{PenFilter, PenPurged, Store, StoreError};
+
 use crate::live::ConfigHandle;
-use crate::store::{PenFilter, PenPurged, Store, StoreError};
 
 use super::Pen;
 
@@ -84,9 +85,9 @@ pub fn spawn(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::PenSummary;
-    use crate::store::PenWrite;
-    use crate::store::test_util::temp_store;
+    use ankusa_store::PenSummary;
+    use ankusa_store::PenWrite;
+    use ankusa_store::test_util::temp_store;
 
     fn write(source: &str, at: u64) -> PenWrite {
         PenWrite {

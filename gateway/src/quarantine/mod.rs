@@ -1,7 +1,7 @@
 //! The quarantine pen: where a source with `on_verify_failure: quarantine` keeps the hooks
 //! that failed verification, so a bad secret rotation never silently eats real events. A
 //! quarantined hook is answered `202` only once it is on disk; a `quarantine` replay job
-//! (`release`) commits the entries that verify again, an operator purges the rest.
+//! (`replay::quarantine`) commits the entries that verify again, an operator purges the rest.
 //!
 //! A flood of forged requests is kept off everything else. The decisions are made in the
 //! request's task: the source's bucket (`bucket`), the byte caps — the node's, the source's
@@ -15,7 +15,6 @@
 pub mod bucket;
 pub mod expire;
 pub mod metrics;
-pub mod release;
 pub mod shares;
 
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
@@ -23,10 +22,10 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use ankusa_store::{PenPurged, PenWrite, Store, StoreError};
 use tokio::sync::oneshot;
 
 use crate::live::Live;
-use crate::store::{PenPurged, PenWrite, Store, StoreError};
 
 use bucket::Buckets;
 use metrics::QuarantineMetrics;
@@ -246,25 +245,29 @@ impl Pen {
 
 /// `GET /v1/status`'s `quarantine`: totals from the pen's counters, and per source its
 /// entries, bytes and oldest entry (from a bounded scan).
-pub fn status(app: &crate::app::App) -> Result<ankusa_api::PenStatus, StoreError> {
-    let (sources, _complete) = app.store.pen_by_source()?;
+pub fn status(
+    store: &Store,
+    pen: &Pen,
+    max_bytes: u64,
+) -> Result<ankusa_api::PenStatus, StoreError> {
+    let (sources, _complete) = store.pen_by_source()?;
     let oldest = sources.iter().filter_map(|s| s.oldest_received_at).min();
     Ok(ankusa_api::PenStatus {
-        entries: app.pen.entries(),
-        bytes: i64::try_from(app.pen.bytes()).unwrap_or(i64::MAX),
-        max_bytes: app.config.live().config.quarantine.max_bytes,
+        entries: pen.entries(),
+        bytes: i64::try_from(pen.bytes()).unwrap_or(i64::MAX),
+        max_bytes,
         oldest_received_at: oldest,
         sources,
     })
 }
 
 /// Copies the pen's state into its gauges (on scrape and every few seconds).
-pub fn gauges(app: &crate::app::App) {
-    let m = &app.metrics;
-    m.quarantine_pending.set(app.pen.pending() as i64);
-    m.quarantine_bytes
-        .set(i64::try_from(app.pen.bytes()).unwrap_or(i64::MAX));
-    m.quarantine_entries.set(app.pen.entries());
+pub fn gauges(pen: &Pen, m: &crate::metrics::Metrics) {
+    m.quarantine.pending.set(pen.pending() as i64);
+    m.quarantine
+        .bytes
+        .set(i64::try_from(pen.bytes()).unwrap_or(i64::MAX));
+    m.quarantine.entries.set(pen.entries());
 }
 
 struct Writer {
@@ -324,8 +327,8 @@ impl Writer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::PenSummary;
-    use crate::store::test_util::temp_store;
+    use ankusa_store::PenSummary;
+    use ankusa_store::test_util::temp_store;
 
     fn write(source: &str, size: u64) -> PenWrite {
         let id = uuid::Uuid::now_v7();

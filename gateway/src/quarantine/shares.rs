@@ -13,7 +13,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use ankusa_config::Config;
 
-use crate::store::{Held, Store, Usage};
+use ankusa_store::{Held, Store, Usage};
 
 /// Tenants one source may hold entries for at once; the next new tenant's hook is
 /// `503 quarantine_full` (the source's tenants already held still get in).
@@ -145,8 +145,8 @@ impl InFlight {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::test_util::temp_store;
-    use crate::store::{PenSummary, PenWrite};
+    use ankusa_store::test_util::temp_store;
+    use ankusa_store::{PenSummary, PenWrite};
 
     fn limits(max_bytes: u64, per_source: u64, per_tenant: u64) -> Limits {
         Limits {

@@ -1,13 +1,14 @@
-//! Test support: starts the real `ankusa` binary on free loopback ports with a temp data
-//! dir, waits for readiness, kills it (`SIGKILL` or `SIGTERM`) and restarts it on the same
-//! data. Every child is killed on drop.
+//! Test support of the black-box tests: starts the real `ankusa` binary on free loopback ports
+//! with a temp data dir, waits for readiness, kills it (`SIGKILL` or `SIGTERM`) and restarts it
+//! on the same data (every child is killed on drop); the requests these tests make of it (a
+//! hook posted, a delivery row awaited, the admin API) and of the brokers beside it. The test
+//! HTTP receiver, free ports and broker fixtures are the test kit's (`ankusa-testkit`).
 #![allow(dead_code)]
 
-pub mod nats;
-pub mod ports;
-pub mod receiver;
-
-pub use ports::free_port;
+pub use ankusa_testkit::ports::free_port;
+/// The test HTTP receiver (the webhook consumer of these tests).
+#[allow(unused_imports)]
+pub use ankusa_testkit::scripted as receiver;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -210,6 +211,20 @@ impl Gateway {
             .unwrap()
     }
 
+    /// `POST path` on the admin API with a JSON body.
+    pub async fn admin_post(
+        &self,
+        c: &reqwest::Client,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> reqwest::Response {
+        c.post(self.admin_url(path))
+            .json(body)
+            .send()
+            .await
+            .expect("admin request")
+    }
+
     /// The admin API's Prometheus text.
     pub async fn metrics(&self, c: &reqwest::Client) -> String {
         c.get(self.admin_url("/metrics"))
@@ -304,6 +319,153 @@ pub fn github_signature(secret: &str, body: &[u8]) -> String {
     let mut m = SimpleHmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).expect("key");
     m.update(body);
     format!("sha256={}", hex::encode(m.finalize().into_bytes()))
+}
+
+/// POSTs `body` to `url`.
+pub async fn post_to(
+    c: &reqwest::Client,
+    url: &str,
+    body: impl Into<reqwest::Body>,
+) -> reqwest::Response {
+    c.post(url).body(body).send().await.expect("request")
+}
+
+/// moto_server (S3), started by `tests/brokers/start.sh`.
+pub const MOTO: &str = "http://127.0.0.1:5000";
+
+/// A fresh bucket named `<prefix>-<random>` on moto; fails (never skips) when moto is not up.
+pub async fn moto_bucket(c: &reqwest::Client, prefix: &str) -> String {
+    let up = std::net::TcpStream::connect_timeout(
+        &"127.0.0.1:5000".parse().expect("address"),
+        Duration::from_secs(2),
+    )
+    .is_ok();
+    assert!(
+        up,
+        "moto_server is not reachable on 127.0.0.1:5000: run `tests/brokers/start.sh <statedir>` first"
+    );
+    let bucket = format!("{prefix}-{:08x}", fastrand::u32(..));
+    let made = c
+        .put(format!("{MOTO}/{bucket}"))
+        .send()
+        .await
+        .expect("moto");
+    assert!(
+        made.status().is_success(),
+        "create bucket: {}",
+        made.status()
+    );
+    bucket
+}
+
+/// The `s3:` block of `bucket` on moto, each line indented by `indent`.
+pub fn moto_s3_yaml(bucket: &str, indent: &str) -> String {
+    [
+        "s3:".to_string(),
+        format!("  bucket: {bucket}"),
+        format!("  endpoint: {MOTO}"),
+        "  region: us-east-1".into(),
+        "  access_key_id: test".into(),
+        "  secret_access_key: test".into(),
+    ]
+    .iter()
+    .map(|l| format!("{indent}{l}\n"))
+    .collect()
+}
+
+/// POSTs `{}` to `url` with the header `name: value`.
+pub async fn post_with_header(
+    c: &reqwest::Client,
+    url: &str,
+    name: &str,
+    value: &str,
+) -> reqwest::Response {
+    c.post(url)
+        .header(name, value)
+        .body("{}")
+        .send()
+        .await
+        .expect("request")
+}
+
+/// POSTs `body` to the gateway's `path`, answered `201`; the hook's id.
+pub async fn post_hook(
+    c: &reqwest::Client,
+    g: &Gateway,
+    path: &str,
+    body: impl Into<reqwest::Body>,
+) -> String {
+    let r = post_to(c, &g.url(path), body).await;
+    assert_eq!(r.status().as_u16(), 201, "a hook to {path}");
+    let v: serde_json::Value = r.json().await.expect("JSON answer");
+    v["id"].as_str().expect("an id").to_string()
+}
+
+/// Polls hook `id` until its first delivery row satisfies `done` (at most `within`, else
+/// panics naming `what`); that row.
+pub async fn wait_delivery_row(
+    c: &reqwest::Client,
+    g: &Gateway,
+    id: &str,
+    within: Duration,
+    what: &str,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = Instant::now() + within;
+    loop {
+        let h = g.admin_json(c, &format!("/v1/hooks/{id}")).await;
+        let row = h["deliveries"][0].clone();
+        if done(&row) {
+            return row;
+        }
+        assert!(Instant::now() < deadline, "{what}: {h}\n{}", g.log_tail());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A subscriber to `channel` on the machine's Redis (127.0.0.1:6379), subscribed.
+pub async fn redis_subscriber(channel: &str) -> redis::aio::PubSub {
+    let client = redis::Client::open("redis://127.0.0.1:6379/").expect("redis url");
+    let mut pubsub = client
+        .get_async_pubsub()
+        .await
+        .expect("Redis on 127.0.0.1:6379 (run tests/brokers/start.sh <statedir>)");
+    pubsub.subscribe(channel).await.expect("subscribe");
+    pubsub
+}
+
+/// The next message on `pubsub`, as JSON; panics with the log's tail when none comes within
+/// `secs` seconds.
+pub async fn next_message(
+    pubsub: &mut redis::aio::PubSub,
+    g: &Gateway,
+    secs: u64,
+) -> serde_json::Value {
+    use futures::StreamExt;
+    let msg = tokio::time::timeout(Duration::from_secs(secs), pubsub.on_message().next())
+        .await
+        .unwrap_or_else(|_| panic!("no message within {secs} s:\n{}", g.log_tail()))
+        .expect("a message");
+    serde_json::from_slice(msg.get_payload_bytes()).expect("a JSON message")
+}
+
+/// Waits (at most `secs` seconds) until hook `id`'s first delivery was attempted twice: a
+/// failure retried, never dead-lettered; that row.
+pub async fn retried_row(
+    c: &reqwest::Client,
+    g: &Gateway,
+    id: &str,
+    secs: u64,
+) -> serde_json::Value {
+    let within = Duration::from_secs(secs);
+    let row = wait_delivery_row(c, g, id, within, "no retried attempt", |r| attempts(r) >= 2).await;
+    assert_ne!(row["state"], "dead", "a failed delivery is retried: {row}");
+    row
+}
+
+/// The number of attempts a delivery row counts.
+pub fn attempts(row: &serde_json::Value) -> u64 {
+    row["attempts"].as_u64().unwrap_or(0)
 }
 
 /// POSTs `n` hooks to `path` (body `i` from `body(i)`), each answered `201`; their ids in order.

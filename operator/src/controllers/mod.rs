@@ -25,6 +25,7 @@ use kube::{Resource, ResourceExt};
 
 use crate::context::Ctx;
 use crate::render;
+use crate::resources;
 
 fn api<K>(ctx: &Ctx, ns: Option<&str>) -> Api<K>
 where
@@ -84,7 +85,7 @@ pub fn gateways_of_secret(
     let mut out = Vec::new();
     // Owned (config Secret, generated admin token).
     for o in secret.owner_references() {
-        if o.kind == "Gateway" && o.api_version.starts_with("ankusa.dev/") {
+        if resources::is_gateway_ref(o) {
             out.push(ObjectRef::new(&o.name).within(&ns));
         }
     }

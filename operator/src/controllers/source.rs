@@ -2,15 +2,18 @@
 //! (and stays in the rendered config) until they drained on every pod, or until the user
 //! annotates it `ankusa.dev/deliveries: dead_letter`, after which the operator moves them to
 //! each pod's DLQ as `source_gone: <id>` and lets the Source go. Also reports a Source whose
-//! Gateway does not exist (the Gateway controller writes every other status).
+//! Gateway does not exist (the Gateway controller writes every other status). The statuses
+//! themselves are computed in `status::source`.
+//!
+//! May import: `context`, `pods`, `admin_tls`, `render` (the source id), `status`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use ankusa_crds::names::{DELIVERIES_ANNOTATION, DELIVERIES_DEAD_LETTER, SOURCE_FINALIZER};
-use ankusa_crds::source::{DrainStatus, QueuedOnPod};
-use ankusa_crds::{Gateway, Source, SourceStatus};
-use kube::api::{Api, Patch};
+use ankusa_crds::source::QueuedOnPod;
+use ankusa_crds::{Gateway, Source};
+use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{Event, finalizer};
@@ -19,10 +22,11 @@ use serde_json::json;
 
 use crate::admin::PodTarget;
 use crate::admin_tls::admin_access;
-use crate::context::{Ctx, Error, Result, pod_target, status_params};
-use crate::pods::gateway_pods;
+use crate::context::{Ctx, Error, Result};
+use crate::pods::{gateway_pods, pod_target};
 use crate::render;
-use crate::status::{Conds, conditions, now_rfc3339, same_conditions};
+use crate::status::source::{drain_status, gateway_missing};
+use crate::status::{now_rfc3339, same_conditions};
 
 pub const CONTROLLER: &str = "source";
 
@@ -59,38 +63,15 @@ async fn apply(src: &Source, ctx: &Ctx) -> Result<Action> {
     if gws.get_opt(&src.spec.gateway_ref.name).await?.is_some() {
         return Ok(Action::await_change());
     }
-    let msg = format!("Gateway {} not found", src.spec.gateway_ref.name);
     let old = src.status.clone().unwrap_or_default();
-    let conds = conditions(
-        &old.conditions,
-        Conds::blocked("GatewayNotFound", msg.clone()),
-        src.metadata.generation,
-        &now_rfc3339(),
-    );
-    if !same_conditions(&old.conditions, &conds) {
+    let status = gateway_missing(src, &old, &now_rfc3339());
+    if !same_conditions(&old.conditions, &status.conditions) {
+        let msg = format!("Gateway {} not found", src.spec.gateway_ref.name);
         ctx.event(src, EventType::Warning, "GatewayNotFound", msg)
             .await;
-        let status = SourceStatus {
-            observed_generation: src.metadata.generation,
-            conditions: conds,
-            ..Default::default()
-        };
-        patch_status(ctx, src, &status).await?;
+        ctx.patch_status(src, CONTROLLER, &status).await?;
     }
     Ok(Action::requeue(Duration::from_secs(30)))
-}
-
-async fn patch_status(ctx: &Ctx, src: &Source, status: &SourceStatus) -> Result<()> {
-    let api: Api<Source> =
-        Api::namespaced(ctx.client.clone(), &src.namespace().unwrap_or_default());
-    let body = json!({ "apiVersion": "ankusa.dev/v1alpha1", "kind": "Source", "status": status });
-    api.patch_status(
-        &src.name_any(),
-        &status_params(CONTROLLER),
-        &Patch::Apply(&body),
-    )
-    .await?;
-    Ok(())
 }
 
 /// Whether the user asked to dead-letter the queued deliveries.
@@ -98,47 +79,6 @@ pub fn wants_dead_letter(src: &Source) -> bool {
     src.annotations()
         .get(DELIVERIES_ANNOTATION)
         .is_some_and(|v| v == DELIVERIES_DEAD_LETTER)
-}
-
-/// The drain status from what each pod answered; `None` when nothing is queued anywhere
-/// (the Source may go).
-pub fn drain_status(dead_letter: bool, pods: Vec<QueuedOnPod>) -> Option<DrainStatus> {
-    let pending: i64 = pods.iter().filter_map(|p| p.pending).sum();
-    let unknown: Vec<&str> = pods
-        .iter()
-        .filter(|p| p.pending.is_none())
-        .map(|p| p.pod.as_str())
-        .collect();
-    if pending == 0 && unknown.is_empty() {
-        return None;
-    }
-    let where_: Vec<String> = pods
-        .iter()
-        .filter(|p| p.pending.unwrap_or(0) > 0)
-        .map(|p| format!("{} on {}", p.pending.unwrap_or(0), p.pod))
-        .collect();
-    let mut message = if dead_letter {
-        format!("dead-lettering {pending} queued deliveries")
-    } else {
-        format!(
-            "waiting for {pending} queued deliveries to drain ({}); annotate {DELIVERIES_ANNOTATION}={DELIVERIES_DEAD_LETTER} to dead-letter them",
-            where_.join(", ")
-        )
-    };
-    if !unknown.is_empty() {
-        message.push_str(&format!("; no answer from {}", unknown.join(", ")));
-    }
-    Some(DrainStatus {
-        phase: if dead_letter {
-            "DeadLettering"
-        } else {
-            "Draining"
-        }
-        .into(),
-        pending,
-        pods,
-        message: Some(message),
-    })
 }
 
 async fn query_pod(ctx: &Ctx, t: &PodTarget, id: &str, dead_letter: bool) -> QueuedOnPod {
@@ -239,50 +179,10 @@ async fn cleanup(src: &Source, ctx: &Ctx) -> Result<Action> {
                     drain.message.clone().unwrap_or_default(),
                 )
                 .await;
-                let api: Api<Source> = Api::namespaced(ctx.client.clone(), &ns);
-                let body = json!({
-                    "apiVersion": "ankusa.dev/v1alpha1",
-                    "kind": "Source",
-                    "status": { "drain": drain },
-                });
-                api.patch_status(
-                    &src.name_any(),
-                    &status_params(CONTROLLER),
-                    &Patch::Apply(&body),
-                )
-                .await?;
+                ctx.patch_status(src, CONTROLLER, &json!({ "drain": drain }))
+                    .await?;
             }
             Err(Error::Waiting(drain.message.unwrap_or_default()))
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn q(pod: &str, pending: Option<i64>) -> QueuedOnPod {
-        QueuedOnPod {
-            pod: pod.into(),
-            pending,
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn drained_only_when_every_pod_answered_zero() {
-        assert!(drain_status(false, vec![q("g-0", Some(0)), q("g-1", Some(0))]).is_none());
-        let d = drain_status(false, vec![q("g-0", Some(3)), q("g-1", Some(0))]).unwrap();
-        assert_eq!((d.phase.as_str(), d.pending), ("Draining", 3));
-        assert!(d.message.as_ref().unwrap().contains("3 on g-0"), "{d:?}");
-        assert!(
-            d.message
-                .unwrap()
-                .contains("ankusa.dev/deliveries=dead_letter")
-        );
-        let d = drain_status(false, vec![q("g-0", Some(0)), q("g-1", None)]).unwrap();
-        assert!(d.message.unwrap().contains("no answer from g-1"));
-        let d = drain_status(true, vec![q("g-0", Some(2))]).unwrap();
-        assert_eq!(d.phase, "DeadLettering");
     }
 }

@@ -6,12 +6,23 @@
 //! the gateway's default, `node.instance` (the pod name): stable across a lost volume, so a
 //! pod coming back empty finds its own records in the log and its own backups
 //! (`<keyPrefix>/backup/<pod>/`). Errors name the spec field and never a Secret's value.
+//! The Secrets it reads are listed by `render::secrets::durability_secret_names`.
+//!
+//! May import: `render::{rendered, archive, sink, files}`, `ankusa_config`, `ankusa_crds`.
 
 use std::collections::BTreeMap;
 
+use ankusa_config::{
+    BackupConfig, BackupStoreConfig, BlobStoreType, Config, IntakeConfig, WalConfig, WalType,
+};
 use ankusa_crds::sink::SinkType;
+use ankusa_crds::{BackupSpec, DurabilityMode, Gateway, IntakeSpec, IntakeType, SinkSpec};
+use kube::ResourceExt;
 
-use super::*;
+use crate::render::archive::{S3Fields, s3_store};
+use crate::render::files;
+use crate::render::rendered::SecretValues;
+use crate::render::sink::sink_object;
 
 /// What `spec.durability` renders to.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -22,23 +33,6 @@ pub struct Durability {
 }
 
 const AT: &str = "spec.durability";
-
-/// Secrets `spec.durability` reads: the intake log's `secretRefs` and the backup store's
-/// credentials.
-pub fn durability_secret_names(gw: &Gateway) -> impl Iterator<Item = &str> {
-    let d = gw.spec.durability.as_ref();
-    let intake = d
-        .and_then(|d| d.intake.as_ref())
-        .into_iter()
-        .flat_map(|i| i.secret_refs.values().flatten().map(|r| r.name.as_str()));
-    let backup = d
-        .and_then(|d| d.backup.as_ref())
-        .and_then(|b| b.store.as_ref())
-        .and_then(|s| s.credentials.as_ref())
-        .into_iter()
-        .flat_map(|c| c.refs().map(|(_, r)| r.name.as_str()));
-    intake.chain(backup)
-}
 
 /// `spec.durability` → `wal`, `intake`, `backup`. Absent: the defaults (disk, no backups).
 pub fn durability(gw: &Gateway, secrets: &SecretValues) -> Result<Durability, String> {
@@ -66,7 +60,7 @@ pub fn durability(gw: &Gateway, secrets: &SecretValues) -> Result<Durability, St
 }
 
 /// The intake log: a Sink of type `kafka` (or `nats` for JetStream) rendered by
-/// [`render_sink_spec`], plus the intake's own knobs.
+/// `render::sink::render_sink_spec`, plus the intake's own knobs.
 fn intake_config(i: &IntakeSpec, secrets: &SecretValues) -> Result<IntakeConfig, String> {
     let at = format!("{AT}.intake");
     let sink_type = match i.type_ {

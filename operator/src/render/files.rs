@@ -22,12 +22,15 @@
 //! `spec.settings.egress.allowAmbientIdentity: true`.
 //!
 //! Errors name the option and never a value.
+//!
+//! May import: `render::{credentials, rendered}` (leaves), `ankusa_config`, `ankusa_crds`.
 
 use ankusa_config::{Config, SinkConfig, SourceConfig, file_options};
 use ankusa_crds::Gateway;
 use ankusa_crds::sink::SinkType;
 
-use super::{Outcome, secret_ref_paths};
+use crate::render::credentials::secret_ref_paths;
+use crate::render::rendered::Outcome;
 
 /// Whether a raw option key names a file or a directory.
 pub fn is_path_key(k: &str) -> bool {
@@ -177,12 +180,10 @@ pub fn fallback(prev: Option<&SourceConfig>, error: String) -> (Option<&SourceCo
     }
 }
 
-/// The whole rendered config, by the gateway's own validation and with no file option
-/// anywhere (the admin listener's certificate files come from the pods' environment,
-/// `ANKUSA_ADMIN_TLS_*`, and are not in the rendered config).
-pub fn validate(c: &Config) -> Result<(), String> {
-    ankusa_config::validate(c)
-        .map_err(|e| format!("config refused by the gateway's validation: {e}"))?;
+/// The whole rendered config names no file option anywhere (the admin listener's certificate
+/// files come from the pods' environment, `ANKUSA_ADMIN_TLS_*`, and are not in the rendered
+/// config).
+pub fn refuse_any_file_option(c: &Config) -> Result<(), String> {
     match file_options(c).into_iter().next() {
         None => Ok(()),
         Some(option) => Err(format!(

@@ -122,10 +122,7 @@ fn l_no_file_from_a_sink_and_no_planted_admin_token() {
             "[e2e] planted token refused after {:.1}s: {msg}",
             t0.elapsed().as_secs_f64()
         );
-        let events = h
-            .kubectl(&["get", "events", "--field-selector", "reason=ForeignObject"])
-            .await
-            .unwrap();
+        let events = events_where(h, "reason=ForeignObject").await;
         assert!(events.contains("gw-admin-token"), "{events}");
         // Not used: not in the pods' config, and the pod does not take it; it still takes
         // the operator's own.

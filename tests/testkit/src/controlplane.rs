@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 
 use crate::repo_root;
 
@@ -20,22 +20,8 @@ impl ControlPlane {
     pub fn start(workdir: &Path) -> anyhow::Result<ControlPlane> {
         std::fs::create_dir_all(workdir)?;
         let t0 = Instant::now();
-        let script = repo_root().join("e2e/controlplane/start.sh");
-        let out = Command::new(&script)
-            .arg(workdir)
-            .env("ANKUSA_CP_WATCH_PID", std::process::id().to_string())
-            .env("ANKUSA_K8S_ASSETS", crate::k8s_assets())
-            .output()
-            .with_context(|| format!("running {}", script.display()))?;
-        if !out.status.success() {
-            bail!(
-                "{} failed ({}):\n{}",
-                script.display(),
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stdout =
+            crate::run_start_script(&repo_root().join("e2e/controlplane/start.sh"), workdir)?;
         let kubeconfig = stdout
             .lines()
             .find_map(|l| l.strip_prefix("KUBECONFIG="))

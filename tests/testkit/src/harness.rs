@@ -317,27 +317,15 @@ impl Harness {
         stdin: Option<&str>,
         namespaced: bool,
     ) -> anyhow::Result<String> {
-        use tokio::io::AsyncWriteExt;
         let mut cmd = tokio::process::Command::new(crate::kubectl_bin());
         cmd.env("KUBECONFIG", self.cp.kubeconfig());
         if namespaced {
             cmd.args(["-n", &self.ns]);
         }
-        cmd.args(args)
-            .stdin(if stdin.is_some() {
-                std::process::Stdio::piped()
-            } else {
-                std::process::Stdio::null()
-            })
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true);
-        let mut child = cmd.spawn().context("running kubectl")?;
-        if let (Some(input), Some(mut w)) = (stdin, child.stdin.take()) {
-            w.write_all(input.as_bytes()).await?;
-            drop(w);
-        }
-        let out = child.wait_with_output().await?;
+        cmd.args(args).kill_on_drop(true);
+        let out = process::output_with_input(cmd, stdin)
+            .await
+            .context("running kubectl")?;
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         let stderr = String::from_utf8_lossy(&out.stderr);
         // kubectl 1.3x warns about skew with the 1.20 server; that is expected noise.
@@ -381,18 +369,13 @@ impl Harness {
     /// Stops everything; keeps the scenario dir when `keep` (a failure) or `ANKUSA_E2E_KEEP=1`,
     /// and says where.
     pub async fn shutdown(mut self, keep: bool) {
-        let keep = keep || std::env::var("ANKUSA_E2E_KEEP").is_ok_and(|v| v == "1");
         self.stop_operator().await;
         if let Some(k) = self.kubelet.take() {
             k.shutdown().await;
         }
         self.cp.stop();
         self.done = true;
-        if keep {
-            eprintln!("[testkit] logs kept in {}", self.dir.display());
-        } else {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
+        crate::keep_or_remove(&self.dir, keep);
     }
 }
 

@@ -6,21 +6,49 @@
 //!   gateway process per pod on its own 127.0.0.N with a persistent data dir per pod name,
 //!   materialises Secret volumes the way the kubelet does (`..data` symlink swap, kept
 //!   current), probes readiness and patches pod status;
-//! - [`receiver`]: an HTTP receiver standing in for a webhook consumer;
+//! - [`scripted`]: the test HTTP receiver (records every request, answers what the test's
+//!   script says, over HTTP or TLS), the webhook consumer of the gateway's black-box tests;
+//!   [`receiver`] is the operator scenarios' fixed-answer view of it;
 //! - [`harness`]: all of it plus the operator process, a namespace and `kubectl`;
-//! - [`sign`]: provider signatures for test hooks.
+//! - [`sign`]: provider signatures for test hooks;
+//! - [`scenario`]: the runtime and JetStream stream of the operator's scenario suites;
+//! - [`ports`]: loopback ports below the ephemeral range for servers that restart.
+//!
+//! With the feature `brokers`, the fixtures of the sink and broker tests (`sinks/tests`,
+//! `gateway/tests`) and of the sink bench (`bench`, `sink-bench`):
+//! - [`pki`]: a private CA (rcgen) and its server, client and leaf certificates;
+//! - [`tls_proxy`]: a relay on loopback, plain or terminating TLS, in front of a broker or an
+//!   emulator;
+//! - [`nats_server`], [`redis_server`]: a nats-server (plaintext or TLS, users) and a TLS
+//!   redis-server of a test's own;
+//! - [`brokers`]: broker processes a test owns (killed as a crash), Tansu, a RabbitMQ node.
 //!
 //! It lives in its own crate (not in `operator/tests`) because more than one test target
-//! uses it (the operator's scenarios, the docs examples, the chart) and it must not be
-//! compiled into any shipped binary.
+//! uses it (the operator's scenarios, the docs examples, the chart, the gateway's and the
+//! sinks' tests, the sink bench) and it must not be compiled into any shipped binary. It
+//! depends on no crate of the gateway (the sinks' tests and the bench link no RocksDB through
+//! it).
 
+#[cfg(feature = "brokers")]
+pub mod brokers;
 pub mod controlplane;
 pub mod harness;
 pub mod kubelet;
+#[cfg(feature = "brokers")]
+pub mod nats_server;
 pub mod node;
+#[cfg(feature = "brokers")]
+pub mod pki;
+pub mod ports;
 pub mod process;
 pub mod receiver;
+#[cfg(feature = "brokers")]
+pub mod redis_server;
+pub mod scenario;
+pub mod scripted;
 pub mod sign;
+#[cfg(feature = "brokers")]
+pub mod tls_proxy;
 
 use std::path::PathBuf;
 
@@ -65,6 +93,37 @@ pub fn kubectl_bin() -> PathBuf {
         return PathBuf::from(k);
     }
     which("kubectl").unwrap_or_else(|| helm_bin().with_file_name("kubectl"))
+}
+
+/// Runs `script` (an `e2e/*/start.sh`) on `dir` with this process as its watchdog's charge
+/// (it stops what it started if this process dies first); its stdout.
+fn run_start_script(script: &std::path::Path, dir: &std::path::Path) -> anyhow::Result<String> {
+    use anyhow::Context;
+    let out = std::process::Command::new(script)
+        .arg(dir)
+        .env("ANKUSA_CP_WATCH_PID", std::process::id().to_string())
+        .env("ANKUSA_K8S_ASSETS", k8s_assets())
+        .output()
+        .with_context(|| format!("running {}", script.display()))?;
+    if !out.status.success() {
+        anyhow::bail!(
+            "{} failed ({}):\n{}",
+            script.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Removes a scenario's `dir`, or keeps it (a failure: `keep`, or `ANKUSA_E2E_KEEP=1`) and
+/// says where.
+fn keep_or_remove(dir: &std::path::Path, keep: bool) {
+    if keep || std::env::var("ANKUSA_E2E_KEEP").is_ok_and(|v| v == "1") {
+        eprintln!("[testkit] logs kept in {}", dir.display());
+    } else {
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }
 
 /// Whether tests that need the control plane must run (CI sets `ANKUSA_REQUIRE_CONTROL_PLANE=1`).

@@ -96,22 +96,7 @@ impl RealNode {
             );
         }
         let t0 = Instant::now();
-        let script = repo_root().join("e2e/node/start.sh");
-        let out = Command::new(&script)
-            .arg(dir)
-            .env("ANKUSA_CP_WATCH_PID", std::process::id().to_string())
-            .env("ANKUSA_K8S_ASSETS", k8s_assets())
-            .output()
-            .with_context(|| format!("running {}", script.display()))?;
-        if !out.status.success() {
-            bail!(
-                "{} failed ({}):\n{}",
-                script.display(),
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stdout = crate::run_start_script(&repo_root().join("e2e/node/start.sh"), dir)?;
         let value = |k: &str| {
             stdout
                 .lines()
@@ -162,25 +147,11 @@ impl RealNode {
         args: &[&str],
         stdin: Option<&str>,
     ) -> anyhow::Result<String> {
-        use tokio::io::AsyncWriteExt;
         let mut cmd = self.command(program);
-        cmd.args(args)
-            .stdin(if stdin.is_some() {
-                std::process::Stdio::piped()
-            } else {
-                std::process::Stdio::null()
-            })
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
-        let mut child = cmd
-            .spawn()
-            .with_context(|| format!("spawning {}", program.display()))?;
-        if let Some(s) = stdin
-            && let Some(mut w) = child.stdin.take()
-        {
-            w.write_all(s.as_bytes()).await?;
-        }
-        let out = child.wait_with_output().await?;
+        cmd.args(args);
+        let out = crate::process::output_with_input(cmd, stdin)
+            .await
+            .with_context(|| format!("running {}", program.display()))?;
         if !out.status.success() {
             bail!(
                 "{} {}: {}{}",
@@ -262,12 +233,7 @@ impl RealNode {
                 String::from_utf8_lossy(&o.stderr)
             );
         }
-        let keep = keep || std::env::var("ANKUSA_E2E_KEEP").is_ok_and(|v| v == "1");
-        if keep {
-            eprintln!("[testkit] kept {} (logs/)", self.dir.display());
-        } else {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
+        crate::keep_or_remove(&self.dir, keep);
     }
 }
 

@@ -31,6 +31,28 @@ pub fn spawn(mut cmd: Command, log: &Path) -> std::io::Result<Child> {
     cmd.spawn()
 }
 
+/// Runs `cmd` to its end with `stdin` as its input (none: `/dev/null`) and its output
+/// captured.
+pub async fn output_with_input(
+    mut cmd: Command,
+    stdin: Option<&str>,
+) -> std::io::Result<std::process::Output> {
+    use tokio::io::AsyncWriteExt;
+    cmd.stdin(if stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let mut child = cmd.spawn()?;
+    if let (Some(input), Some(mut w)) = (stdin, child.stdin.take()) {
+        w.write_all(input.as_bytes()).await?;
+        drop(w);
+    }
+    child.wait_with_output().await
+}
+
 /// SIGTERM, then SIGKILL after `grace`; waits for the exit.
 pub async fn stop(child: &mut Child, grace: Duration) {
     if let Some(pid) = child.id() {

@@ -1,16 +1,13 @@
-//! A webhook receiver: records what the gateways deliver; its answer can be switched to a
-//! failure to make deliveries retry and dead-letter.
+//! A webhook receiver for the operator's scenarios: `POST /hooks` recorded when its answer (a
+//! status the test switches to make deliveries retry and dead-letter) is a success. A fixed
+//! script over the one test HTTP receiver, `scripted`, which it imports.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::Router;
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
-use axum::routing::post;
+use crate::scripted::{self, Reply};
 
 #[derive(Debug, Clone)]
 pub struct Received {
@@ -22,46 +19,43 @@ pub struct Received {
 struct Shared {
     status: AtomicU16,
     got: Mutex<Vec<Received>>,
-    attempts: std::sync::atomic::AtomicU64,
+    attempts: AtomicU64,
 }
 
 pub struct Receiver {
     pub addr: SocketAddr,
     shared: Arc<Shared>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-async fn hook(State(s): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> StatusCode {
-    s.attempts.fetch_add(1, Ordering::Relaxed);
-    let code = StatusCode::from_u16(s.status.load(Ordering::Relaxed)).unwrap_or(StatusCode::OK);
-    if code.is_success() {
-        s.got.lock().unwrap().push(Received {
-            body: String::from_utf8_lossy(&body).into_owned(),
-            webhook_id: headers
-                .get("webhook-id")
-                .and_then(|v| v.to_str().ok())
-                .map(String::from),
-        });
-    }
-    code
+    _http: scripted::Receiver,
 }
 
 impl Receiver {
-    /// Listens on `ip`, a free port, path `/hooks`.
+    /// Listens on `ip`, a free port, path `/hooks` (anything else is answered 404).
     pub async fn start(ip: &str) -> anyhow::Result<Receiver> {
         let shared = Arc::new(Shared {
             status: AtomicU16::new(200),
             ..Default::default()
         });
-        let listener = tokio::net::TcpListener::bind((ip, 0)).await?;
-        let addr = listener.local_addr()?;
-        let app = Router::new()
-            .route("/hooks", post(hook))
-            .with_state(shared.clone());
-        let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
-        Ok(Receiver { addr, shared, task })
+        let s = shared.clone();
+        let http = scripted::Receiver::start_on(ip, move |_, req| {
+            if req.path != "/hooks" {
+                return Reply::status(404);
+            }
+            s.attempts.fetch_add(1, Ordering::Relaxed);
+            let code = s.status.load(Ordering::Relaxed);
+            if (200..300).contains(&code) {
+                s.got.lock().unwrap().push(Received {
+                    body: String::from_utf8_lossy(&req.body).into_owned(),
+                    webhook_id: req.header("webhook-id"),
+                });
+            }
+            Reply::status(code)
+        })
+        .await?;
+        Ok(Receiver {
+            addr: http.addr,
+            shared,
+            _http: http,
+        })
     }
 
     pub fn url(&self) -> String {
@@ -93,11 +87,5 @@ impl Receiver {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-    }
-}
-
-impl Drop for Receiver {
-    fn drop(&mut self) {
-        self.task.abort();
     }
 }

@@ -1,0 +1,83 @@
+//! `backup`: checkpoints of the store, uploaded to a blob store under `<key_prefix>/backup/`.
+//! They are the only copy of the DLQ and settled state, and bound how much of the intake log
+//! (`wal.rs`) a rebuild replays. The store has the archive's shape (`storage.rs`), and is the
+//! archive's own when absent: that a backup then needs `storage` is `validate.rs`'s rule.
+//! Imports the leaves and `storage`.
+
+use serde::{Deserialize, Serialize};
+
+#[cfg(feature = "schema")]
+use schemars::JsonSchema;
+
+use crate::error::ConfigError;
+use crate::rules::in_range;
+use crate::section::storage::{
+    BlobStoreType, LocalStoreConfig, S3StoreConfig, blob_store, key_prefix,
+};
+
+/// Where backups go: the same shape as the archive's store. Absent: the archive's
+/// (`storage`) store.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct BackupStoreConfig {
+    #[serde(rename = "type")]
+    pub store_type: BlobStoreType,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local: Option<LocalStoreConfig>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s3: Option<S3StoreConfig>,
+}
+
+/// Checkpoints of the store, uploaded to a blob store under `<key_prefix>/backup/`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
+#[serde(deny_unknown_fields, default)]
+pub struct BackupConfig {
+    pub enabled: bool,
+    /// Time between two backups; a clean stop writes one more.
+    pub interval_ms: u64,
+    /// Backups kept (older manifests and the files only they use are deleted).
+    pub keep: u32,
+    /// Default: the archive's store (`storage`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store: Option<BackupStoreConfig>,
+    /// Default: `storage.key_prefix`, else none (keys start at `backup/`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_prefix: Option<String>,
+}
+
+impl Default for BackupConfig {
+    fn default() -> Self {
+        BackupConfig {
+            enabled: false,
+            interval_ms: 60_000,
+            keep: 3,
+            store: None,
+            key_prefix: None,
+        }
+    }
+}
+
+impl BackupConfig {
+    /// A disabled backup is not checked.
+    pub(crate) fn validate(&self, path: &str) -> Result<(), ConfigError> {
+        if !self.enabled {
+            return Ok(());
+        }
+        in_range(
+            &format!("{path}.interval_ms"),
+            self.interval_ms,
+            1_000,
+            86_400_000,
+        )?;
+        in_range(&format!("{path}.keep"), self.keep.into(), 1, 1000)?;
+        if let Some(s) = &self.store {
+            blob_store(&format!("{path}.store"), s.store_type, &s.local, &s.s3)?;
+        }
+        if let Some(p) = &self.key_prefix {
+            key_prefix(&format!("{path}.key_prefix"), p)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,74 @@
+//! Stage 5 of the Gateway reconcile: the statuses. The Gateway's (from the render and the
+//! pods' records, with each Sink's delivery errors) and each of its Sources' (how it rendered,
+//! on how many pods, its quarantine), computed by `crate::status`, their Events sent, and each
+//! written when it changed. Counts that move with every hook or failed attempt (delivery
+//! errors, archive and DLQ counts, quarantine counts) are written at most every
+//! `write::DELIVERY_WRITE_EVERY`: each write wakes this controller and the Sink controller
+//! again.
+//!
+//! May import: `context`, `render`, `status`, and the earlier stages' types (`inputs`,
+//! `observe`), `events`, `write`.
+
+use ankusa_crds::{Gateway, Source};
+use kube::ResourceExt;
+
+use crate::context::{Ctx, Result};
+use crate::controllers::gateway::events::{gateway_events, source_events};
+use crate::controllers::gateway::inputs::Loaded;
+use crate::controllers::gateway::observe::Observed;
+use crate::controllers::gateway::write::{
+    CONTROLLER, source_write_due, status_write_due, write_gateway_status,
+};
+use crate::render::source_of;
+use crate::status::gateway::{delivery_errors, gateway_status, is_ready, same_status};
+use crate::status::now_rfc3339;
+use crate::status::source::{self as source_st, GatewayView, source_status};
+
+/// Computes, announces and writes the statuses; answers whether the Gateway is Ready.
+pub async fn statuses(
+    ctx: &Ctx,
+    gw: &Gateway,
+    inputs: &Loaded,
+    observed: Observed,
+    storage_note: Option<String>,
+) -> Result<bool> {
+    let rendered = &inputs.rendered;
+    let now = now_rfc3339();
+    let old = gw.status.clone().unwrap_or_default();
+    let gw_name = gw.name_any();
+    let own_sources: Vec<&Source> = inputs
+        .sources
+        .iter()
+        .filter(|s| source_of(s, &gw_name))
+        .collect();
+    let mut status = gateway_status(gw, rendered, observed.pods, storage_note, &old, &now);
+    delivery_errors(&mut status.sinks, &observed.failing, &own_sources);
+    gateway_events(ctx, gw, &old, &status, rendered).await;
+    let converged = is_ready(&status);
+    let programmed = status.programmed_replicas;
+    if !same_status(&old, &status) && status_write_due(ctx, gw, &old, &status) {
+        write_gateway_status(ctx, gw, status).await?;
+    }
+    let prefix = rendered
+        .base
+        .as_ref()
+        .map(|c| c.http.prefix.clone())
+        .unwrap_or_else(|| "/webhooks".into());
+    let view = GatewayView {
+        error: rendered.error.as_deref(),
+        programmed,
+        desired: gw.spec.replicas,
+        prefix: &prefix,
+        gateway: &gw_name,
+        pens: &observed.pens,
+    };
+    for src in own_sources {
+        let old = src.status.clone().unwrap_or_default();
+        let new = source_status(src, rendered.sources.get(&src.name_any()), view, &old, &now);
+        source_events(ctx, src, &old, &new).await;
+        if !source_st::same(&old, &new) && source_write_due(ctx, src, &old, &new) {
+            ctx.patch_status(src, CONTROLLER, &new).await?;
+        }
+    }
+    Ok(converged)
+}

@@ -1,0 +1,140 @@
+//! `apply` of the ReplayJob controller (see the parent module's header for the order), and
+//! the status writes: the controller's field manager (`ankusa-operator/replayjob`) is named
+//! here.
+//!
+//! May import: `context`, crate `pods`, `admin_tls`, `render::replay`, `status`, and the
+//! sibling `controllers::replay::pods`.
+
+use std::time::Duration;
+
+use ankusa_api::CreateReplay;
+use ankusa_crds::names::RESUME_ANNOTATION;
+use ankusa_crds::{Gateway, ReplayJob, ReplayJobStatus, ReplayPhase, Source};
+use kube::ResourceExt;
+use kube::api::{Api, ListParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+
+use crate::admin_tls::admin_access;
+use crate::context::{Ctx, Error, Result};
+use crate::controllers::replay::pods::{Fleet, resume_paused, sync_all};
+use crate::pods::gateway_pods;
+use crate::render::replay::build_request;
+use crate::status::now_rfc3339;
+use crate::status::replay::{JobReport, job_status, pending_status, refused_status, request_kind};
+
+pub const CONTROLLER: &str = "replayjob";
+
+pub async fn apply(rj: &ReplayJob, ctx: &Ctx, key: &str) -> Result<Action> {
+    let old = rj.status.clone().unwrap_or_default();
+    if old.phase.is_some_and(ReplayPhase::is_terminal) {
+        return Ok(Action::await_change());
+    }
+    if let Some(wait) = ctx.poll_due(key, ctx.settings.replay_poll) {
+        return Ok(Action::requeue(wait));
+    }
+    let ns = rj.namespace().unwrap_or_default();
+    let now = now_rfc3339();
+    let gws: Api<Gateway> = Api::namespaced(ctx.client.clone(), &ns);
+    let Some(gw) = gws.get_opt(&rj.spec.gateway_ref.name).await? else {
+        return gateway_missing(ctx, rj, &old, &now).await;
+    };
+    let job_id = rj.uid().unwrap_or_default();
+    let sources = Api::<Source>::namespaced(ctx.client.clone(), &ns)
+        .list(&ListParams::default())
+        .await?
+        .items;
+    // The request is kept in the status as JSON (the CRD's `status.request`), and sent typed.
+    let current = build_request(&rj.spec, &job_id, &sources)
+        .and_then(|r| serde_json::to_value(r).map_err(|e| e.to_string()));
+    let (request, spec_changed) = match (&old.request, current) {
+        (Some(stored), Ok(cur)) => (stored.clone(), *stored != cur),
+        (Some(stored), Err(_)) => (stored.clone(), true),
+        (None, Ok(cur)) => (cur, false),
+        (None, Err(e)) => return refuse(ctx, rj, &old, &e, &job_id, &now).await,
+    };
+    let body: CreateReplay = serde_json::from_value(request.clone())
+        .map_err(|e| Error::Invalid(format!("status.request is not a replay request: {e}")))?;
+    let fleet = Fleet {
+        access: admin_access(ctx, &gw).await?,
+        pods: gateway_pods(&ctx.client, &gw).await?,
+        gw: &gw,
+    };
+    let mut records = sync_all(ctx, rj, &fleet, &old, &body, &now).await;
+    if rj.annotations().contains_key(RESUME_ANNOTATION) {
+        resume_paused(ctx, rj, &fleet, &mut records, request_kind(&body), &now).await?;
+    }
+    let report = JobReport {
+        job_id,
+        request,
+        kind: request_kind(&body),
+        records,
+        spec_changed,
+    };
+    publish(ctx, rj, &old, report, &now).await
+}
+
+/// The Gateway it names does not exist: `Pending`, a Warning Event when that is new.
+async fn gateway_missing(
+    ctx: &Ctx,
+    rj: &ReplayJob,
+    old: &ReplayJobStatus,
+    now: &str,
+) -> Result<Action> {
+    let msg = format!("Gateway {} not found", rj.spec.gateway_ref.name);
+    if old.message.as_deref() != Some(msg.as_str()) {
+        ctx.event(rj, EventType::Warning, "GatewayNotFound", msg.clone())
+            .await;
+    }
+    let status = pending_status(old, &msg, rj.metadata.generation, now);
+    if status != *old {
+        ctx.patch_status(rj, CONTROLLER, &status).await?;
+    }
+    Ok(Action::requeue(Duration::from_secs(15)))
+}
+
+/// The spec is refused before anything started: terminal, like a failed prerequisite.
+async fn refuse(
+    ctx: &Ctx,
+    rj: &ReplayJob,
+    old: &ReplayJobStatus,
+    why: &str,
+    job_id: &str,
+    now: &str,
+) -> Result<Action> {
+    ctx.event(rj, EventType::Warning, "InvalidSpec", why.to_string())
+        .await;
+    let status = refused_status(old, why, job_id, rj.metadata.generation, now);
+    ctx.patch_status(rj, CONTROLLER, &status).await?;
+    Ok(Action::await_change())
+}
+
+/// The status from the pods' records: an Event when the phase changes, a write when anything
+/// did; terminal phases stop requeueing.
+async fn publish(
+    ctx: &Ctx,
+    rj: &ReplayJob,
+    old: &ReplayJobStatus,
+    report: JobReport,
+    now: &str,
+) -> Result<Action> {
+    let (status, agg) = job_status(old, report, rj.metadata.generation, now);
+    if old.phase != Some(agg.phase) {
+        let (t, reason) = match agg.phase {
+            ReplayPhase::Running => (EventType::Normal, "Started"),
+            ReplayPhase::Succeeded => (EventType::Normal, "Succeeded"),
+            ReplayPhase::Failed => (EventType::Warning, "Failed"),
+            ReplayPhase::Cancelled => (EventType::Warning, "Cancelled"),
+            ReplayPhase::Pending => (EventType::Normal, "Pending"),
+        };
+        ctx.event(rj, t, reason, agg.message.clone()).await;
+    }
+    if status != *old {
+        ctx.patch_status(rj, CONTROLLER, &status).await?;
+    }
+    Ok(if agg.phase.is_terminal() {
+        Action::await_change()
+    } else {
+        Action::requeue(ctx.settings.replay_poll * 2)
+    })
+}

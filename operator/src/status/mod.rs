@@ -1,0 +1,23 @@
+//! Status computation, one module per kind, the way linkerd's policy controller keeps status
+//! apart from the code that talks to the API server: every function here is pure (inputs in,
+//! a status out, `now` passed in), so each condition and count is unit-tested without a
+//! cluster. The controllers read, call these, and write what they return.
+//!
+//! - [`conditions`]: the three conditions every status carries, `n/m`, RFC 3339 times;
+//! - [`gateway`]: a Gateway's status from its render and its pods' reports;
+//! - [`source`]: a Source's status (programming, quarantine, drain, missing Gateway);
+//! - [`sink`]: a Sink's status from the Gateways that render it;
+//! - [`replay`]: a ReplayJob's phase and status from its per-pod records.
+//!
+//! May import: `render` (what was rendered), `resources` (names), `context::truncate`,
+//! `ankusa_api`, `ankusa_crds`; never the controllers, `pods` or anything that does I/O.
+
+pub mod conditions;
+pub mod gateway;
+pub mod replay;
+pub mod sink;
+pub mod source;
+
+pub use conditions::{
+    Conds, condition, conditions, fraction, now_rfc3339, rfc3339_from_ms, same_conditions,
+};
