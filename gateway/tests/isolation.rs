@@ -43,8 +43,24 @@ async fn breaker_opens_parks_probes_closes_and_reopens_longer() {
     );
     let g = Gateway::start(&cfg);
     let c = client();
-    let mut ids = Vec::new();
-    for i in 0..20 {
+    // The first failure is counted before the rest arrive: a breaker with no failure counted
+    // cannot know the receiver fails, and every row due then may start at once (as many as
+    // arrive before the first answer, which under load is more than the threshold). Once one
+    // failure is counted, at most `breaker_failures` - failures attempts of the key run.
+    let mut ids = vec![post_id(&c, g.url("/webhooks/s"), "{\"i\":0}".to_string()).await];
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let h = get(&c, g.admin_url(&format!("/v1/hooks/{}", ids[0]))).await;
+        if h["deliveries"][0]["attempts"].as_u64().unwrap_or(0) >= 1 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the first attempt was not recorded: {h}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    for i in 1..20 {
         ids.push(post_id(&c, g.url("/webhooks/s"), format!("{{\"i\":{i}}}")).await);
     }
     // Three failures open the breaker; the other rows are parked, not attempted.
