@@ -15,6 +15,7 @@ pub mod app;
 pub mod archive;
 pub mod backup;
 pub mod blob;
+mod blocking;
 pub mod claim_check;
 pub mod cli;
 pub mod commit;

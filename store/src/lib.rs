@@ -349,18 +349,7 @@ impl Store {
     pub fn open(path: &Path) -> Result<Store, StoreError> {
         let started = Instant::now();
         let db = open_db(path)?;
-        let store = Store {
-            path: path.to_path_buf(),
-            db: RwLock::new(Some(Arc::new(db))),
-            next_seq: AtomicU64::new(1),
-            health: Health::default(),
-            reopen_lock: Mutex::new(()),
-            rows: Mutex::new(()),
-            pen: Default::default(),
-            last_reopen_attempt_ms: AtomicU64::new(0),
-            archiving: Default::default(),
-            dedupe_gate: RwLock::new(()),
-        };
+        let store = Store::over(path, db, 1);
         store.check_format()?;
         store
             .next_seq
@@ -375,6 +364,22 @@ impl Store {
             "store opened"
         );
         Ok(store)
+    }
+
+    /// A `Store` over an opened database, `next_seq` set (the read-only store never takes one).
+    fn over(path: &Path, db: DB, next_seq: u64) -> Store {
+        Store {
+            path: path.to_path_buf(),
+            db: RwLock::new(Some(Arc::new(db))),
+            next_seq: AtomicU64::new(next_seq),
+            health: Health::default(),
+            reopen_lock: Mutex::new(()),
+            rows: Mutex::new(()),
+            pen: Default::default(),
+            last_reopen_attempt_ms: AtomicU64::new(0),
+            archiving: Default::default(),
+            dedupe_gate: RwLock::new(()),
+        }
     }
 
     /// Opens an existing store without writing to it: no recovery, no format stamp. For
@@ -393,18 +398,7 @@ impl Store {
         let db =
             DB::open_cf_descriptors_read_only(&db_options(), path, cf_descriptors(with_pen), false)
                 .map_err(|e| open_err(e.to_string()))?;
-        Ok(Store {
-            path: path.to_path_buf(),
-            db: RwLock::new(Some(Arc::new(db))),
-            next_seq: AtomicU64::new(0),
-            health: Health::default(),
-            reopen_lock: Mutex::new(()),
-            rows: Mutex::new(()),
-            pen: Default::default(),
-            last_reopen_attempt_ms: AtomicU64::new(0),
-            archiving: Default::default(),
-            dedupe_gate: RwLock::new(()),
-        })
+        Ok(Store::over(path, db, 0))
     }
 
     pub fn path(&self) -> &Path {

@@ -29,6 +29,7 @@ use ankusa_store::{ArchiveCandidate, ArchivedHook, Envelope, Store, StoreError};
 use bytes::Bytes;
 
 use crate::blob::{BlobError, BlobStore};
+use crate::blocking::blocking;
 use crate::metrics::Metrics;
 
 /// Hooks one segment holds at most.
@@ -45,17 +46,6 @@ pub enum ArchiveError {
     /// A segment or record that does not match its catalogued sha256, or does not decode.
     #[error("corrupt: {0}")]
     Corrupt(String),
-}
-
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
-) -> Result<T, StoreError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| StoreError::Unavailable {
-            class: "other",
-            message: e.to_string(),
-        })?
 }
 
 #[derive(Default)]

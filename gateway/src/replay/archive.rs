@@ -19,9 +19,10 @@ use ankusa_format::segment::{Record, SegmentRow};
 use ankusa_store::{Committed, IngestRecord, Store, StoreError};
 
 use super::job_record::to_stored;
-use super::{JobRt, Replayer, blocking};
+use super::{JobRt, Replayer};
 use crate::archive::{Archive, ArchiveError};
 use crate::blob::BlobError;
+use crate::blocking::blocking;
 use crate::hook::{self, Keyed};
 use crate::live::Live;
 use crate::metrics::Metrics;

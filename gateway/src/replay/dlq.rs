@@ -7,7 +7,8 @@ use ankusa_core::now_ms;
 use ankusa_store::StoreError;
 
 use super::job_record::{from_stored, to_stored};
-use super::{JobRt, Replayer, blocking};
+use super::{JobRt, Replayer};
+use crate::blocking::blocking;
 
 impl Replayer {
     /// One step of a `dlq` job: moves at most `n` rows; returns how many it moved.

@@ -30,6 +30,7 @@ use ankusa_store::{IngestRecord, JobSettled, Store, StoreError};
 use tokio::sync::Mutex;
 
 use crate::archive::Archive;
+use crate::blocking::blocking;
 use crate::dispatch::Dispatcher;
 use crate::dispatch::feedback::{FeedbackRx, Tally};
 use crate::live::ConfigHandle;
@@ -45,18 +46,6 @@ pub mod quarantine;
 mod request;
 
 const TICK: Duration = Duration::from_millis(100);
-
-/// Runs a store call on a blocking thread.
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
-) -> Result<T, StoreError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| StoreError::Unavailable {
-            class: "other",
-            message: e.to_string(),
-        })?
-}
 
 /// Jobs running or paused at once on a node: each holds a scan cursor and a pacing task, and a
 /// caller looping on create must not be able to grow that without bound.

@@ -13,7 +13,8 @@ use ankusa_core::{Verification, now_ms};
 use ankusa_store::{IngestRecord, PenFilter, PenHeld, StoreError};
 
 use super::job_record::{from_stored, to_stored};
-use super::{JobRt, Replayer, blocking};
+use super::{JobRt, Replayer};
+use crate::blocking::blocking;
 use crate::hook::{self, Keyed};
 use crate::live::LiveSource;
 use crate::metrics::Metrics;
