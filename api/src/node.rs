@@ -225,11 +225,16 @@ pub struct Health {
     pub version: String,
 }
 
-/// `GET /ready`: `200` with `status: ready`, or `503` + `Retry-After` with `status:
-/// unavailable` and the part that is not ready.
+/// `GET /ready`: `200` with `status: ready` and the listeners served, or `503` + `Retry-After`
+/// with `status: unavailable` (or `starting`, before every listener is bound) and the part
+/// that is not ready.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Ready {
     pub status: String,
+    /// Every listener this node serves (`ingest`, `admin`, `claim_check`), all bound: a client
+    /// that saw `ready` can connect to each of them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub listeners: Vec<String>,
     /// `write_failed` or `store_unavailable`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store: Option<String>,

@@ -98,14 +98,6 @@ pub(crate) fn conditions_schema(g: &mut schemars::SchemaGenerator) -> schemars::
     s
 }
 
-/// Schema of a free-form object whose fields the apiserver keeps as written.
-pub(crate) fn free_form_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({
-        "type": "object",
-        "x-kubernetes-preserve-unknown-fields": true,
-    })
-}
-
 /// Schema of an optional free-form object.
 pub(crate) fn optional_free_form_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({

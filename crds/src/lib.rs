@@ -83,8 +83,21 @@ pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
 
 /// Drops the `null` that schemars lists among the `enum` values of an optional enum: the
 /// property is already `nullable: true`, and kubectl's client-side validation refuses a null
-/// enum value ("unknown object type nil").
+/// enum value ("unknown object type nil"). And drops `nullable` everywhere under a Sink's
+/// typed option fields (and the intake log's): a server before 1.25 publishes a nullable
+/// property to OpenAPI v2 without its type, so kubectl checks nothing below it there and a
+/// misspelled option (`sasl.passwrd`) would pass `kubectl apply`.
 pub fn tidy(crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    fn not_nullable(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(m) => {
+                m.remove("nullable");
+                m.values_mut().for_each(not_nullable);
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(not_nullable),
+            _ => {}
+        }
+    }
     fn walk(v: &mut serde_json::Value) {
         match v {
             serde_json::Value::Object(m) => {
@@ -99,6 +112,38 @@ pub fn tidy(crd: CustomResourceDefinition) -> CustomResourceDefinition {
     }
     let mut v = serde_json::to_value(&crd).expect("CRD serialises");
     walk(&mut v);
+    // `get_mut` all the way: indexing a `Value` mutably would create what is missing.
+    fn at<'a>(v: &'a mut serde_json::Value, path: &[&str]) -> Option<&'a mut serde_json::Value> {
+        path.iter().try_fold(v, |v, k| v.get_mut(*k))
+    }
+    if let Some(versions) = at(&mut v, &["spec", "versions"]).and_then(|v| v.as_array_mut()) {
+        for version in versions {
+            let Some(spec) = at(
+                version,
+                &["schema", "openAPIV3Schema", "properties", "spec"],
+            ) else {
+                continue;
+            };
+            for f in sink::OPTION_FIELDS {
+                if let Some(field) = at(spec, &["properties", f]) {
+                    not_nullable(field);
+                }
+            }
+            for f in ["kafka", "jetstream"] {
+                let path = [
+                    "properties",
+                    "durability",
+                    "properties",
+                    "intake",
+                    "properties",
+                    f,
+                ];
+                if let Some(field) = at(spec, &path) {
+                    not_nullable(field);
+                }
+            }
+        }
+    }
     serde_json::from_value(v).expect("CRD deserialises")
 }
 

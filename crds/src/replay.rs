@@ -41,6 +41,12 @@ use crate::common::{Condition, LocalRef, conditions_schema, optional_free_form_o
         json_path = ".metadata.creationTimestamp"
     ),
     printcolumn(
+        name = "Finished",
+        type_ = "date",
+        json_path = ".status.completionTime",
+        description = "how long ago the job finished (succeeded, failed or was cancelled)"
+    ),
+    printcolumn(
         name = "Source",
         type_ = "string",
         priority = 1,
@@ -90,15 +96,26 @@ pub struct ReplayJobSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub archive: Option<ArchiveReplaySpec>,
     /// Deliveries moved back (or hooks sent again, or entries released) per second, per pod
-    /// (default 1000).
+    /// (1 to 100000; default 1000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100_000))]
     pub rate: Option<u32>,
-    /// Moves only while each pod's oldest due delivery is at most this late (default 2000).
+    /// Moves only while each pod's oldest due delivery is at most this late (ms, 1 to
+    /// 3600000; default 2000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 3_600_000))]
     pub max_lag_ms: Option<u64>,
-    /// Consecutive dead letters among its deliveries that pause the job on a pod (default 20).
+    /// Consecutive dead letters among its deliveries that pause the job on a pod (1 to
+    /// 1000000; default 20).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1_000_000))]
     pub pause_after_dead: Option<u32>,
+    /// Seconds after the job finished (succeeded, failed or cancelled) when the operator
+    /// deletes the ReplayJob, as a Job's `ttlSecondsAfterFinished`; 0 deletes it as soon as it
+    /// finishes. Absent: the ReplayJob is kept until deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 31_536_000))]
+    pub ttl_seconds_after_finished: Option<u32>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
@@ -130,8 +147,10 @@ impl ReplayKind {
 #[serde(rename_all = "camelCase")]
 pub struct ArchiveReplaySpec {
     /// Hooks received at or after this time (RFC 3339).
+    #[schemars(extend("format" = "date-time"))]
     pub from: String,
     /// Hooks received before this time (RFC 3339).
+    #[schemars(extend("format" = "date-time"))]
     pub to: String,
     /// Sink object names to send to, among `filter.source`'s sinks (resolved to their
     /// positions there); empty: every sink of each hook's source.
@@ -145,6 +164,7 @@ pub use ankusa_config::ErrorClass;
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ReplayFilterSpec {
+    /// Only hooks of this tenant.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant: Option<String>,
     /// A Source object's name (its source id is used).
@@ -161,10 +181,12 @@ pub struct ReplayFilterSpec {
     /// `dlq`: dead-lettered at or after this time; `quarantine`: received at or after it
     /// (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"))]
     pub since: Option<String>,
     /// `dlq`: dead-lettered at or before this time; `quarantine`: received at or before it
     /// (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"))]
     pub until: Option<String>,
 }
 
@@ -200,11 +222,13 @@ impl ReplayPhase {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ReplayPodStatus {
+    /// The pod's name.
     pub pod: String,
     /// UID of the pod the job was last created on; a new UID means the pod was recreated and
     /// the job is asked for again (same job id, so an existing job is found, not duplicated).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_uid: Option<String>,
+    /// The job's id on the pod (`/v1/replays/<id>`).
     pub job_id: String,
     /// The gateway's job state: `running`, `paused`, `cancelled`, `completed`; `unknown` until
     /// the pod answered.
@@ -213,6 +237,7 @@ pub struct ReplayPodStatus {
     /// for the hooks sent again or released (one per sink).
     #[serde(default)]
     pub moved: i64,
+    /// Rows the job looked at.
     #[serde(default)]
     pub scanned: i64,
     /// `archive`: hooks sent again; `quarantine`: entries that verified and were accepted as
@@ -228,30 +253,38 @@ pub struct ReplayPodStatus {
     /// sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub corrupt_segments: Option<i64>,
+    /// Replayed deliveries that reached their sink.
     #[serde(default)]
     pub delivered: i64,
     /// Replayed deliveries that dead-lettered again.
     #[serde(default)]
     pub failed: i64,
+    /// Replayed deliveries not settled yet (queued or retrying).
     #[serde(default)]
     pub outstanding: i64,
     /// The scan is over and every moved delivery settled.
     #[serde(default)]
     pub done: bool,
+    /// The last error the operator got from the pod about this job (never a credential).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// When the operator last read the job on the pod (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub updated_at: Option<String>,
 }
 
+/// The job's progress on every pod of its Gateway.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ReplayJobStatus {
+    /// The generation of the spec this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// `Ready`, `Progressing`, `Degraded`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "conditions_schema")]
     pub conditions: Vec<Condition>,
+    /// `Pending`, `Running`, `Succeeded`, `Failed` or `Cancelled`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<ReplayPhase>,
     /// `pods done/pods` for `kubectl get`.
@@ -265,14 +298,20 @@ pub struct ReplayJobStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "optional_free_form_object")]
     pub request: Option<serde_json::Value>,
+    /// When the job was first sent to the pods (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_time: Option<String>,
+    /// When the job reached a final phase (RFC 3339); `ttlSecondsAfterFinished` counts from
+    /// here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completion_time: Option<String>,
+    /// Deliveries moved back (or queued for hooks sent again), every pod together.
     #[serde(default)]
     pub moved: i64,
+    /// Replayed deliveries that reached their sink, every pod together.
     #[serde(default)]
     pub delivered: i64,
+    /// Replayed deliveries that dead-lettered again, every pod together.
     #[serde(default)]
     pub failed: i64,
     /// `archive`: hooks sent again, `quarantine`: entries released, on every pod.
@@ -284,8 +323,10 @@ pub struct ReplayJobStatus {
     /// `archive`: corrupt segments on every pod (their hooks were not sent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub corrupt_segments: Option<i64>,
+    /// The job on each pod.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pods: Vec<ReplayPodStatus>,
+    /// Why the job is where it is (a refusal, a pause, the pods still running).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
 }

@@ -117,6 +117,7 @@ fn replay(source: &str) -> ReplayJob {
         rate: Some(100),
         max_lag_ms: None,
         pause_after_dead: None,
+        ttl_seconds_after_finished: None,
     };
     spec.filter.source = Some(source.into());
     ReplayJob::new("r", spec)
@@ -244,7 +245,8 @@ fn replay_jobs_list_their_kind() {
             "Progress",
             "Moved",
             "Delivered",
-            "Age"
+            "Age",
+            "Finished"
         ]
     );
     let kind = cols.iter().find(|c| c.name == "Kind").unwrap();

@@ -203,16 +203,13 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
         None
     };
     // One state per listener, each holding exactly what its routes use.
-    let probes = Arc::new(Probes {
-        config: handle.clone(),
-        store: store.clone(),
-        intake: intake.clone(),
-        probe_lock: tokio::sync::Mutex::new(()),
-    });
+    let probes = Arc::new(Probes::new(handle.clone(), store.clone(), intake.clone()));
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let mut servers = Vec::new();
+    // Every listener is bound before any serves: `/ready` on one port then means every port
+    // accepts connections.
+    let mut bound: Vec<(TcpListener, axum::Router, Listener)> = Vec::new();
     if let Some(commit) = &commit {
         let edge = Arc::new(EdgeState {
             config: handle.clone(),
@@ -234,7 +231,7 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
             .await
             .map_err(|e| anyhow::anyhow!("cannot bind ingest {addr}: {e}"))?;
         tracing::info!(addr = %listener.local_addr()?, "ingest listening");
-        servers.push(tokio::spawn(serve(
+        bound.push((
             listener,
             crate::edge::router(edge, crate::probes::router(probes.clone())),
             Listener {
@@ -243,8 +240,7 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
                 metrics: metrics.clone(),
                 tls: None,
             },
-            stop_rx.clone(),
-        )));
+        ));
     }
     if config.admin.enabled {
         let tls = match &config.admin.tls {
@@ -256,7 +252,7 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
             .await
             .map_err(|e| anyhow::anyhow!("cannot bind admin {addr}: {e}"))?;
         tracing::info!(addr = %listener.local_addr()?, tls = tls.is_some(), "admin listening");
-        servers.push(tokio::spawn(serve(
+        bound.push((
             listener,
             crate::admin::router(
                 AdminState {
@@ -290,8 +286,7 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
                 metrics: metrics.clone(),
                 tls,
             },
-            stop_rx.clone(),
-        )));
+        ));
     }
     if let Some(c) = &claim_check {
         let addr = SocketAddr::new(config.claim_check.ip, config.claim_check.port);
@@ -299,7 +294,7 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
             .await
             .map_err(|e| anyhow::anyhow!("cannot bind claim check {addr}: {e}"))?;
         tracing::info!(addr = %listener.local_addr()?, "claim check listening");
-        servers.push(tokio::spawn(serve(
+        bound.push((
             listener,
             crate::claim_check::router(c.clone()),
             Listener {
@@ -308,8 +303,7 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
                 metrics: metrics.clone(),
                 tls: None,
             },
-            stop_rx.clone(),
-        )));
+        ));
         if let Some(days) = config.claim_check.retention_days {
             let c = c.clone();
             tokio::spawn(async move {
@@ -325,6 +319,15 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
             });
         }
     }
+    let names: Vec<&'static str> = bound.iter().map(|(_, _, l)| l.name).collect();
+    let servers: Vec<_> = bound
+        .into_iter()
+        .map(|(listener, router, opts)| {
+            tokio::spawn(serve(listener, router, opts, stop_rx.clone()))
+        })
+        .collect();
+    // Cannot be set twice: this is the only place, and `run` runs once per process.
+    let _ = probes.serving.set(names);
     dlq.start(handle.clone());
     if let Some(i) = &intake {
         // A store that started empty (or from a backup) is rebuilt from the log first; until

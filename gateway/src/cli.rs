@@ -101,8 +101,8 @@ pub fn main() -> i32 {
     ));
     match cli.cmd.unwrap_or(Cmd::Run) {
         Cmd::CheckConfig => {
-            // Build what `run` builds from the config (verifiers, sinks: certificate files,
-            // header values), so anything `run` would refuse is refused here too.
+            // Build what `run` builds from the config, in check mode (`build_check`), so
+            // anything `run` would refuse at start is refused here too.
             if let Err(e) = build_check(&loaded) {
                 eprintln!("ankusa: config refused: {e}");
                 return EXIT_CONFIG;
@@ -136,6 +136,15 @@ pub fn main() -> i32 {
         Cmd::Store { cmd } => store_cmd(&loaded, cmd),
         Cmd::Run => {
             init_tracing(&loaded.config);
+            // The checks `check-config` runs, first: a config error refuses the start before
+            // the store is opened or anything contacted (a backup restore, a broker), so it is
+            // never hidden behind a failure of those. The start builds the same components
+            // again, through the same functions.
+            if let Err(e) = build_check(&loaded) {
+                tracing::error!(error = %e, "config refused");
+                eprintln!("ankusa: config refused: {e}");
+                return EXIT_CONFIG;
+            }
             let rt = match tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()
@@ -151,28 +160,56 @@ pub fn main() -> i32 {
                 Err(e) => {
                     tracing::error!(error = %e, "ankusa failed");
                     eprintln!("ankusa: {e:#}");
-                    if e.downcast_ref::<ConfigError>().is_some() {
-                        EXIT_CONFIG
-                    } else {
-                        1
-                    }
+                    if refused(&e) { EXIT_CONFIG } else { 1 }
                 }
             }
         }
     }
 }
 
+/// `check-config`: builds, in check mode, everything `run` builds from the config, through
+/// the same functions its start calls, stopping before anything is contacted or created on
+/// disk: the backup target (`backup::target`, also the boot restore's), the archive's blob
+/// store, the intake log's client settings (`intake::check`; no client is created, nothing
+/// connects), the sources' verifiers and sinks (`Live::build`), and the admin listener's TLS
+/// acceptor. So whatever `run` refuses at start as a config error (exit 78, `refused`), this
+/// refuses too: `gateway/tests/check_config_parity.rs` compares the two over generated configs.
 fn build_check(loaded: &Loaded) -> Result<(), ConfigError> {
+    let c = &loaded.config;
+    crate::backup::check(c)?;
+    if let Some(storage) = &c.storage {
+        crate::archive::blob_store(storage)?;
+    }
+    // `run` starts the intake log under these conditions only.
+    if let (ankusa_config::WalType::Dual, Some(intake)) = (&c.wal.wal_type, &c.intake) {
+        crate::intake::check(intake)?;
+    }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| ConfigError::general(e.to_string()))?;
     rt.block_on(async {
-        let pools = ankusa_sinks::http::HttpPools::new(&loaded.config.egress.pools);
+        let pools = ankusa_sinks::http::HttpPools::new(&c.egress.pools);
         let sinks = ankusa_sinks::SinkBuilder::with_pools(pools);
-        crate::live::Live::build(loaded.config.clone(), loaded.file_hash.clone(), 1, &sinks)
-            .map(|_| ())
-    })
+        crate::live::Live::build(c.clone(), loaded.file_hash.clone(), 1, &sinks).map(|_| ())
+    })?;
+    if c.admin.enabled
+        && let Some(t) = &c.admin.tls
+    {
+        // The error names the field and the failure, never a file's content.
+        crate::tls::ReloadingCert::load(t)
+            .and_then(|cert| cert.acceptor())
+            .map_err(|e| ConfigError::general(e.to_string()))?;
+    }
+    Ok(())
+}
+
+/// Whether `run` failed on its config (exit 78): what `check-config` refuses as well.
+fn refused(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<ConfigError>().is_some()
+        || e.downcast_ref::<crate::tls::TlsError>().is_some()
+        || e.downcast_ref::<crate::backup::RestoreError>()
+            .is_some_and(|r| r.is_config())
 }
 
 fn store_cmd(loaded: &Loaded, cmd: StoreCmd) -> i32 {

@@ -3,9 +3,11 @@
 //! `Live` is a config with everything built from it (verifiers, sinks). A request takes the
 //! current `Live` at its start and finishes on it, so a reload never changes a request half
 //! way; a reload builds a complete new `Live` and swaps it in atomically, or refuses and keeps
-//! the old one. Listener addresses, the data dir and group commit are read once at start: a
-//! reload that changes them applies everything else and reports those fields as needing a
-//! restart.
+//! the old one. Listener addresses, the data dir, group commit, `wal`/`intake`, `storage` and
+//! `backup` (`pin_start_fields`) are read once at start: a reload that changes them applies
+//! everything else, keeps their start values, and reports them as needing a restart
+//! (`restart_required` of the reload's answer and of `GET /v1/status`, a warning, and the
+//! `ankusa_config_restart_required` gauge).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -227,7 +229,10 @@ impl ConfigHandle {
             Ok(Some((live, restart))) => {
                 tracing::info!(generation = live.generation, hash = %live.file_hash, "config reloaded");
                 if !restart.is_empty() {
-                    tracing::warn!(fields = ?restart, "config fields changed that take effect only after a restart");
+                    tracing::warn!(
+                        restart_required = %restart.join(", "),
+                        "config keys changed since start that only a restart applies; the running values stay until then"
+                    );
                 }
                 for f in self
                     .on_reload
@@ -257,7 +262,17 @@ impl ConfigHandle {
         }
     }
 
+    /// Keys changed since start that only a restart applies (empty: none).
+    pub fn restart_required(&self) -> Vec<String> {
+        self.restart_required
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     /// Keeps the start-time values of fields a running process cannot change, and names them.
+    /// The list is the operator's too: it rolls the pods when one of these changes
+    /// (`operator/src/resources/statefulset.rs`, `RESTART_PINNED`).
     fn pin_start_fields(&self, c: &mut Config) -> Vec<String> {
         let s = &self.started;
         let mut changed = Vec::new();
@@ -282,6 +297,8 @@ impl ConfigHandle {
         pin!(http.connections, "http.connections");
         pin!(http.max_inflight_body_bytes, "http.max_inflight_body_bytes");
         pin!(claim_check, "claim_check");
+        pin!(wal, "wal");
+        pin!(intake, "intake");
         pin!(storage, "storage");
         pin!(backup, "backup");
         pin!(batcher, "batcher");
@@ -305,11 +322,7 @@ impl ConfigHandle {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .clone(),
-            restart_required: self
-                .restart_required
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone(),
+            restart_required: self.restart_required(),
             sources,
             config_path: self.path.as_ref().map(|p| p.display().to_string()),
             roles: live.config.node.roles.clone(),

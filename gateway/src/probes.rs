@@ -1,5 +1,6 @@
-//! `GET /health` (the process answers) and `GET /ready` (a synced store write succeeded within
-//! the last second and none failed in the last five), on the ingest and admin ports.
+//! `GET /health` (the process answers) and `GET /ready` (every configured listener is bound, a
+//! synced store write succeeded within the last second and none failed in the last five), on
+//! the ingest and admin ports.
 //!
 //! Imports the store, the live config and the intake log it reads; `app.rs` builds one
 //! `Probes` and both listeners mount its router.
@@ -32,6 +33,21 @@ pub struct Probes {
     pub intake: Option<Arc<Intake>>,
     /// One probe write at a time, however many probes arrive.
     pub probe_lock: tokio::sync::Mutex<()>,
+    /// The listeners served, set once every configured one is bound: until then the ingest
+    /// port may answer while the admin or claim check port still refuses connections.
+    pub serving: std::sync::OnceLock<Vec<&'static str>>,
+}
+
+impl Probes {
+    pub fn new(config: Arc<ConfigHandle>, store: Arc<Store>, intake: Option<Arc<Intake>>) -> Self {
+        Probes {
+            config,
+            store,
+            intake,
+            probe_lock: tokio::sync::Mutex::new(()),
+            serving: std::sync::OnceLock::new(),
+        }
+    }
 }
 
 /// `/health` and `/ready` over one shared `Probes`.
@@ -51,6 +67,14 @@ async fn health(State(app): State<Arc<Probes>>) -> Json<Health> {
 }
 
 async fn ready(State(app): State<Arc<Probes>>) -> Response {
+    let Some(serving) = app.serving.get() else {
+        let body = Ready {
+            status: "starting".into(),
+            ..Ready::default()
+        };
+        return unavailable(body, 1);
+    };
+    let listeners: Vec<String> = serving.iter().map(|l| l.to_string()).collect();
     // `wal.type: dual`: no hook can be acked while the intake log is recovering or down.
     if let Some(i) = &app.intake
         && i.state() != "ready"
@@ -66,6 +90,7 @@ async fn ready(State(app): State<Arc<Probes>>) -> Response {
     if ok {
         return Json(Ready {
             status: "ready".into(),
+            listeners,
             ..Ready::default()
         })
         .into_response();

@@ -432,6 +432,12 @@ fn the_configuration_and_sink_examples_in_the_docs_load() {
     let value = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
     let file = dir.path().join("secret");
     std::fs::write(&file, value).unwrap();
+    // `check-config` opens certificate files as `run` does: the examples' paths (a Secret
+    // volume on a pod) point at a pair that exists here.
+    let pair = ankusa_testkit::pki::Ca::new("docs CA").server(&["localhost"], false);
+    let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    std::fs::write(&cert, &pair.cert).unwrap();
+    std::fs::write(&key, &pair.key).unwrap();
     let mut checked = 0;
     for doc in [
         "configuration.md",
@@ -441,6 +447,7 @@ fn the_configuration_and_sink_examples_in_the_docs_load() {
     ] {
         for (line, config) in doc_configs(doc) {
             let (config, names) = with_refs_resolvable(&config, &file);
+            let config = with_cert_files(&config, &cert, &key);
             let env: Vec<(&str, &str)> = names.iter().map(|n| (n.as_str(), value)).collect();
             let (code, out) = check(&config, &env);
             assert_eq!(code, 0, "docs/{doc} line {line}:\n{config}\n{out}");
@@ -448,6 +455,25 @@ fn the_configuration_and_sink_examples_in_the_docs_load() {
         }
     }
     assert!(checked >= 10, "only {checked} examples found");
+}
+
+/// Points every `cert_file:` and `key_file:` at `cert` and `key`.
+fn with_cert_files(config: &str, cert: &std::path::Path, key: &std::path::Path) -> String {
+    config
+        .lines()
+        .map(|l| {
+            let indent = &l[..l.len() - l.trim_start().len()];
+            match l.trim_start() {
+                t if t.starts_with("cert_file:") => {
+                    format!("{indent}cert_file: {}", cert.display())
+                }
+                t if t.starts_with("key_file:") => format!("{indent}key_file: {}", key.display()),
+                _ => l.to_string(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
 }
 
 /// Points every `${file:...}` at `file` and lists the variables of `${VAR}` / `${VAR:-d}`.

@@ -119,7 +119,7 @@ fn sink_yaml(name: &str, url: &str) -> String {
         name,
         &format!(
             r#"  type: http
-  options:
+  http:
     url: {url}
     timeout_ms: 2000
   secretRefs:
@@ -2069,7 +2069,7 @@ fn durable_gateway_yaml(h: &Harness, bucket: &str, subject: &str) -> String {
     mode: dual
     intake:
       type: jetstream
-      options:
+      jetstream:
         servers: ["nats://127.0.0.1:4222"]
         subject: {subject}
       secretRefs:
@@ -2341,3 +2341,6 @@ fn k_durability_renders_reports_and_survives_a_lost_volume_under_load() {
 /// Issue 25's scenario (`l`): no file from a Sink, no planted admin token.
 #[path = "e2e/ownership.rs"]
 mod ownership;
+
+#[path = "e2e/api_truth.rs"]
+mod api_truth;

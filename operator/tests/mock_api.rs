@@ -642,7 +642,7 @@ fn redis_sink(status: Value) -> Value {
            "metadata": {"name": "k", "namespace": "ns", "uid": "k-uid", "generation": 1,
                         "finalizers": ["ankusa.dev/sink-in-use"]},
            "spec": {"type": "redis",
-                    "options": {"url": "rediss://redis.internal:6380", "channel": "hooks"}},
+                    "redis": {"url": "rediss://redis.internal:6380", "channel": "hooks"}},
            "status": status})
 }
 

@@ -256,6 +256,62 @@ fn queue_sinks_render_through_the_gateways_own_types() {
     assert!(e.contains("urll"), "{e}");
 }
 
+/// The typed option field (`spec.kafka`) renders like the deprecated `options` map, and the
+/// renderer's errors name it; a field of another type, or both forms, are refused (the CRD's
+/// CEL rules, re-checked for servers without CEL).
+#[test]
+fn typed_option_fields_render_and_errors_name_them() {
+    let typed = sink(
+        "k",
+        json!({"type": "kafka",
+               "kafka": {"brokers": ["127.0.0.1:9092"], "topic": "hooks",
+                         "sasl": {"mechanism": "plain", "username": "svc"}},
+               "secretRefs": {"sasl.password": [{"name": "kafka", "key": "password"}]}}),
+    );
+    let old = sink(
+        "k",
+        json!({"type": "kafka",
+               "options": {"brokers": ["127.0.0.1:9092"], "topic": "hooks",
+                           "sasl": {"mechanism": "plain", "username": "svc"}},
+               "secretRefs": {"sasl.password": [{"name": "kafka", "key": "password"}]}}),
+    );
+    let s = secrets(&[("kafka", "password", "pw")]);
+    assert_eq!(
+        render::render_sink(&typed, &s).unwrap(),
+        render::render_sink(&old, &s).unwrap()
+    );
+    for (spec, want) in [
+        (
+            json!({"type": "http", "http": {"urll": "https://x"}}),
+            "http.urll",
+        ),
+        (
+            json!({"type": "http", "http": {"url": "https://x", "timeout_ms": "soon"}}),
+            "http.timeout_ms",
+        ),
+        (
+            json!({"type": "kafka", "kafka": {"brokers": ["k:9092"], "topic": "t", "sasl": {"mechanism": "plain", "password": "p"}}}),
+            "kafka.sasl.password is a credential",
+        ),
+        (
+            json!({"type": "kafka", "kafka": {"brokers": ["k:9092"], "topic": "t", "sasl": {"mechanism": "oauthbearer", "token_file": "/etc/ankusa/gw-0.yaml"}}}),
+            "kafka.sasl.token_file: a file path is not accepted",
+        ),
+        (
+            json!({"type": "http", "kafka": {"brokers": ["k:9092"], "topic": "t"}}),
+            "spec.kafka: is for type kafka",
+        ),
+        (
+            json!({"type": "http", "http": {"url": "https://x"}, "options": {"url": "https://x"}}),
+            "spec.options: deprecated",
+        ),
+    ] {
+        let e = render::render_sink(&sink("bad", spec.clone()), &SecretValues::new()).unwrap_err();
+        assert!(e.starts_with(want) || e.contains(want), "{spec}: {e}");
+        assert!(!e.contains("/etc/ankusa"), "{e}");
+    }
+}
+
 #[test]
 fn a_broken_source_keeps_its_previous_version_and_a_new_one_stays_out() {
     let gw = lenient_gateway();
@@ -1314,4 +1370,124 @@ fn a_pod_whose_claim_is_gone_is_replaced() {
     assert_eq!(templates[0].metadata.name.as_deref(), Some("data"));
     assert_eq!(templates[0].metadata.finalizers, None);
     assert_eq!(spec.persistent_volume_claim_retention_policy, None);
+}
+
+/// The pod template a Gateway's StatefulSet gets for a rendered base config: the restart digest
+/// set as the controller sets it.
+fn template_for(gw: &Gateway, c: &Config) -> serde_json::Value {
+    use resources::statefulset::{restart_fingerprint, set_restart_fingerprint};
+    let mut sts = resources::statefulset(gw, "img");
+    set_restart_fingerprint(&mut sts, restart_fingerprint(c, TOKEN).as_deref());
+    serde_json::to_value(&sts.spec.unwrap().template).unwrap()
+}
+
+#[test]
+fn restart_pinned_changes_roll_the_pods_and_hot_ones_do_not() {
+    use resources::statefulset::{RESTART_ANNOTATION, restart_fingerprint, restart_fingerprint_of};
+    let render_base = |gw: &Gateway, secrets: &SecretValues| {
+        let sinks = [receiver_sink(), sink("audit", json!({"type": "log"}))];
+        let r = render_with(gw, &[orders()], &sinks, secrets, None);
+        assert_eq!(r.error, None);
+        assert_eq!(r.sources["orders"].outcome, Outcome::Current);
+        r.base.unwrap()
+    };
+    let mut all = intake_secrets();
+    all.extend(base_secrets());
+    let disk = durable_gateway(json!({"mode": "disk", "backup": s3_backup()}));
+    let dual =
+        durable_gateway(json!({"mode": "dual", "intake": kafka_intake(), "backup": s3_backup()}));
+    let base = render_base(&dual, &all);
+    let before = template_for(&dual, &base);
+    assert_eq!(
+        before,
+        template_for(&dual, &render_base(&dual, &all)),
+        "stable"
+    );
+
+    // `wal` (disk → dual, the intake appearing with it) rolls the pods.
+    assert_ne!(
+        template_for(&disk, &render_base(&disk, &all)),
+        before,
+        "wal"
+    );
+    // `intake`: another topic, or a rotated intake password, rolls them.
+    let mut other_topic = kafka_intake();
+    other_topic["options"]["topic"] = json!("ankusa-intake-2");
+    let dual2 =
+        durable_gateway(json!({"mode": "dual", "intake": other_topic, "backup": s3_backup()}));
+    assert_ne!(
+        template_for(&dual2, &render_base(&dual2, &all)),
+        before,
+        "intake"
+    );
+    let mut rotated = all.clone();
+    rotated
+        .get_mut("kafka")
+        .unwrap()
+        .insert("password".into(), b"rotated-password".to_vec());
+    assert_ne!(
+        template_for(&dual, &render_base(&dual, &rotated)),
+        before,
+        "intake secret"
+    );
+
+    // A source's secret, a sink's, a source's own settings: hot reload, no roll.
+    let mut hot = all.clone();
+    hot.get_mut("gh")
+        .unwrap()
+        .insert("new".into(), b"rotated-github-secret".to_vec());
+    hot.get_mut("signing").unwrap().insert(
+        "whsec".into(),
+        b"whsec_cm90YXRlZC1zaWduaW5nLWtleQ==".to_vec(),
+    );
+    let hot_base = render_base(&dual, &hot);
+    assert_ne!(hot_base.hash(), base.hash(), "the config did change");
+    assert_eq!(template_for(&dual, &hot_base), before, "a source's secret");
+    // Also on a pod's own config, where the sources are: its config changed, its digest did not.
+    let pod = |secrets: &SecretValues| {
+        let sinks = [receiver_sink(), sink("audit", json!({"type": "log"}))];
+        let r = render_with(&dual, &[orders()], &sinks, secrets, None);
+        r.for_pod("gw-0").unwrap()
+    };
+    let (pod_before, pod_hot) = (pod(&all), pod(&hot));
+    assert_ne!(
+        pod_hot.hash(),
+        pod_before.hash(),
+        "the pod's config did change"
+    );
+    assert_eq!(
+        restart_fingerprint(&pod_hot, TOKEN),
+        restart_fingerprint(&pod_before, TOKEN)
+    );
+
+    // Keyed, read back from an existing StatefulSet, and no secret in it.
+    let fp = restart_fingerprint(&base, TOKEN).unwrap();
+    assert_ne!(Some(fp.clone()), restart_fingerprint(&base, "another-key"));
+    assert_eq!(
+        before["metadata"]["annotations"][RESTART_ANNOTATION],
+        json!(fp)
+    );
+    let mut sts = resources::statefulset(&dual, "img");
+    resources::statefulset::set_restart_fingerprint(&mut sts, Some(&fp));
+    assert_eq!(restart_fingerprint_of(&sts), Some(fp));
+    assert!(!before.to_string().contains(KAFKA_PASSWORD));
+}
+
+/// The operator's list of restart-pinned keys is the gateway's: every key the gateway pins on
+/// reload (`pin!(a.b, "a.b")` in `gateway/src/live.rs`) rolls the pods, but `node.instance`,
+/// fixed by the pod's name.
+#[test]
+fn the_restart_pinned_keys_are_the_gateways() {
+    let live = include_str!("../../gateway/src/live.rs");
+    let mut gateway: Vec<&str> = live
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("pin!("))
+        .filter_map(|rest| rest.split('"').nth(1))
+        .filter(|k| *k != "node.instance")
+        .collect();
+    assert!(gateway.len() >= 10, "pin! lines found: {gateway:?}");
+    let mut operator = resources::statefulset::RESTART_PINNED.to_vec();
+    gateway.sort_unstable();
+    operator.sort_unstable();
+    assert_eq!(operator, gateway);
 }

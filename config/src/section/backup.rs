@@ -21,10 +21,13 @@ use crate::section::storage::{
 #[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct BackupStoreConfig {
+    /// `local` or `s3`: which of the two sections below is read (and required).
     #[serde(rename = "type")]
     pub store_type: BlobStoreType,
+    /// The directory backups are written under, for `type: local`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub local: Option<LocalStoreConfig>,
+    /// The S3-compatible bucket backups are uploaded to, for `type: s3`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub s3: Option<S3StoreConfig>,
 }
@@ -34,6 +37,7 @@ pub struct BackupStoreConfig {
 #[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(deny_unknown_fields, default)]
 pub struct BackupConfig {
+    /// Take backups (default false); a disabled backup section is not checked.
     pub enabled: bool,
     /// Time between two backups; a clean stop writes one more.
     pub interval_ms: u64,

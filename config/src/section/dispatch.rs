@@ -16,6 +16,8 @@ use crate::rules::{at_least, at_most, tenant_key};
 #[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(deny_unknown_fields, default)]
 pub struct RetryConfig {
+    /// Delay before the second attempt, in ms (default 100); it doubles per failed attempt
+    /// up to `max_ms`.
     pub base_ms: u64,
     /// Ceiling of a delay before jitter.
     pub max_ms: u64,
@@ -44,14 +46,19 @@ impl Default for RetryConfig {
 #[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(deny_unknown_fields, default)]
 pub struct RetryOverride {
+    /// Delay before the second attempt, in ms (default: `dispatch.retry.base_ms`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub base_ms: Option<u64>,
+    /// Ceiling of a delay before jitter, in ms (default: `dispatch.retry.max_ms`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_ms: Option<u64>,
+    /// Attempts before the dead letter (default: `dispatch.retry.max_attempts`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_attempts: Option<u32>,
+    /// Multiply each delay by a random factor in [0.5, 1.0] (default: `dispatch.retry.jitter`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub jitter: Option<bool>,
+    /// The horizon, in ms after the first attempt (default: `dispatch.retry.max_elapsed_ms`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_elapsed_ms: Option<u64>,
 }
@@ -89,10 +96,13 @@ impl RetryConfig {
 #[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(deny_unknown_fields, default)]
 pub struct TenantWindow {
+    /// Claimed, unfinished delivery rows of one tenant (default `dispatch.max_inflight / 4`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_inflight: Option<u32>,
+    /// Stored bytes of those rows (default `dispatch.max_inflight_bytes / 4`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_inflight_bytes: Option<u64>,
+    /// Attempts of one tenant running at once (default `dispatch.concurrency / 2`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub concurrency: Option<u32>,
 }
@@ -112,6 +122,7 @@ impl TenantWindow {
     }
 }
 
+/// Per-tenant dispatch windows: a default for every tenant and per-tenant overrides.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(deny_unknown_fields, default)]
@@ -123,6 +134,8 @@ pub struct TenantWindows {
     pub overrides: BTreeMap<String, TenantWindow>,
 }
 
+/// Delivery of stored hooks to their sinks: the global and per-tenant windows, the retry
+/// policy and the per-sink circuit breakers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(deny_unknown_fields, default)]
@@ -139,13 +152,18 @@ pub struct DispatchConfig {
     pub attempt_timeout_ms: u64,
     /// Ceiling for a destination's `Retry-After`.
     pub max_retry_after_ms: u64,
+    /// The retry policy of every source; a source's `retry:` overrides single keys.
     pub retry: RetryConfig,
+    /// Per-tenant windows (`default`, `overrides`) within the global one.
     pub tenants: TenantWindows,
     /// Attempts one sink key (tenant, source, sink) runs at once; absent means no cap.
     pub sink_concurrency: Option<u32>,
     /// Consecutive non-permanent failures that open a sink key's breaker (0 disables).
     pub breaker_failures: u32,
+    /// First open period of a breaker, in ms (default 30000); it doubles with each
+    /// consecutive open.
     pub breaker_open_ms: u64,
+    /// Longest open period of a breaker, in ms (default 300000; at least `breaker_open_ms`).
     pub breaker_max_open_ms: u64,
 }
 

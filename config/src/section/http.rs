@@ -14,6 +14,7 @@ use crate::rules::{at_least, at_most, err, parse_cidr};
 use crate::section::listener::ConnectionLimits;
 use crate::section::rate_limits::RateLimit;
 
+/// How an ingest URL names its source (and tenant).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "snake_case")]
@@ -24,17 +25,24 @@ pub enum Routing {
     TenantPath,
 }
 
+/// The ingest listener: address, routing, body limits, the per-client rate limit.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(deny_unknown_fields, default)]
 pub struct HttpConfig {
+    /// Address the ingest listener binds (default `0.0.0.0`).
     pub ip: IpAddr,
+    /// Ingest port (default 4000).
     pub port: u16,
-    /// Largest accepted request body; a larger declared `Content-Length` is `413` unread.
+    /// Largest accepted request body, in bytes (default 8000000); a larger declared
+    /// `Content-Length` is `413` unread.
     pub max_body_bytes: u64,
+    /// `path` (default: `POST {prefix}/:source`) or `tenant_path`
+    /// (`POST {prefix}/:tenant/:source`).
     pub routing: Routing,
+    /// Path prefix of ingest URLs (default `/webhooks`): starts with `/`, does not end with one.
     pub prefix: String,
-    /// Time allowed to receive the whole request body.
+    /// Time allowed to receive the whole request body, in ms (default 30000).
     pub body_timeout_ms: u64,
     /// Request bodies being read at once, in bytes, across all connections (a declared
     /// `Content-Length` is reserved before the body is read, `max_body_bytes` for a chunked
@@ -45,6 +53,7 @@ pub struct HttpConfig {
     /// Proxies (CIDRs) whose `X-Forwarded-For` names the client for `client_rate_limit`; the
     /// header of anyone else is ignored.
     pub trusted_proxies: Vec<String>,
+    /// Connection limits of the ingest listener.
     pub connections: ConnectionLimits,
 }
 

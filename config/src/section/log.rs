@@ -9,20 +9,25 @@ use schemars::JsonSchema;
 use crate::error::ConfigError;
 use crate::rules::err;
 
+/// The format of log lines (written to stderr).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum LogFormat {
+    /// Human-readable lines.
     Text,
+    /// One JSON object per line.
     Json,
 }
 
+/// The gateway's logging: the `tracing` filter and the line format (read once at start).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(deny_unknown_fields, default)]
 pub struct LogConfig {
     /// A `tracing` filter: `info`, `debug`, `ankusa_gateway=debug,info`, ...
     pub level: String,
+    /// Log line format, `text` (default) or `json`; logs go to stderr.
     pub format: LogFormat,
 }
 

@@ -11,6 +11,7 @@ use schemars::JsonSchema;
 use crate::error::ConfigError;
 use crate::rules::{at_least, tenant_key};
 
+/// A token bucket: `rate` requests per second, `burst` back to back.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(deny_unknown_fields)]
@@ -21,12 +22,14 @@ pub struct RateLimit {
     pub burst: u32,
 }
 
+/// Per-tenant request limits at the ingest edge, kept per node; absent: unlimited.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(deny_unknown_fields, default)]
 pub struct RateLimitsConfig {
     /// Limit for every tenant without its own entry; absent means unlimited.
     pub default: Option<RateLimit>,
+    /// Per-tenant limits, by tenant id (default none).
     pub tenants: BTreeMap<String, RateLimit>,
 }
 

@@ -51,6 +51,7 @@ pub enum ArchiveAt {
 #[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct StorageConfig {
+    /// `local` or `s3`: which of the two store sections is read (and required).
     #[serde(rename = "type")]
     pub store_type: BlobStoreType,
     /// When a hook is archived: `settled` (default) or `ack`.
@@ -69,8 +70,10 @@ pub struct StorageConfig {
     /// How often the compactor looks for hooks to archive.
     #[serde(default = "d_interval_ms")]
     pub interval_ms: u64,
+    /// The directory segments are written under, for `type: local`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub local: Option<LocalStoreConfig>,
+    /// The S3-compatible bucket segments are uploaded to, for `type: s3`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub s3: Option<S3StoreConfig>,
 }
@@ -85,6 +88,7 @@ fn d_interval_ms() -> u64 {
     1_000
 }
 
+/// A blob store in a local directory.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(deny_unknown_fields)]
@@ -93,10 +97,13 @@ pub struct LocalStoreConfig {
     pub dir: PathBuf,
 }
 
+/// A blob store in an S3-compatible bucket (AWS, MinIO, R2, ...).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct S3StoreConfig {
+    /// The bucket name: 3-63 characters of `[a-z0-9.-]`, starting and ending with a letter
+    /// or digit.
     pub bucket: String,
     /// Signing region; default `AWS_REGION`, else `us-east-1`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -112,8 +119,10 @@ pub struct S3StoreConfig {
     /// Static credentials; absent: `AWS_*` env, web identity (IRSA), profile, IMDSv2.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub access_key_id: Option<Secret>,
+    /// The secret key of `access_key_id` (the two are given together or not at all).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_access_key: Option<Secret>,
+    /// A session token for temporary static credentials.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_token: Option<Secret>,
     /// Per request, connect to response (ms).

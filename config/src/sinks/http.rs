@@ -12,6 +12,7 @@ use crate::error::ConfigError;
 use crate::rules::{at_least, err, valid_header_name};
 use crate::secrets::{Secret, Secrets};
 
+/// The HTTP sink's request method.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "snake_case")]
@@ -24,9 +25,13 @@ pub enum HttpMethod {
 
 sink_config! {
     pub struct HttpSinkConfig {
+        /// The receiver: an `http` or `https` URL with a host and no userinfo (`http://` also
+        /// needs `egress.allow_http`).
         pub url: String,
+        /// Request method: `post` (default), `put` or `patch`.
         #[serde(default)]
         pub method: HttpMethod,
+        /// Timeout of one request, in ms (default 5000).
         #[serde(default = "default_http_timeout")]
         pub timeout_ms: u64,
         /// Extra request headers (values are treated as secrets in `print-config`).
@@ -39,13 +44,17 @@ sink_config! {
         /// Standard Webhooks signing secret(s), `whsec_<base64>`; required unless `allow_unsigned`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub secret: Option<Secrets>,
+        /// Send without `webhook-*` signature headers when there is no `secret` (default
+        /// false).
         #[serde(default)]
         pub allow_unsigned: bool,
+        /// Most bytes of a response read before the connection is dropped (default 65536).
         #[serde(default = "default_max_response_bytes")]
         pub max_response_bytes: u64,
         /// PEM file of a private CA to trust for this receiver.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub cacertfile: Option<FilePath>,
+        /// Accept any server certificate from this receiver (default false).
         #[serde(default)]
         pub allow_insecure_tls: bool,
         /// Connections to this receiver (defaults to `egress.pools.pool_size`).

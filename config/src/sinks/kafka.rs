@@ -14,6 +14,7 @@ use crate::error::ConfigError;
 use crate::rules::err;
 use crate::secrets::Secret;
 
+/// The SASL mechanism the Kafka sink authenticates with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "snake_case")]
@@ -83,6 +84,8 @@ impl KafkaSecurityProtocol {
 #[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct KafkaSasl {
+    /// `plain`, `scram_sha_256`, `scram_sha_512` or `oauthbearer` (with `token` or
+    /// `token_file`).
     pub mechanism: KafkaSaslMechanism,
     /// The user (PLAIN, SCRAM); for OAUTHBEARER the principal name (default: the token's
     /// `sub` claim).
@@ -110,6 +113,8 @@ sink_config! {
         /// A static record key; default `<tenant>/<source_id>`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub key: Option<String>,
+        /// Largest body carried inline (base64), in bytes (default 65536); a larger one
+        /// travels as a claim check.
         #[serde(default = "d_inline")]
         pub inline_max_bytes: u64,
         /// Key plus value above this is refused before producing (`message_too_large`).
@@ -118,8 +123,11 @@ sink_config! {
         /// How long a produce waits for every in-sync replica.
         #[serde(default = "d_5000")]
         pub produce_timeout_ms: u64,
+        /// A broker connection with no delivery through it for this long (ms) is closed;
+        /// default 600000, 0 keeps it open.
         #[serde(default = "d_idle")]
         pub idle_timeout_ms: u64,
+        /// SASL credentials (`mechanism`, `username`, `password`, or an OAUTHBEARER token).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub sasl: Option<KafkaSasl>,
         /// `plaintext`, `ssl`, `sasl_plaintext` or `sasl_ssl`; default from the other keys:

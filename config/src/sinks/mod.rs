@@ -47,6 +47,8 @@ macro_rules! sink_config {
                 /// How long a batch waits for more entries after its first.
                 #[serde(default = "super::shared::d_linger")]
                 pub batch_linger_ms: u64,
+                /// Entries in one request; default and ceiling are the destination's (SQS 10,
+                /// Pub/Sub 1000).
                 #[serde(default = "default_batch_max_entries")]
                 pub batch_max_entries: u32,
                 /// Bytes in one request (Pub/Sub: data bytes, before base64).
@@ -55,6 +57,8 @@ macro_rules! sink_config {
                 /// Entries waiting per destination; past it a delivery is refused with a pause.
                 #[serde(default = "super::shared::d_queue_max")]
                 pub batch_queue_max: u32,
+                /// Bytes waiting per destination (default 134217728); past it a delivery is
+                /// refused with a pause.
                 #[serde(default = "super::shared::d_queue_max_bytes")]
                 pub batch_queue_max_bytes: u64,
                 /// Entries of one tenant waiting per destination.

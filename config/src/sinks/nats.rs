@@ -21,14 +21,19 @@ use crate::secrets::Secret;
 #[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct NatsAuth {
+    /// User name, with `password`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub username: Option<Secret>,
+    /// Password, with `username`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub password: Option<Secret>,
+    /// An authentication token.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<Secret>,
+    /// An NKey user's seed (`SU...`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nkey_seed: Option<Secret>,
+    /// A user JWT, signed with `nkey_seed` (which it needs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jwt: Option<Secret>,
     /// A `.creds` file (user JWT + NKey seed), read at every connect so a rotated file is
@@ -45,7 +50,9 @@ pub struct NatsAuth {
 #[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(untagged)]
 pub enum NatsTls {
+    /// `true`: require TLS with the system's roots; `false`: require nothing.
     Enabled(bool),
+    /// The shared TLS settings; TLS is required.
     Settings(SinkTls),
 }
 
@@ -99,19 +106,26 @@ sink_config! {
         pub servers: Vec<String>,
         /// A subject some stream covers; the sink never creates streams.
         pub subject: String,
+        /// Largest body carried inline (base64), in bytes (default 65536); a larger one
+        /// travels as a claim check.
         #[serde(default = "d_inline")]
         pub inline_max_bytes: u64,
+        /// How long a publish waits for the stream's ack, in ms (default 5000).
         #[serde(default = "d_5000")]
         pub publish_timeout_ms: u64,
         /// Message plus headers above this is refused before publishing (`message_too_large`).
         #[serde(default = "d_nats_max")]
         pub max_message_bytes: u64,
+        /// Credentials: exactly one of `username` + `password`, `token`, `nkey_seed` (+ `jwt`),
+        /// `credentials_file`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub auth: Option<NatsAuth>,
         /// Require TLS to the server: `true`, or the shared TLS settings (CA, client
         /// certificate, `server_name`).
         #[serde(default, skip_serializing_if = "NatsTls::is_off")]
         pub tls: NatsTls,
+        /// A server connection with no delivery through it for this long (ms) is closed;
+        /// default 600000, 0 keeps it open.
         #[serde(default = "d_idle")]
         pub idle_timeout_ms: u64,
     }

@@ -43,9 +43,11 @@ sink_config! {
     /// Publishes each hook to a Pub/Sub topic with REST `topics.publish`, batched; a batch refused
     /// with `INVALID_ARGUMENT` is bisected to find the bad message.
     pub struct GooglePubsubSinkConfig {
+        /// The Google Cloud project id that owns the topic.
         pub project: String,
         /// The topic id (not `projects/.../topics/...`); the sink never creates topics.
         pub topic: String,
+        /// Where the bearer token comes from: `metadata` (default), `token` or `none`.
         #[serde(default)]
         pub auth: PubsubAuth,
         /// The bearer token for `auth: token`.
@@ -58,11 +60,14 @@ sink_config! {
         /// A static `orderingKey` on every message (Ankusa's own deliveries stay unordered).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub message_ordering_key: Option<String>,
+        /// Largest body carried inline (base64), in bytes (default 65536); a larger one
+        /// travels as a claim check.
         #[serde(default = "d_inline")]
         pub inline_max_bytes: u64,
         /// Data plus attributes plus ordering key above this is dead-lettered at once.
         #[serde(default = "d_pubsub_max")]
         pub max_message_bytes: u64,
+        /// Timeout of one `topics.publish` request, in ms (default 5000).
         #[serde(default = "d_5000")]
         pub timeout_ms: u64,
         /// How the `https://` endpoint is verified: a private CA bundle (a private endpoint or

@@ -12,6 +12,7 @@ use crate::error::ConfigError;
 use crate::rules::{err, url_with_scheme};
 use crate::secrets::SecretUrl;
 
+/// The AMQP exchange type the RabbitMQ sink declares its exchange with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "snake_case")]
@@ -62,22 +63,31 @@ sink_config! {
     pub struct RabbitmqSinkConfig {
         /// `amqp://user:password@host:5672/vhost` (`amqps://` for TLS); redacted in `print-config`.
         pub url: SecretUrl,
+        /// The exchange published to, declared durable by the sink (not `amq.*`, at most 255
+        /// bytes).
         pub exchange: String,
+        /// The type the exchange is declared with: `topic` (default), `direct`, `fanout` or
+        /// `headers`.
         #[serde(default)]
         pub exchange_type: ExchangeType,
         /// A static routing key; default `ankusa.<source_id>`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub routing_key: Option<String>,
+        /// Largest body carried inline (base64), in bytes (default 65536); a larger one
+        /// travels as a claim check.
         #[serde(default = "d_inline")]
         pub inline_max_bytes: u64,
         /// Publishes awaiting a confirm on the connection; past it a delivery fails `busy`.
         #[serde(default = "d_max_inflight")]
         pub max_inflight: u32,
+        /// How long a publish waits for the broker's publisher confirm, in ms (default 5000).
         #[serde(default = "d_5000")]
         pub confirm_timeout_ms: u64,
         /// After a failed connect, deliveries fail `not_connected` for this long before redialing.
         #[serde(default = "d_5000")]
         pub retry_ms: u64,
+        /// A broker connection with no delivery through it for this long (ms) is closed;
+        /// default 600000, 0 keeps it open.
         #[serde(default = "d_idle")]
         pub idle_timeout_ms: u64,
         /// How an `amqps://` connection is verified (CA bundle, client certificate, server

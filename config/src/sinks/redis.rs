@@ -14,11 +14,17 @@ sink_config! {
         /// `redis://[[user]:password@]host:6379/0` (`rediss://` for TLS); the userinfo is the
         /// ACL user and password (`AUTH`); redacted in `print-config`.
         pub url: SecretUrl,
+        /// The pub/sub channel PUBLISHed to.
         pub channel: String,
+        /// Largest body carried inline (base64), in bytes (default 65536); a larger one
+        /// travels as a claim check.
         #[serde(default = "d_inline")]
         pub inline_max_bytes: u64,
+        /// How long a PUBLISH waits for the server's reply, in ms (default 5000).
         #[serde(default = "d_5000")]
         pub publish_timeout_ms: u64,
+        /// A server connection with no delivery through it for this long (ms) is closed;
+        /// default 600000, 0 keeps it open.
         #[serde(default = "d_idle")]
         pub idle_timeout_ms: u64,
         /// How a `rediss://` connection is verified (CA bundle, client certificate, server

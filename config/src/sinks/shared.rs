@@ -35,8 +35,10 @@ pub(super) fn d_5000() -> u64 {
 #[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct OrderingKey {
+    /// A request header whose value is the lane key (set exactly one of `header`, `json`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub header: Option<String>,
+    /// A dot path into the JSON body (its first 1 MiB) whose value is the lane key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub json: Option<String>,
 }
@@ -72,9 +74,11 @@ pub(super) fn check_ordering(
 pub struct BatchLimits {
     /// Most entries one request takes.
     pub max_entries: u32,
+    /// The default of `batch_max_entries`.
     pub default_entries: u32,
     /// Most bytes one request takes.
     pub max_bytes: u64,
+    /// The default of `batch_max_bytes`.
     pub default_bytes: u64,
 }
 
@@ -99,13 +103,21 @@ pub(super) fn d_queue_tenant_max() -> u32 {
 /// share one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct BatchOptions {
+    /// `batch`.
     pub enabled: bool,
+    /// `batch_linger_ms`.
     pub linger_ms: u64,
+    /// `batch_max_entries`.
     pub max_entries: u32,
+    /// `batch_max_bytes`.
     pub max_bytes: u64,
+    /// `batch_queue_max`.
     pub queue_max: u32,
+    /// `batch_queue_max_bytes`.
     pub queue_max_bytes: u64,
+    /// `batch_queue_tenant_max`.
     pub queue_tenant_max: u32,
+    /// `batch_max_inflight`.
     pub max_inflight: Option<u32>,
 }
 

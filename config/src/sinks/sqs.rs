@@ -33,11 +33,14 @@ sink_config! {
         /// when set (fair queues).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub message_group_id: Option<String>,
+        /// Largest body carried inline (base64), in bytes (default 65536); a larger one
+        /// travels as a claim check.
         #[serde(default = "d_inline")]
         pub inline_max_bytes: u64,
         /// Body plus attributes above this is dead-lettered at once (`message_too_large`).
         #[serde(default = "d_sqs_max")]
         pub max_message_bytes: u64,
+        /// Timeout of one SQS request, in ms (default 5000).
         #[serde(default = "d_5000")]
         pub timeout_ms: u64,
         /// How the `https://` endpoint is verified: a private CA bundle (a private or
@@ -50,8 +53,11 @@ sink_config! {
         /// Static credentials; absent: `AWS_*` env, web identity (IRSA), profile, IMDSv2.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub access_key_id: Option<Secret>,
+        /// The secret key of `access_key_id` (the two go together).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub secret_access_key: Option<Secret>,
+        /// A session token for temporary static credentials (needs `access_key_id` and
+        /// `secret_access_key`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub session_token: Option<Secret>,
     }

@@ -15,6 +15,8 @@ use crate::error::ConfigError;
 use crate::rules::err;
 use crate::secrets::Secret;
 
+/// The TLS settings a queue sink shares: the CA to trust, a client certificate, the name to
+/// check.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(deny_unknown_fields)]

@@ -34,6 +34,8 @@ pub fn router() -> Router<Arc<AdminState>> {
 }
 
 async fn metrics(State(s): State<Arc<AdminState>>) -> impl IntoResponse {
+    // Set here too: a reload of the file (app.rs) does not pass through `reloaded`.
+    set_restart_gauge(&s);
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         s.scrape.render().await,
@@ -111,6 +113,7 @@ fn reloaded(s: &AdminState, r: Result<bool, ConfigError>) -> AdminResult<ReloadR
                 m.config.reloads.with_label_values(&["ok"]).inc();
                 m.config.generation.set(s.config.live().generation as i64);
             }
+            set_restart_gauge(s);
             let st = s.config.status();
             Ok(Json(ReloadReply {
                 changed,
@@ -127,6 +130,12 @@ fn reloaded(s: &AdminState, r: Result<bool, ConfigError>) -> AdminResult<ReloadR
             })
         }
     }
+}
+
+/// `ankusa_config_restart_required`: 1 while `restart_required` is not empty.
+fn set_restart_gauge(s: &AdminState) {
+    let pending = !s.config.restart_required().is_empty();
+    s.metrics.config.restart_required.set(i64::from(pending));
 }
 
 async fn wal(

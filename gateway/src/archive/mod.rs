@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ankusa_api::ArchiveStatus;
-use ankusa_config::{ArchiveAt, StorageConfig};
+use ankusa_config::{ArchiveAt, ConfigError, StorageConfig};
 use ankusa_core::now_ms;
 use ankusa_format::segment::{self, MAX_SEGMENT_BYTES, Record, SegmentRow};
 use ankusa_store::{ArchiveCandidate, ArchivedHook, Envelope, Store, StoreError};
@@ -85,6 +85,13 @@ pub(crate) fn key_segment(s: &str) -> String {
     }
 }
 
+/// The blob store of `storage`, built without contacting it: what `Archive::new` writes to,
+/// and what `ankusa check-config` builds to refuse what a start would (`cli::check`).
+pub fn blob_store(cfg: &StorageConfig) -> Result<BlobStore, ConfigError> {
+    // The blob store's errors lead with the key (`storage.s3.endpoint: ...`).
+    BlobStore::from_config(cfg).map_err(ConfigError::general)
+}
+
 impl Archive {
     /// The archive of this config's `storage`, its compactor started.
     pub fn start(
@@ -92,7 +99,7 @@ impl Archive {
         cfg: &StorageConfig,
         node: &str,
         metrics: Arc<Metrics>,
-    ) -> Result<Arc<Archive>, String> {
+    ) -> Result<Arc<Archive>, ConfigError> {
         let a = Arc::new(Archive::new(store, cfg, node, metrics)?);
         tokio::spawn(a.clone().run());
         Ok(a)
@@ -103,10 +110,11 @@ impl Archive {
         cfg: &StorageConfig,
         node: &str,
         metrics: Arc<Metrics>,
-    ) -> Result<Archive, String> {
+    ) -> Result<Archive, ConfigError> {
+        let blob = blob_store(cfg)?;
         store.set_archiving(true);
         Ok(Archive {
-            blob: BlobStore::from_config(cfg)?,
+            blob,
             store,
             cfg: cfg.clone(),
             node: key_segment(node),

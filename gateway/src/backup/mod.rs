@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ankusa_api::BackupStatus;
-use ankusa_config::Config;
+use ankusa_config::{Config, ConfigError};
 use ankusa_core::now_ms;
 use ankusa_store::{Store, StoreError};
 use bytes::Bytes;
@@ -105,18 +105,24 @@ impl BackupError {
 }
 
 /// The blob store and key layout of a config's backups: `backup.store`, else the archive's
-/// store; `backup.key_prefix`, else `storage.key_prefix`.
-pub fn target(c: &Config) -> Result<(BlobStore, Layout), String> {
+/// store; `backup.key_prefix`, else `storage.key_prefix`. Built without contacting the store:
+/// the boot restore, `Backup::new` and `ankusa check-config` (`check`) all build it here.
+pub fn target(c: &Config) -> Result<(BlobStore, Layout), ConfigError> {
+    // The blob store's errors lead with the key (`backup.store.local: ...`).
     let blob = match (&c.backup.store, &c.storage) {
         (Some(s), _) => BlobStore::from_parts(
             s.store_type,
             s.local.as_ref(),
             s.s3.as_ref(),
             "backup.store",
-        )?,
-        (None, Some(st)) => BlobStore::from_config(st)?,
+        )
+        .map_err(ConfigError::general)?,
+        (None, Some(st)) => BlobStore::from_config(st).map_err(ConfigError::general)?,
         (None, None) => {
-            return Err("backup.store: is required when storage is not configured".into());
+            return Err(ConfigError::field(
+                "backup.store",
+                "is required when storage is not configured",
+            ));
         }
     };
     let prefix = c
@@ -125,6 +131,16 @@ pub fn target(c: &Config) -> Result<(BlobStore, Layout), String> {
         .clone()
         .or_else(|| c.storage.as_ref().and_then(|s| s.key_prefix.clone()));
     Ok((blob, Layout::new(prefix.as_deref(), &c.node.instance)))
+}
+
+/// What a start builds of `backup` before anything runs (the boot restore's and the timer's
+/// target), checked without contacting the store: `ankusa check-config` refuses what a start
+/// would.
+pub fn check(c: &Config) -> Result<(), ConfigError> {
+    if c.backup.enabled {
+        target(c)?;
+    }
+    Ok(())
 }
 
 #[derive(Default)]
@@ -180,7 +196,7 @@ impl Backup {
         metrics: Arc<Metrics>,
         intake: Option<Arc<dyn IntakeMark>>,
         restored: Option<&Restored>,
-    ) -> Result<Arc<Backup>, String> {
+    ) -> Result<Arc<Backup>, ConfigError> {
         let b = Arc::new(Backup::new(store, c, metrics, intake, restored)?);
         tokio::spawn(b.clone().run());
         Ok(b)
@@ -193,7 +209,7 @@ impl Backup {
         metrics: Arc<Metrics>,
         intake: Option<Arc<dyn IntakeMark>>,
         restored: Option<&Restored>,
-    ) -> Result<Backup, String> {
+    ) -> Result<Backup, ConfigError> {
         let (blob, layout) = target(c)?;
         // Both outcomes show from the start (a scrape before the first backup reads 0, not
         // nothing).

@@ -43,12 +43,23 @@ pub struct Restored {
 pub struct RestoreError {
     pub step: String,
     pub message: String,
+    /// The backup target is refused by its config (nothing was contacted): a config error,
+    /// which `ankusa check-config` refuses as well (`super::check`).
+    config: bool,
+}
+
+impl RestoreError {
+    /// Whether the config, not the store or the backup, is at fault.
+    pub fn is_config(&self) -> bool {
+        self.config
+    }
 }
 
 fn fail(step: impl Into<String>, message: impl std::fmt::Display) -> RestoreError {
     RestoreError {
         step: step.into(),
         message: message.to_string(),
+        config: false,
     }
 }
 
@@ -99,7 +110,10 @@ pub async fn restore_if_empty(c: &Config) -> Result<Option<Restored>, RestoreErr
         }
         return Ok(None);
     }
-    let (blob, layout) = super::target(c).map_err(|e| fail("backup store", e))?;
+    let (blob, layout) = super::target(c).map_err(|e| RestoreError {
+        config: true,
+        ..fail("backup store", e)
+    })?;
     restore_into(&blob, &layout, &paths).await
 }
 

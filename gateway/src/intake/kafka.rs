@@ -5,13 +5,16 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use ankusa_config::KafkaSinkConfig;
+use ankusa_config::{ConfigError, KafkaSinkConfig};
 use ankusa_sinks::kafka::{Guarded, KafkaContext};
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rdkafka::{Offset, TopicPartitionList};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 /// Where a record landed.
 pub type Position = (i32, i64);
@@ -24,15 +27,74 @@ pub struct KafkaLog {
     timeout: Duration,
 }
 
+/// Where the intake's Kafka settings sit in the config.
+const AT: &str = "intake.kafka";
+
+/// The producer's settings, checked as far as they can be without a client: every setting is
+/// one librdkafka takes (each is set on a native config, which starts no thread and connects
+/// nowhere) and the TLS material parses, so the producer `KafkaLog::new` creates from them is
+/// not refused later. `ankusa check-config` stops here.
+pub fn client_config(
+    cfg: &KafkaSinkConfig,
+    publish_timeout: Duration,
+) -> Result<ClientConfig, ConfigError> {
+    let mut client = ankusa_sinks::kafka::intake_client_config(cfg, AT).map_err(keyed)?;
+    client.set(
+        "message.timeout.ms",
+        publish_timeout.as_millis().max(100).to_string(),
+    );
+    check_pem(&client)?;
+    client.create_native_config().map_err(|e| match e {
+        // Only the key: librdkafka's own text quotes the value, which may be a credential.
+        KafkaError::ClientConfig(_, _, key, _) => {
+            ConfigError::field(AT, format!("librdkafka refuses the setting {key}"))
+        }
+        _ => ConfigError::field(AT, "librdkafka refuses the settings"),
+    })?;
+    Ok(client)
+}
+
+/// `"intake.kafka.tls: ..."` as an error on that key.
+fn keyed(text: String) -> ConfigError {
+    match text.split_once(": ") {
+        Some((field, message)) if field.starts_with(AT) => ConfigError::field(field, message),
+        _ => ConfigError::field(AT, text),
+    }
+}
+
+/// The TLS material librdkafka parses when it creates a client, parsed first (an error names
+/// the key, never the content).
+fn check_pem(client: &ClientConfig) -> Result<(), ConfigError> {
+    let bad = |key: &str, reason: &str| ConfigError::field(format!("{AT}.tls.{key}"), reason);
+    for (setting, key) in [
+        ("ssl.ca.pem", "ca_file"),
+        ("ssl.certificate.pem", "cert_file"),
+    ] {
+        if let Some(pem) = client.get(setting) {
+            let certs = CertificateDer::pem_slice_iter(pem.as_bytes())
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|_| bad(key, "is not valid PEM"))?;
+            if certs.is_empty() {
+                return Err(bad(key, "holds no certificate"));
+            }
+        }
+    }
+    if let Some(pem) = client.get("ssl.key.pem") {
+        PrivateKeyDer::from_pem_slice(pem.as_bytes())
+            .map_err(|_| bad("key_file", "holds no private key"))?;
+    }
+    Ok(())
+}
+
 impl KafkaLog {
-    pub fn new(cfg: &KafkaSinkConfig, publish_timeout: Duration) -> Result<KafkaLog, String> {
-        let mut client = ankusa_sinks::kafka::intake_client_config(cfg, "intake.kafka")?;
-        client.set(
-            "message.timeout.ms",
-            publish_timeout.as_millis().max(100).to_string(),
-        );
+    /// The log's producer, created from `client_config`'s checked settings.
+    pub fn new(
+        client: ClientConfig,
+        cfg: &KafkaSinkConfig,
+        publish_timeout: Duration,
+    ) -> Result<KafkaLog, ConfigError> {
         let producer = ankusa_sinks::kafka::intake_producer(&client)
-            .map_err(|e| format!("intake.kafka: cannot create a producer ({e})"))?;
+            .map_err(|e| ConfigError::field(AT, format!("cannot create a producer ({e})")))?;
         Ok(KafkaLog {
             producer,
             client,

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ankusa_config::IntakeConfig;
+use ankusa_config::{ConfigError, IntakeConfig, NatsSinkConfig};
 use ankusa_core::now_ms;
 use ankusa_format::intake::{IntakeDedupe, IntakeMeta, encode_intake, encode_intake_json};
 use ankusa_store::WriteBatch;
@@ -142,18 +142,44 @@ pub enum Answer {
     Pending,
 }
 
+/// The log's client settings, checked, before any client exists: what `Intake::start` builds
+/// its log from.
+enum Plan<'a> {
+    Kafka(rdkafka::ClientConfig, &'a ankusa_config::KafkaSinkConfig),
+    /// Connects on first use (a server away at start is retried), so nothing more to check.
+    JetStream(&'a NatsSinkConfig),
+}
+
+fn plan(cfg: &IntakeConfig) -> Result<Plan<'_>, ConfigError> {
+    let timeout = Duration::from_millis(cfg.publish_timeout_ms);
+    match (&cfg.kafka, &cfg.jetstream) {
+        (Some(k), _) => Ok(Plan::Kafka(kafka::client_config(k, timeout)?, k)),
+        (None, Some(j)) => Ok(Plan::JetStream(j)),
+        (None, None) => Err(ConfigError::field(
+            "intake",
+            "needs intake.kafka or intake.jetstream",
+        )),
+    }
+}
+
+/// What `Intake::start` refuses of `cfg`, found without creating a client or connecting:
+/// `ankusa check-config` runs this.
+pub fn check(cfg: &IntakeConfig) -> Result<(), ConfigError> {
+    plan(cfg).map(|_| ())
+}
+
 impl Intake {
+    /// Refuses (a `ConfigError`) what `check` refuses, then creates the log's client.
     pub async fn start(
         cfg: &IntakeConfig,
         default_node: &str,
         store: Arc<Store>,
         registry: &prometheus::Registry,
-    ) -> Result<Arc<Intake>, String> {
+    ) -> Result<Arc<Intake>, ConfigError> {
         let timeout = Duration::from_millis(cfg.publish_timeout_ms);
-        let log = match (&cfg.kafka, &cfg.jetstream) {
-            (Some(k), _) => Log::Kafka(KafkaLog::new(k, timeout)?),
-            (None, Some(j)) => Log::JetStream(Box::new(JetStreamLog::new(j, timeout))),
-            (None, None) => return Err("intake: needs intake.kafka or intake.jetstream".into()),
+        let log = match plan(cfg)? {
+            Plan::Kafka(client, k) => Log::Kafka(KafkaLog::new(client, k, timeout)?),
+            Plan::JetStream(j) => Log::JetStream(Box::new(JetStreamLog::new(j, timeout))),
         };
         let node = cfg.node.clone().unwrap_or_else(|| default_node.to_string());
         Ok(Arc::new(Intake {

@@ -7,6 +7,8 @@ use super::register::{counter_vec, gauge};
 pub struct ConfigMetrics {
     pub reloads: IntCounterVec,
     pub generation: IntGauge,
+    /// 1 while a reload changed keys that only a restart applies (`restart_required`).
+    pub restart_required: IntGauge,
 }
 
 impl ConfigMetrics {
@@ -22,6 +24,11 @@ impl ConfigMetrics {
                 r,
                 "ankusa_config_generation",
                 "Generation of the loaded config",
+            ),
+            restart_required: gauge(
+                r,
+                "ankusa_config_restart_required",
+                "1 while config keys changed since start that only a restart applies (restart_required of GET /v1/status)",
             ),
         }
     }

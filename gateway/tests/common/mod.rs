@@ -117,6 +117,8 @@ impl Gateway {
         c.output().expect("run ankusa")
     }
 
+    /// Waits until `/ready` is `200` and every listener it names (`ingest`, `admin`,
+    /// `claim_check`) accepts a connection: a test may use any of them right after.
     pub fn wait_ready(&mut self, timeout: Duration) {
         let deadline = Instant::now() + timeout;
         // An HTTPS-only admin listener answers plain HTTP `400`; the ingest port has `/ready` too.
@@ -140,8 +142,8 @@ impl Gateway {
                     self.log_tail()
                 );
             }
-            if let Ok(r) = blocking_get(&url)
-                && r == 200
+            if let Ok((200, body)) = blocking_get_text(&url)
+                && self.listeners_accept(&body)
             {
                 return;
             }
@@ -150,6 +152,25 @@ impl Gateway {
             }
             std::thread::sleep(Duration::from_millis(25));
         }
+    }
+
+    /// Whether every listener a `/ready` answer names accepts a TCP connection.
+    fn listeners_accept(&self, ready: &str) -> bool {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(ready) else {
+            return false;
+        };
+        let Some(names) = v["listeners"].as_array() else {
+            return false;
+        };
+        names.iter().all(|n| {
+            let addr = match n.as_str() {
+                Some("ingest") => self.ingest,
+                Some("admin") => self.admin,
+                Some("claim_check") => self.claims,
+                _ => return false,
+            };
+            std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_ok()
+        })
     }
 
     /// `kill -9`: no shutdown code runs.
@@ -269,6 +290,11 @@ fn unsafe_sigterm(pid: u32) {
 
 /// A tiny blocking GET for readiness polls (no runtime needed).
 pub fn blocking_get(url: &str) -> std::io::Result<u16> {
+    blocking_get_text(url).map(|(status, _)| status)
+}
+
+/// A plain HTTP GET: (status, body).
+pub fn blocking_get_text(url: &str) -> std::io::Result<(u16, String)> {
     use std::io::{Read, Write};
     let rest = url.strip_prefix("http://").unwrap_or(url);
     let (host, path) = rest
@@ -283,10 +309,13 @@ pub fn blocking_get(url: &str) -> std::io::Result<u16> {
     )?;
     let mut buf = String::new();
     s.read_to_string(&mut buf)?;
-    buf.split_whitespace()
+    let status = buf
+        .split_whitespace()
         .nth(1)
         .and_then(|c| c.parse().ok())
-        .ok_or_else(|| std::io::Error::other("no status"))
+        .ok_or_else(|| std::io::Error::other("no status"))?;
+    let body = buf.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
+    Ok((status, body.to_string()))
 }
 
 /// Standard Webhooks headers for a body, signed with `secret` at `ts`.

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use ankusa_crds::condition::DEGRADED;
 use ankusa_crds::names::SINK_FINALIZER;
+use ankusa_crds::sink::OptionsFrom;
 use ankusa_crds::{Gateway, Sink, SinkStatus, Source, find_condition};
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
@@ -85,13 +86,28 @@ async fn apply(sink: &Sink, ctx: &Ctx) -> Result<Action> {
         .items;
     let used_by = users(sink, &sources);
     let old = sink.status.clone().unwrap_or_default();
+    // Once per generation: the deprecated `options` map still works, for one more release.
+    if old.observed_generation != sink.metadata.generation
+        && let Ok((_, OptionsFrom::Deprecated)) = sink.spec.resolved_options()
+    {
+        ctx.event(
+            sink,
+            EventType::Warning,
+            "DeprecatedOptions",
+            format!(
+                "spec.options is deprecated and read for one more release: move its keys to spec.{}",
+                sink.spec.type_.field()
+            ),
+        )
+        .await;
+    }
     let new = sink_status(sink, &gateways, &used_by, &old, &now_rfc3339());
     if changed(&old, &new) {
         delivery_events(ctx, sink, &old, &new).await;
         let ready = new.conditions.iter().find(|c| c.type_ == "Ready");
         let was = old.conditions.iter().find(|c| c.type_ == "Ready");
         if let Some(r) = ready
-            && r.reason.as_deref() == Some("RenderFailed")
+            && matches!(r.reason.as_deref(), Some("RenderFailed" | "InvalidSpec"))
             && was.map(|w| &w.message) != Some(&r.message)
         {
             ctx.event(

@@ -1,40 +1,11 @@
-//! What counts as a credential in a Sink's `options`: keys that must come from a Secret
-//! (`password`, `*_token`, ...), URLs carrying a password, credential headers; and, per sink
-//! type, the option paths a Secret may fill (`secretRefs` keys). A credential written inline
-//! in a manifest is refused, naming the option and never its value.
+//! What counts as a credential in a Sink's options: keys that must come from a Secret
+//! (`password`, `*_token`, ...; the list is the CRD's, `ankusa_crds::sink::keys`), URLs
+//! carrying a password, credential headers. A credential written inline in a manifest is
+//! refused, naming the option and never its value.
 //!
 //! May import: `ankusa_crds` only (a leaf: `render::sink` and `render::files` use it).
 
-use ankusa_crds::sink::SinkType;
-
-/// Option names that must come from a Secret (`secretRefs`), never from `options`.
-const CREDENTIAL_KEYS: &[&str] = &[
-    "secret",
-    "secrets",
-    "password",
-    "token",
-    "api_key",
-    "auth_token",
-    "access_key",
-    "secret_key",
-    "private_key",
-    "secret_access_key",
-    "session_token",
-    "credentials",
-    "credentials_json",
-    "nkey",
-    "nkey_seed",
-    "jwt",
-    "creds",
-];
-
-fn is_credential_key(k: &str) -> bool {
-    let k = k.to_ascii_lowercase();
-    CREDENTIAL_KEYS.contains(&k.as_str())
-        || ["_password", "_secret", "_token"]
-            .iter()
-            .any(|s| k.ends_with(s))
-}
+pub use ankusa_crds::sink::keys::{is_credential_key, secret_ref_paths};
 
 /// `scheme://user:password@host...`
 fn url_has_password(s: &str) -> bool {
@@ -99,53 +70,4 @@ fn check_options_at(
         }
     }
     Ok(())
-}
-
-/// The option paths a Secret may fill, per sink type: the credentials and the addresses that
-/// carry them, nothing else. A Secret placed anywhere else (`timeout_ms`, `topic`) would reach
-/// a status or an Event through the error that follows, or be sent somewhere as plain data.
-pub fn secret_ref_paths(t: SinkType) -> &'static [&'static str] {
-    match t {
-        // A receiver URL is often the credential itself (a Slack incoming-webhook URL).
-        SinkType::Http => &["secret", "url"],
-        SinkType::Log => &[],
-        SinkType::Kafka => &[
-            "sasl.username",
-            "sasl.password",
-            "sasl.token",
-            "tls.ca_pem",
-            "tls.cert_pem",
-            "tls.key_pem",
-        ],
-        SinkType::Rabbitmq => &["url", "tls.ca_pem", "tls.cert_pem", "tls.key_pem"],
-        SinkType::Redis => &["url", "tls.ca_pem", "tls.cert_pem", "tls.key_pem"],
-        SinkType::Nats => &[
-            "auth.username",
-            "auth.password",
-            "auth.token",
-            "auth.nkey_seed",
-            "auth.jwt",
-            // The shared TLS settings' PEM text (a private CA, a client certificate and key).
-            "tls.ca_pem",
-            "tls.cert_pem",
-            "tls.key_pem",
-        ],
-        SinkType::Sqs => &[
-            "queue_url",
-            "endpoint",
-            "access_key_id",
-            "secret_access_key",
-            "session_token",
-            "tls.ca_pem",
-            "tls.cert_pem",
-            "tls.key_pem",
-        ],
-        SinkType::GooglePubsub => &[
-            "token",
-            "endpoint",
-            "tls.ca_pem",
-            "tls.cert_pem",
-            "tls.key_pem",
-        ],
-    }
 }

@@ -10,8 +10,6 @@
 //!
 //! May import: `render::{rendered, archive, sink, files}`, `ankusa_config`, `ankusa_crds`.
 
-use std::collections::BTreeMap;
-
 use ankusa_config::{
     BackupConfig, BackupStoreConfig, BlobStoreType, Config, IntakeConfig, WalConfig, WalType,
 };
@@ -22,7 +20,7 @@ use kube::ResourceExt;
 use crate::render::archive::{S3Fields, s3_store};
 use crate::render::files;
 use crate::render::rendered::SecretValues;
-use crate::render::sink::sink_object;
+use crate::render::sink::{sink_object, typed_field_error};
 
 /// What `spec.durability` renders to.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -67,25 +65,28 @@ fn intake_config(i: &IntakeSpec, secrets: &SecretValues) -> Result<IntakeConfig,
         IntakeType::Kafka => SinkType::Kafka,
         IntakeType::Jetstream => SinkType::Nats,
     };
+    let (options, field) = i.resolved_options().map_err(|e| format!("{at}.{e}"))?;
     let spec = SinkSpec {
         type_: sink_type,
-        options: i.options.clone(),
+        options: Some(options.clone()),
         secret_refs: i.secret_refs.clone(),
-        secret_headers: BTreeMap::new(),
+        ..SinkSpec::of_type(sink_type)
     };
     let name_err = |e: String| {
-        if e.starts_with("options") || e.starts_with("secretRefs") {
+        let e = typed_field_error(e, field);
+        if e.starts_with(field) || e.starts_with("secretRefs") {
             format!("{at}.{e}")
         } else {
             format!("{at}: {e}")
         }
     };
-    files::refuse_path_keys(&i.options, Some(sink_type), "a Gateway").map_err(name_err)?;
+    files::refuse_path_keys(&options, Some(sink_type), "a Gateway").map_err(name_err)?;
     let mut obj = sink_object(&spec, secrets).map_err(name_err)?;
     obj.remove("type");
     // Read by the log's own type (not the tagged sink enum), so errors carry their path.
     fn read<T: serde::de::DeserializeOwned>(
         at: &str,
+        field: &str,
         obj: serde_json::Map<String, serde_json::Value>,
     ) -> Result<T, String> {
         serde_path_to_error::deserialize::<_, T>(serde_json::Value::Object(obj)).map_err(|e| {
@@ -93,9 +94,9 @@ fn intake_config(i: &IntakeSpec, secrets: &SecretValues) -> Result<IntakeConfig,
             // serde may quote the value, which may be a Secret's.
             let inner = ankusa_config::value_free(&e.into_inner().to_string());
             if path == "." || path.is_empty() {
-                format!("{at}.options: {inner}")
+                format!("{at}.{field}: {inner}")
             } else {
-                format!("{at}.options.{path}: {inner}")
+                format!("{at}.{field}.{path}: {inner}")
             }
         })
     }
@@ -103,10 +104,10 @@ fn intake_config(i: &IntakeSpec, secrets: &SecretValues) -> Result<IntakeConfig,
     let mut c: IntakeConfig = serde_json::from_value(serde_json::json!({}))
         .map_err(|_| format!("{at}: the gateway's intake defaults do not parse"))?;
     match i.type_ {
-        IntakeType::Kafka => c.kafka = Some(read(&at, obj)?),
-        IntakeType::Jetstream => c.jetstream = Some(read(&at, obj)?),
+        IntakeType::Kafka => c.kafka = Some(read(&at, field, obj)?),
+        IntakeType::Jetstream => c.jetstream = Some(read(&at, field, obj)?),
     }
-    let opts = format!("{at}.options");
+    let opts = format!("{at}.{field}");
     if let Some(k) = &c.kafka {
         files::refuse_file_options(k, &opts, Some(sink_type), "a Gateway")?;
     }

@@ -32,11 +32,7 @@ use ankusa_crds::sink::SinkType;
 use crate::render::credentials::secret_ref_paths;
 use crate::render::rendered::Outcome;
 
-/// Whether a raw option key names a file or a directory.
-pub fn is_path_key(k: &str) -> bool {
-    let k = k.to_ascii_lowercase();
-    k.ends_with("file") || k.ends_with("_path") || k.ends_with("_dir")
-}
+pub use ankusa_crds::sink::keys::is_path_key;
 
 /// Where the key material of a file option goes instead: the `secretRefs` key of the same
 /// option in PEM or token form when the sink type takes one.

@@ -58,6 +58,21 @@ pub fn base_config(gw: &Gateway, admin_token: &str) -> Config {
         if let Some(v) = h.body_timeout_ms {
             c.http.body_timeout_ms = v;
         }
+        if let Some(v) = h.max_inflight_body_bytes {
+            c.http.max_inflight_body_bytes = v;
+        }
+        if let Some(v) = h.client_rate_limit {
+            c.http.client_rate_limit = Some(v);
+        }
+        if let Some(v) = &h.trusted_proxies {
+            c.http.trusted_proxies = v.clone();
+        }
+        if let Some(v) = &h.connections {
+            c.http.connections = v.clone();
+        }
+    }
+    if let Some(r) = &s.region {
+        c.node.region = Some(r.clone());
     }
     if let Some(b) = &s.batcher {
         c.batcher = b.clone();

@@ -214,6 +214,7 @@ mod tests {
             rate: Some(50),
             max_lag_ms: None,
             pause_after_dead: None,
+            ttl_seconds_after_finished: None,
         }
     }
 

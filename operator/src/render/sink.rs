@@ -1,7 +1,7 @@
-//! A Sink → the gateway's typed `SinkConfig`: `options` + `type` + the values of `secretRefs`
+//! A Sink → the gateway's typed `SinkConfig`: the options (the typed field named after `type`,
+//! or the deprecated `options` map) + `type` + the values of `secretRefs`
 //! (keys are option paths: `secret`, `url`, `sasl.password`) and `secretHeaders`,
-//! deserialised by the gateway's own types, so a sink type the gateway gains is rendered
-//! without a change here. Credentials written inline, Secrets aimed at non-credential options
+//! deserialised by the gateway's own type of that sink, so errors name the option. Credentials written inline, Secrets aimed at non-credential options
 //! and file options are refused (`render::credentials`, `render::files`). Also the render step
 //! that renders each Sink the Gateway's Sources use, once.
 //!
@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 
 use ankusa_config::SinkConfig;
+use ankusa_crds::sink::{Options, OptionsFrom};
 use ankusa_crds::{Sink, SinkSpec, Source};
 use kube::ResourceExt;
 
@@ -51,19 +52,36 @@ fn set_path(
 }
 
 /// A Sink → the gateway's typed `SinkConfig`: `options` + `type` + the values of
-/// `secretRefs` (keys are option paths: `secret`, `url`, `sasl.password`) and `secretHeaders`, deserialised by the gateway's own types (so a sink type
+/// `secretRefs` (keys are option paths: `secret`, `url`, `sasl.password`) and `secretHeaders`, deserialised by the gateway's own type of that sink (so a sink type
 /// the gateway gains is rendered without changes here).
 pub fn render_sink(sink: &Sink, secrets: &SecretValues) -> Result<SinkConfig, String> {
     render_sink_spec(&sink.spec, secrets)
 }
 
 /// [`render_sink`] of a Sink's spec alone (also the shape of the intake log of
-/// `spec.durability`). Errors name the field relative to the spec (`options.brokers`,
-/// `secretRefs.sasl.password`).
+/// `spec.durability`). Errors name the field relative to the spec (`kafka.brokers`, or
+/// `options.brokers` for the deprecated map; `secretRefs.sasl.password`).
 pub fn render_sink_spec(spec: &SinkSpec, secrets: &SecretValues) -> Result<SinkConfig, String> {
-    files::refuse_path_keys(&spec.options, Some(spec.type_), "a Sink")?;
-    let c = sink_from_object(spec, sink_object(spec, secrets)?)?;
-    files::refuse_file_options(&c, "options", Some(spec.type_), "a Sink").map(|()| c)
+    let (options, from) = spec.resolved_options()?;
+    let field = |e: String| match from {
+        OptionsFrom::Typed => typed_field_error(e, spec.type_.field()),
+        OptionsFrom::Deprecated => e,
+    };
+    files::refuse_path_keys(&options, Some(spec.type_), "a Sink").map_err(field)?;
+    let c = sink_from_object(spec, sink_object_of(spec, options, secrets).map_err(field)?)
+        .map_err(field)?;
+    files::refuse_file_options(&c, "options", Some(spec.type_), "a Sink")
+        .map(|()| c)
+        .map_err(field)
+}
+
+/// An error about the options (`options.x: ...`) of a Sink that set them in its typed field
+/// (`kafka.x: ...`).
+pub fn typed_field_error(e: String, field: &str) -> String {
+    match e.strip_prefix("options") {
+        Some(rest) if rest.starts_with(['.', ':', '[']) => format!("{field}{rest}"),
+        _ => e,
+    }
 }
 
 /// A Sink spec's options with `type` and the Secret values filled in: the JSON object of the
@@ -72,8 +90,17 @@ pub(crate) fn sink_object(
     spec: &SinkSpec,
     secrets: &SecretValues,
 ) -> Result<serde_json::Map<String, serde_json::Value>, String> {
-    check_sink_options(&spec.options)?;
-    let mut obj = spec.options.clone();
+    let (options, _) = spec.resolved_options()?;
+    sink_object_of(spec, options, secrets)
+}
+
+fn sink_object_of(
+    spec: &SinkSpec,
+    options: Options,
+    secrets: &SecretValues,
+) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+    check_sink_options(&options)?;
+    let mut obj = options;
     obj.insert("type".into(), spec.type_.as_str().into());
     let allowed = secret_ref_paths(spec.type_);
     for (k, refs) in &spec.secret_refs {
@@ -124,24 +151,46 @@ pub(crate) fn sink_object(
 
 fn sink_from_object(
     spec: &SinkSpec,
-    obj: serde_json::Map<String, serde_json::Value>,
+    mut obj: serde_json::Map<String, serde_json::Value>,
 ) -> Result<SinkConfig, String> {
+    use ankusa_config::{
+        GooglePubsubSinkConfig, HttpSinkConfig, KafkaSinkConfig, LogSinkConfig, NatsSinkConfig,
+        RabbitmqSinkConfig, RedisSinkConfig, SqsSinkConfig,
+    };
+    use ankusa_crds::SinkType as T;
+    // Read by the type's own struct, not the tagged enum: serde reads a tagged enum's fields
+    // from a buffer that forgets where they were, so an error would name no option.
+    obj.remove("type");
     let value = serde_json::Value::Object(obj);
-    serde_path_to_error::deserialize::<_, SinkConfig>(value).map_err(|e| {
-        let path = e.path().to_string();
-        // serde quotes the offending value ("invalid type: string \"...\""), and that value
-        // may be a Secret's: the message reaches statuses, Events and logs.
-        let inner = ankusa_config::value_free(&e.into_inner().to_string());
-        if inner.contains("unknown variant") && (path == "." || path.is_empty() || path == "type") {
-            format!(
-                "type {} is not supported by this gateway version",
-                spec.type_.as_str()
-            )
-        } else if path == "." || path.is_empty() {
-            format!("options: {inner}")
-        } else {
-            format!("options.{path}: {inner}")
-        }
+    fn read<C: serde::de::DeserializeOwned>(v: serde_json::Value) -> Result<C, String> {
+        serde_path_to_error::deserialize::<_, C>(v).map_err(|e| {
+            let path = e.path().to_string();
+            // serde quotes the offending value ("invalid type: string \"...\""), and that
+            // value may be a Secret's: the message reaches statuses, Events and logs.
+            let inner = ankusa_config::value_free(&e.into_inner().to_string());
+            // An unknown key's error sits on the map holding it: name the key itself.
+            let mut at = match path.as_str() {
+                "." | "" => "options".to_string(),
+                p => format!("options.{p}"),
+            };
+            if let Some(key) = inner
+                .strip_prefix("unknown field `")
+                .and_then(|r| r.split('`').next())
+            {
+                at = format!("{at}.{key}");
+            }
+            format!("{at}: {inner}")
+        })
+    }
+    Ok(match spec.type_ {
+        T::Http => SinkConfig::Http(read::<HttpSinkConfig>(value)?),
+        T::Log => SinkConfig::Log(read::<LogSinkConfig>(value)?),
+        T::Kafka => SinkConfig::Kafka(read::<KafkaSinkConfig>(value)?),
+        T::Rabbitmq => SinkConfig::Rabbitmq(read::<RabbitmqSinkConfig>(value)?),
+        T::Nats => SinkConfig::Nats(read::<NatsSinkConfig>(value)?),
+        T::Redis => SinkConfig::Redis(read::<RedisSinkConfig>(value)?),
+        T::Sqs => SinkConfig::Sqs(read::<SqsSinkConfig>(value)?),
+        T::GooglePubsub => SinkConfig::GooglePubsub(read::<GooglePubsubSinkConfig>(value)?),
     })
 }
 
@@ -174,8 +223,16 @@ pub fn render_used(
                 entry.used_by.push(src.name_any());
             }
             if !configs.contains_key(&r.name) {
-                let rendered = render_sink(sink, secrets)
-                    .and_then(|c| files::refuse_ambient_identity(&c, ambient_allowed).map(|()| c));
+                let rendered = render_sink(sink, secrets).and_then(|c| {
+                    files::refuse_ambient_identity(&c, ambient_allowed)
+                        .map(|()| c)
+                        .map_err(|e| match sink.spec.resolved_options() {
+                            Ok((_, OptionsFrom::Typed)) => {
+                                typed_field_error(e, sink.spec.type_.field())
+                            }
+                            _ => e,
+                        })
+                });
                 if let Err(e) = &rendered {
                     entry.error = Some(e.clone());
                 } else {

@@ -2,9 +2,11 @@
 //! `/etc/ankusa/<pod>.yaml` from the config Secret (hot-reloaded on change, no restart), its
 //! admin serving certificate mounted, hardened to the Pod Security "restricted" profile; the
 //! durability digest on its pod template; and what of an existing StatefulSet must be kept
-//! (volume claim templates are immutable).
+//! (volume claim templates are immutable); and the digest of the restart-pinned sections of the
+//! rendered config (`restart_fingerprint`), so a change the gateway applies only at start
+//! rolls the pods.
 //!
-//! May import: `resources::names`, `ankusa_crds`.
+//! May import: `resources::names`, `ankusa_crds`, `ankusa_config` (the config's types only).
 
 use std::collections::BTreeMap;
 
@@ -313,23 +315,98 @@ pub const DURABILITY_ANNOTATION: &str = "ankusa.dev/durability";
 
 /// Sets (or, for `None`, removes) the durability digest on the StatefulSet's pod template.
 pub fn set_durability_fingerprint(sts: &mut StatefulSet, fingerprint: Option<&str>) {
+    set_template_annotation(sts, DURABILITY_ANNOTATION, fingerprint);
+}
+
+/// The durability digest an existing StatefulSet's pod template carries.
+pub fn durability_fingerprint_of(sts: &StatefulSet) -> Option<String> {
+    template_annotation(sts, DURABILITY_ANNOTATION)
+}
+
+/// Annotation on the pod template: a keyed digest of the restart-pinned sections of the
+/// Gateway's rendered config (`restart_fingerprint`); when it changes, the pods roll.
+pub const RESTART_ANNOTATION: &str = "ankusa.dev/restart-pinned";
+
+/// The config keys a running gateway reads only at start: a hot reload that changes one keeps
+/// its running value and reports it in `restart_required` (the gateway's
+/// `live::ConfigHandle::pin_start_fields`, which `operator/tests/render.rs` checks this list
+/// against). `node.instance` is there too, but differs per pod by design and is fixed by the
+/// pod's name, so it is not part of the digest.
+pub const RESTART_PINNED: &[&str] = &[
+    "node.data_dir",
+    "node.roles",
+    "http.ip",
+    "http.port",
+    "admin.enabled",
+    "admin.ip",
+    "admin.port",
+    "admin.connections",
+    "admin.tls",
+    "http.connections",
+    "http.max_inflight_body_bytes",
+    "claim_check",
+    "wal",
+    "intake",
+    "storage",
+    "backup",
+    "batcher",
+    "log",
+];
+
+/// A keyed digest of the restart-pinned keys of `c` (secrets included, so a rotated intake or
+/// store credential counts), or `None` when `c` does not serialise. Computed on the Gateway's
+/// base config: what differs per pod (`node.instance`, the pod's file) is not in it. Keyed
+/// with the admin token like the durability digest, so the annotation lets nobody test
+/// guesses of a password. A change of anything else (sources, sinks, their secrets) leaves it:
+/// those the pods apply by hot reload.
+pub fn restart_fingerprint(c: &ankusa_config::Config, key: &str) -> Option<String> {
+    use hmac::{Hmac, Mac};
+    let all = serde_json::to_value(c).ok()?;
+    let pinned: Vec<(&str, &serde_json::Value)> = RESTART_PINNED
+        .iter()
+        .map(|path| {
+            let v = path
+                .split('.')
+                .try_fold(&all, |v, k| v.get(k))
+                .unwrap_or(&serde_json::Value::Null);
+            (*path, v)
+        })
+        .collect();
+    let body = serde_json::to_vec(&pinned).ok()?;
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(key.as_bytes()).ok()?;
+    mac.update(&body);
+    let tag = mac.finalize().into_bytes();
+    Some(hex::encode(&tag[..16]))
+}
+
+/// Sets (or, for `None`, removes) the restart digest on the StatefulSet's pod template.
+pub fn set_restart_fingerprint(sts: &mut StatefulSet, fingerprint: Option<&str>) {
+    set_template_annotation(sts, RESTART_ANNOTATION, fingerprint);
+}
+
+/// The restart digest an existing StatefulSet's pod template carries (kept when the config
+/// does not render).
+pub fn restart_fingerprint_of(sts: &StatefulSet) -> Option<String> {
+    template_annotation(sts, RESTART_ANNOTATION)
+}
+
+fn set_template_annotation(sts: &mut StatefulSet, key: &str, value: Option<&str>) {
     let Some(meta) = sts.spec.as_mut().and_then(|s| s.template.metadata.as_mut()) else {
         return;
     };
     let mut annotations = meta.annotations.take().unwrap_or_default();
-    match fingerprint {
-        Some(f) => {
-            annotations.insert(DURABILITY_ANNOTATION.to_string(), f.to_string());
+    match value {
+        Some(v) => {
+            annotations.insert(key.to_string(), v.to_string());
         }
         None => {
-            annotations.remove(DURABILITY_ANNOTATION);
+            annotations.remove(key);
         }
     }
     meta.annotations = (!annotations.is_empty()).then_some(annotations);
 }
 
-/// The durability digest an existing StatefulSet's pod template carries.
-pub fn durability_fingerprint_of(sts: &StatefulSet) -> Option<String> {
+fn template_annotation(sts: &StatefulSet, key: &str) -> Option<String> {
     sts.spec
         .as_ref()?
         .template
@@ -337,7 +414,7 @@ pub fn durability_fingerprint_of(sts: &StatefulSet) -> Option<String> {
         .as_ref()?
         .annotations
         .as_ref()?
-        .get(DURABILITY_ANNOTATION)
+        .get(key)
         .cloned()
 }
 

@@ -1,6 +1,7 @@
 //! A Gateway's status, computed from what was rendered and what each pod's `GET /v1/status`
 //! said: the three conditions (the first trouble found names `Degraded`, in the order of
-//! [`gateway_status`]), the replica counts, each rendered Sink with the pods' delivery errors,
+//! [`gateway_status`]) and `RestartRequired` (pods waiting for a restart to apply changed
+//! start-only settings), the replica counts, each rendered Sink with the pods' delivery errors,
 //! each pod's config hash, archive, DLQ, backups and intake log. Also what of a status changes
 //! with every poll ([`steady_part`]), so the controller can space out writes that change only
 //! that. Pure functions.
@@ -19,7 +20,9 @@ use ankusa_crds::{
 use crate::context::truncate;
 use crate::render::rendered::{Outcome, Rendered, source_id};
 use crate::resources;
-use crate::status::conditions::{Conds, conditions, fraction, rfc3339_from_ms, same_conditions};
+use crate::status::conditions::{
+    Conds, condition, conditions, fraction, rfc3339_from_ms, same_conditions,
+};
 
 /// The archive and DLQ parts of a pod's `GET /v1/status`, as the Gateway's status shows them.
 pub fn pod_archive_dlq(s: &ankusa_api::Status) -> (Option<PodArchiveStatus>, Option<PodDlqStatus>) {
@@ -239,18 +242,26 @@ pub fn gateway_status(
         (true, "RollingOut", ready_c.2.clone())
     };
     let degraded = degraded(gw, rendered, &pods, storage_note);
+    let mut conds = conditions(
+        &old.conditions,
+        Conds {
+            ready: ready_c,
+            progressing,
+            degraded,
+        },
+        gw.metadata.generation,
+        now,
+    );
+    conds.push(condition(
+        &old.conditions,
+        RESTART_REQUIRED,
+        restart_required(&pods),
+        gw.metadata.generation,
+        now,
+    ));
     GatewayStatus {
         observed_generation: gw.metadata.generation,
-        conditions: conditions(
-            &old.conditions,
-            Conds {
-                ready: ready_c,
-                progressing,
-                degraded,
-            },
-            gw.metadata.generation,
-            now,
-        ),
+        conditions: conds,
         replicas,
         ready_replicas: ready,
         programmed_replicas: programmed,
@@ -276,6 +287,33 @@ pub fn gateway_status(
         pods,
         // Written by `ownership` alone; kept here so that statuses compare equal.
         ownership: old.ownership.clone(),
+    }
+}
+
+/// Condition type: `True` while a pod runs with settings older than its config, because the
+/// keys that changed apply only at a restart (the pods' `restart_required`). The operator
+/// rolls the pods for such a change (`resources::statefulset::restart_fingerprint`), which
+/// clears it.
+pub const RESTART_REQUIRED: &str = "RestartRequired";
+
+/// `RestartRequired`: which pods wait for a restart, and for which keys.
+fn restart_required(pods: &[GatewayPodStatus]) -> Cond {
+    let waiting: Vec<String> = pods
+        .iter()
+        .filter(|p| !p.restart_required.is_empty())
+        .map(|p| format!("{} ({})", p.name, p.restart_required.join(", ")))
+        .collect();
+    if waiting.is_empty() {
+        (false, "AsExpected", String::new())
+    } else {
+        (
+            true,
+            "PinnedSettingsChanged",
+            format!(
+                "settings that apply only after a pod restart changed on {}; they run their start values until the pods roll",
+                waiting.join(", ")
+            ),
+        )
     }
 }
 
@@ -511,6 +549,56 @@ mod tests {
             Some("last reload refused: sources.x.tenant must match")
         );
         assert!(st.archive.is_none() && st.dlq.is_none() && st.intake_state.is_none());
+    }
+
+    #[test]
+    fn pods_reporting_restart_required_make_the_condition_true() {
+        let g = gw(2);
+        let r = crate::render::render(&crate::render::Inputs {
+            gateway: &g,
+            sources: &[],
+            sinks: &[],
+            secrets: &Default::default(),
+            admin_token: "operator-admin-token-0123456789",
+            previous: None,
+        });
+        let pod = |n: u8, restart: &[&str]| GatewayPodStatus {
+            name: format!("gw-{n}"),
+            ready: true,
+            programmed: true,
+            restart_required: restart.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        };
+        let st = gateway_status(
+            &g,
+            &r,
+            vec![pod(0, &[]), pod(1, &[])],
+            None,
+            &Default::default(),
+            "T1",
+        );
+        let c = find(&st.conditions, RESTART_REQUIRED).unwrap();
+        assert!(!c.is_true());
+        assert_eq!(c.reason.as_deref(), Some("AsExpected"));
+        let st = gateway_status(
+            &g,
+            &r,
+            vec![pod(0, &["wal", "intake"]), pod(1, &[])],
+            None,
+            &st,
+            "T2",
+        );
+        let c = find(&st.conditions, RESTART_REQUIRED).unwrap();
+        assert!(c.is_true());
+        assert_eq!(c.reason.as_deref(), Some("PinnedSettingsChanged"));
+        let msg = c.message.as_deref().unwrap_or_default();
+        assert!(
+            msg.contains("gw-0 (wal, intake)") && !msg.contains("gw-1"),
+            "{msg}"
+        );
+        assert_eq!(c.last_transition_time.as_deref(), Some("T2"));
+        // The pods run what they were given otherwise: Ready stays.
+        assert!(is_ready(&st));
     }
 
     #[test]

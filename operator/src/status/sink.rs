@@ -94,7 +94,10 @@ pub fn sink_status(
             stale.push(gw.name_any());
         }
     }
-    let mut conds = if !errors.is_empty() {
+    // The rules the CRD declares in CEL, re-checked for servers without it (< 1.25).
+    let mut conds = if let Err(e) = sink.spec.resolved_options() {
+        Conds::blocked("InvalidSpec", e)
+    } else if !errors.is_empty() {
         Conds::blocked("RenderFailed", errors.join("; "))
     } else if used_by.is_empty() {
         Conds {

@@ -1,7 +1,8 @@
 //! Stage 3 of the Gateway reconcile: the objects the Gateway owns, applied in the order that
 //! keeps the pods safe: the config Secret first (a pod the StatefulSet adds finds its file),
 //! the Services, the NetworkPolicy before the StatefulSet (a new pod's admin port is never open
-//! to the cluster), then the StatefulSet, carrying the digest of the durability settings (a
+//! to the cluster), then the StatefulSet, carrying the digests of the durability settings and
+//! of every other restart-pinned key (a
 //! change there rolls the pods). Last, pods whose volume claim is gone are replaced.
 //!
 //! May import: `context`, `ownership`, `render`, `resources`, and the earlier stages' types
@@ -101,6 +102,13 @@ async fn statefulset(
         None => existing.and_then(resources::durability_fingerprint_of),
     };
     resources::set_durability_fingerprint(&mut sts, fingerprint.as_deref());
+    // Every other key a pod reads only at start (listeners, `log`, `batcher`, ...): a hot
+    // reload would leave it in `restart_required`, so a change rolls the pods.
+    let restart = match &inputs.rendered.base {
+        Some(c) => resources::statefulset::restart_fingerprint(c, &admitted.access.token),
+        None => existing.and_then(resources::statefulset::restart_fingerprint_of),
+    };
+    resources::statefulset::set_restart_fingerprint(&mut sts, restart.as_deref());
     Api::<StatefulSet>::namespaced(ctx.client.clone(), &admitted.ns)
         .patch(&sts.name_any(), &apply_params(), &Patch::Apply(&sts))
         .await?;

@@ -3,7 +3,7 @@
 //! here.
 //!
 //! May import: `context`, crate `pods`, `admin_tls`, `render::replay`, `status`, and the
-//! sibling `controllers::replay::pods`.
+//! siblings `controllers::replay::{pods, ttl}`.
 
 use std::time::Duration;
 
@@ -18,6 +18,7 @@ use kube::runtime::events::EventType;
 use crate::admin_tls::admin_access;
 use crate::context::{Ctx, Error, Result};
 use crate::controllers::replay::pods::{Fleet, resume_paused, sync_all};
+use crate::controllers::replay::ttl::{Ttl, ttl};
 use crate::pods::gateway_pods;
 use crate::render::replay::build_request;
 use crate::status::now_rfc3339;
@@ -28,7 +29,7 @@ pub const CONTROLLER: &str = "replayjob";
 pub async fn apply(rj: &ReplayJob, ctx: &Ctx, key: &str) -> Result<Action> {
     let old = rj.status.clone().unwrap_or_default();
     if old.phase.is_some_and(ReplayPhase::is_terminal) {
-        return Ok(Action::await_change());
+        return finished(rj, ctx).await;
     }
     if let Some(wait) = ctx.poll_due(key, ctx.settings.replay_poll) {
         return Ok(Action::requeue(wait));
@@ -133,8 +134,28 @@ async fn publish(
         ctx.patch_status(rj, CONTROLLER, &status).await?;
     }
     Ok(if agg.phase.is_terminal() {
-        Action::await_change()
+        // The TTL counts from the completion time just written.
+        Action::requeue(Duration::from_secs(1))
     } else {
         Action::requeue(ctx.settings.replay_poll * 2)
     })
+}
+
+/// A finished job: deleted once its `ttlSecondsAfterFinished` has passed, else looked at
+/// again when it will have.
+async fn finished(rj: &ReplayJob, ctx: &Ctx) -> Result<Action> {
+    match ttl(rj, k8s_openapi::jiff::Timestamp::now()) {
+        Ttl::Keep => Ok(Action::await_change()),
+        Ttl::Wait(left) => Ok(Action::requeue(left + Duration::from_millis(500))),
+        Ttl::Expired => {
+            let ns = rj.namespace().unwrap_or_default();
+            let api: Api<ReplayJob> = Api::namespaced(ctx.client.clone(), &ns);
+            tracing::info!(replayjob = %rj.name_any(), "ttlSecondsAfterFinished passed: deleting the finished ReplayJob");
+            match api.delete(&rj.name_any(), &Default::default()).await {
+                Ok(_) => Ok(Action::await_change()),
+                Err(kube::Error::Api(e)) if e.code == 404 => Ok(Action::await_change()),
+                Err(e) => Err(e.into()),
+            }
+        }
+    }
 }

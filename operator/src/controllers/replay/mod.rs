@@ -14,6 +14,7 @@
 mod apply;
 mod cleanup;
 mod pods;
+mod ttl;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -12,9 +12,14 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::common::{
-    Condition, SecretKeyRef, StringMap, conditions_schema, free_form_object, strip_defaults,
+mod status;
+
+pub use status::{
+    GatewayPodStatus, GatewayStatus, OwnedSecret, OwnershipRecord, PodArchiveStatus, PodDlqStatus,
+    RenderedSink, SinkDeliveryError,
 };
+
+use crate::common::{SecretKeyRef, StringMap, optional_free_form_object, strip_defaults};
 
 /// A fleet of Ankusa gateway pods.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
@@ -61,11 +66,14 @@ use crate::common::{
 pub struct GatewaySpec {
     /// Number of gateway pods; each is an independent all-role node with its own store.
     #[serde(default = "default_replicas")]
+    #[schemars(range(min = 0))]
     pub replicas: i32,
     /// Container image of the gateway (default: the operator's `--gateway-image`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
+    /// `Always`, `IfNotPresent` or `Never` (default: Kubernetes' rule for the image tag).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["Always", "IfNotPresent", "Never"]))]
     pub image_pull_policy: Option<String>,
     /// The persistent volume each pod keeps its store on.
     #[serde(default)]
@@ -73,6 +81,7 @@ pub struct GatewaySpec {
     /// Container resources.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourceRequirements>,
+    /// The pods' ports: ingest, admin and claim check.
     #[serde(default)]
     pub ports: PortsSpec,
     /// The admin API bearer token (scope `*`) the operator uses to push config and run replays.
@@ -158,15 +167,33 @@ pub enum IntakeType {
 /// `sasl.mechanism`, `tls`; JetStream: `servers`, `subject`, `tls`), credentials come from
 /// Secrets through `secretRefs` (`sasl.username`, `sasl.password`, `auth.token`,
 /// `tls.key_pem`, ...), exactly as for a Sink.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[x_kube(
+    validation = Rule::new("!has(self.kafka) || self.type == 'kafka'")
+        .message("intake.kafka is for type kafka"),
+    validation = Rule::new("!has(self.jetstream) || self.type == 'jetstream'")
+        .message("intake.jetstream is for type jetstream"),
+    validation = Rule::new("!has(self.options) || !(has(self.kafka) || has(self.jetstream))")
+        .message("intake.options (deprecated) and intake.kafka / intake.jetstream cannot both be set")
+)]
 #[serde(rename_all = "camelCase")]
 pub struct IntakeSpec {
+    /// The log: `kafka` (a topic) or `jetstream` (a NATS JetStream stream).
     #[serde(rename = "type")]
     pub type_: IntakeType,
-    /// The connection, with the keys of a Kafka or NATS Sink's options (snake_case).
-    #[serde(default)]
-    #[schemars(schema_with = "free_form_object")]
-    pub options: serde_json::Map<String, serde_json::Value>,
+    /// Deprecated (use `kafka` or `jetstream`; read for one more release): the connection as
+    /// a free-form map with the keys of a Kafka or NATS Sink's options (snake_case).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "optional_free_form_object")]
+    pub options: Option<crate::sink::Options>,
+    /// The Kafka connection of `type: kafka`: the options of a Kafka Sink.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::sink::options::kafka")]
+    pub kafka: Option<crate::sink::Options>,
+    /// The JetStream connection of `type: jetstream`: the options of a NATS Sink.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::sink::options::nats")]
+    pub jetstream: Option<crate::sink::Options>,
     /// Options whose values come from Secrets, by option path, as a Sink's `secretRefs`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub secret_refs: BTreeMap<String, Vec<SecretKeyRef>>,
@@ -183,6 +210,38 @@ pub struct IntakeSpec {
     /// How often a pod republishes hooks the log has not confirmed (ms; default 1000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reconcile_interval_ms: Option<u64>,
+}
+
+impl IntakeSpec {
+    /// The connection options, the field they came from (`kafka`, `jetstream` or the
+    /// deprecated `options`), after the rules the CRD declares in CEL (re-checked here for
+    /// servers without it). Errors name the field under `spec.durability.intake`.
+    pub fn resolved_options(&self) -> Result<(crate::sink::Options, &'static str), String> {
+        let own = match self.type_ {
+            IntakeType::Kafka => "kafka",
+            IntakeType::Jetstream => "jetstream",
+        };
+        for (f, v) in [
+            ("kafka", self.kafka.is_some()),
+            ("jetstream", self.jetstream.is_some()),
+        ] {
+            if v && f != own {
+                return Err(format!("{f}: is for type {f}, and type is {own}"));
+            }
+        }
+        let typed = match self.type_ {
+            IntakeType::Kafka => self.kafka.as_ref(),
+            IntakeType::Jetstream => self.jetstream.as_ref(),
+        };
+        match (typed, &self.options) {
+            (Some(_), Some(o)) if !o.is_empty() => Err(format!(
+                "options: deprecated, and {own} is set too: move its keys to {own}"
+            )),
+            (Some(t), _) => Ok((t.clone(), own)),
+            (None, Some(o)) => Ok((o.clone(), "options")),
+            (None, None) => Ok((crate::sink::Options::new(), own)),
+        }
+    }
 }
 
 /// Backups of each pod's store.
@@ -222,6 +281,7 @@ pub struct BackupStoreSpec {
     /// `s3` (an S3-compatible bucket).
     #[serde(rename = "type")]
     pub type_: BlobStoreType,
+    /// The bucket (type `s3`; required there).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bucket: Option<String>,
     /// An S3-compatible endpoint; default: AWS's endpoint of the region. No credentials in
@@ -335,6 +395,9 @@ fn default_grace() -> i64 {
 pub struct StorageSpec {
     /// Size of each pod's volume (a Kubernetes quantity).
     #[serde(default = "default_storage_size")]
+    #[schemars(regex(
+        pattern = r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+    ))]
     pub size: String,
     /// Storage class of the volumes (default: the cluster's default class).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -364,7 +427,7 @@ pub struct PortsSpec {
     #[serde(default = "default_admin_port")]
     pub admin: u16,
     /// Claim-check port (`claim_check.port`): consumers redeem large bodies here, at
-    /// `<instance>.<gateway>-headless:<port>` (the message's `instance` is the pod name).
+    /// `<instance>.<gateway>-pods:<port>` (the message's `instance` is the pod name).
     #[serde(default = "default_claims_port")]
     pub claims: u16,
 }
@@ -397,7 +460,9 @@ impl Default for PortsSpec {
 pub struct ServiceSpec {
     /// `ClusterIP` (default), `NodePort` or `LoadBalancer`.
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["ClusterIP", "NodePort", "LoadBalancer"]))]
     pub type_: Option<String>,
+    /// Annotations of the ingest Service (a cloud load balancer's settings, say).
     #[serde(default, skip_serializing_if = "StringMap::is_empty")]
     pub annotations: StringMap,
 }
@@ -443,26 +508,58 @@ impl Default for NetworkPolicySpec {
 /// The `http:` keys a Gateway may set; addresses and ports belong to the operator.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct HttpSettings {
+    /// Largest accepted request body, in bytes (default 8000000); a larger declared
+    /// `Content-Length` is `413` unread.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub max_body_bytes: Option<u64>,
     /// `path` (`POST {prefix}/:source`) or `tenant_path` (`POST {prefix}/:tenant/:source`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub routing: Option<Routing>,
+    /// Path prefix of ingest URLs (default `/webhooks`): starts with `/`, does not end with
+    /// one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^/.*[^/]$"))]
     pub prefix: Option<String>,
+    /// Time allowed to receive the whole request body, in ms (default 30000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub body_timeout_ms: Option<u64>,
+    /// Request bodies being read at once, in bytes, across all connections of a pod; past it
+    /// a request is `503 overload` before its body is read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_inflight_body_bytes: Option<u64>,
+    /// A rate limit per client IP, applied before the body is read (absent: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_rate_limit: Option<ankusa_config::RateLimit>,
+    /// Proxies (CIDRs) whose `X-Forwarded-For` names the client for `client_rate_limit` (a
+    /// load balancer in front of the ingest Service); the header of anyone else is ignored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trusted_proxies: Option<Vec<String>>,
+    /// Connection limits of the ingest listener (`max_connections`, header and idle
+    /// timeouts, header size and count).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connections: Option<ankusa_config::ConnectionLimits>,
 }
 
 /// Gateway-wide settings: sections of the gateway config file, embedded as the gateway's own
-/// types (one definition), so every key documented for the config file works here.
+/// types (one definition). `http` and `claim_check` take the keys listed on them (the
+/// listener addresses and ports are the operator's); docs/operator.md lists which gateway
+/// keys a Gateway sets and which it does not, and why.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[schemars(transform = strip_defaults)]
 pub struct GatewaySettings {
+    /// The gateway's `log` section: level and format of the pods' logs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log: Option<LogConfig>,
+    /// The ingest listener's limits (`max_body_bytes`, `client_rate_limit`, `connections`,
+    /// ...); its address and port are `spec.ports.http`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http: Option<HttpSettings>,
+    /// The pods' `node.region`: a free-form label shipped in queue messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batcher: Option<CommitConfig>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -527,222 +624,26 @@ pub struct ClaimCheckSettings {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PodTemplateOverrides {
+    /// Labels added to every gateway pod (the operator's own labels win).
     #[serde(default, skip_serializing_if = "StringMap::is_empty")]
     pub labels: StringMap,
+    /// Annotations added to every gateway pod.
     #[serde(default, skip_serializing_if = "StringMap::is_empty")]
     pub annotations: StringMap,
+    /// The pods' affinity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub affinity: Option<Affinity>,
+    /// Tolerations of the pods.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tolerations: Vec<Toleration>,
+    /// Node labels the pods must run on.
     #[serde(default, skip_serializing_if = "StringMap::is_empty")]
     pub node_selector: StringMap,
+    /// The pods' PriorityClass.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority_class_name: Option<String>,
     /// Only a name the operator's policy allows (`--allowed-service-accounts`, chart value
     /// `gatewayPolicy.allowedServiceAccounts`); any other refuses the Gateway.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_account_name: Option<String>,
-}
-
-/// What the operator last saw of one pod.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct GatewayPodStatus {
-    pub name: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub uid: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pod_ip: Option<String>,
-    /// The pod's Ready condition.
-    pub ready: bool,
-    /// The pod runs the config rendered for it.
-    pub programmed: bool,
-    /// `config_hash` the pod reports (`GET /v1/status`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub config_hash: Option<String>,
-    /// The hash of the config rendered for this pod.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub desired_hash: Option<String>,
-    /// Settings the pod changed on reload but can only apply after a restart.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub restart_required: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_error: Option<String>,
-    /// The pod's archive, when `spec.archive` is set (counts refreshed at most every 20 s).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub archive: Option<PodArchiveStatus>,
-    /// The pod's dead-letter queue (counts refreshed at most every 20 s).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dlq: Option<PodDlqStatus>,
-    /// Seconds since the pod's last successful backup (since it started, before the first).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backup_age_seconds: Option<i64>,
-    /// When the pod's last backup completed (RFC 3339).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_backup_at: Option<String>,
-    /// Failed backups in a row (0 once one succeeds).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backup_failures: Option<i64>,
-    /// The last backup's error (never a credential).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backup_last_error: Option<String>,
-    /// The backup this pod restored when it started on an empty volume (manifest id).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub restored_from: Option<String>,
-    /// The intake log under `mode: dual`: `recovering` (replaying at start), `ready`, or
-    /// `down` (publishes keep failing: new hooks get `503 intake_unavailable`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub intake_state: Option<String>,
-    /// Age of the oldest hook committed on the pod whose publish the log has not confirmed
-    /// (whole seconds).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub intake_lag_seconds: Option<i64>,
-    /// Hooks committed on the pod whose publish the log has not confirmed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub intake_pending: Option<i64>,
-}
-
-/// A pod's archive (`archive` of its `GET /v1/status`).
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct PodArchiveStatus {
-    /// Hooks accepted and not yet in an uploaded segment.
-    pub pending: i64,
-    /// Hooks archived on this pod.
-    #[serde(default)]
-    pub archived: i64,
-    /// When the last segment was uploaded (RFC 3339).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_upload_at: Option<String>,
-    /// Failed uploads in a row (0 once one succeeds).
-    #[serde(default)]
-    pub failures: i64,
-    /// The last upload's error (never a credential).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_error: Option<String>,
-}
-
-/// A pod's dead-letter queue (`dlq` of its `GET /v1/status`).
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct PodDlqStatus {
-    pub rows: i64,
-    pub bytes: i64,
-    /// Over a `queue.dlq` bound with nothing archived to evict: the pod answers new hooks
-    /// `503 dlq_full` until the archive catches up.
-    #[serde(default)]
-    pub full: bool,
-}
-
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct GatewayStatus {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(schema_with = "conditions_schema")]
-    pub conditions: Vec<Condition>,
-    /// Pods that exist (scale subresource).
-    #[serde(default)]
-    pub replicas: i32,
-    #[serde(default)]
-    pub ready_replicas: i32,
-    /// Pods whose loaded config hash equals the one rendered for them.
-    #[serde(default)]
-    pub programmed_replicas: i32,
-    /// `programmedReplicas/replicas` for `kubectl get`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub programmed: Option<String>,
-    /// Label selector of the pods (scale subresource).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub selector: Option<String>,
-    /// Sources rendered into the config.
-    #[serde(default)]
-    pub sources: i32,
-    /// Sinks rendered into the config (read by the Sink controller for their status).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub sinks: Vec<RenderedSink>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub pods: Vec<GatewayPodStatus>,
-    /// The Secrets the operator itself wrote under this Gateway's names, and what it wrote
-    /// there. Only an object matching its record is used; anything else under those names is
-    /// `ForeignObject`, whatever its owner references say. Written by the operator alone
-    /// (the status subresource).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ownership: Option<OwnershipRecord>,
-}
-
-/// What the operator wrote into the Secrets it reads back: the generated admin token, the
-/// admin CA and the per-pod config.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct OwnershipRecord {
-    /// `<gateway>-admin-token` (absent with `adminTokenSecretRef`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub admin_token: Option<OwnedSecret>,
-    /// `<gateway>-admin-ca`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub admin_ca: Option<OwnedSecret>,
-    /// `<gateway>-config`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub config: Option<OwnedSecret>,
-}
-
-/// One Secret the operator wrote: its uid and the sha256 of its `data`.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct OwnedSecret {
-    /// The uid of the object the operator created.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub uid: Option<String>,
-    /// sha256 of the `data` the operator wrote last (hex, over the sorted keys and values).
-    pub sha256: String,
-    /// sha256 of the `data` it held before that write, while the write may not have landed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub previous_sha256: Option<String>,
-}
-
-/// A Sink as this Gateway rendered it.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct RenderedSink {
-    pub name: String,
-    /// The Sink's `metadata.generation` that was rendered.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
-    /// Why it could not be rendered (its Sources keep their previous version).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// Pods whose latest delivery attempt to this Sink failed (`failing_sinks` of their
-    /// `GET /v1/status`), by pod name; at most 5, `failingPods` counts them all.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub delivery_errors: Vec<SinkDeliveryError>,
-    /// Pods whose latest delivery attempt to this Sink failed.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub failing_pods: i32,
-}
-
-fn is_zero(n: &i32) -> bool {
-    *n == 0
-}
-
-/// A pod's latest failed delivery to a Sink. The error is the gateway's own text, which names
-/// the failing step (`not_connected: tls_handshake: ...`) and never a credential.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct SinkDeliveryError {
-    pub pod: String,
-    /// The source id whose delivery failed (of several, the one with the most failures).
-    pub source: String,
-    /// `<sink type>: <error>`, as the delivery row records it (at most 512 bytes).
-    pub error: String,
-    /// When the failures began: the first failed attempt since the last success (RFC 3339).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub since: Option<String>,
-    /// Failed attempts in a row.
-    pub failures: i64,
-    /// The pod's circuit breaker for the sink is open: its deliveries are parked.
-    #[serde(default)]
-    pub breaker_open: bool,
 }
