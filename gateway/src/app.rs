@@ -268,6 +268,7 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
                         dlq: dlq.clone(),
                         archive: archive.clone(),
                         backup: backup.clone(),
+                        probes: probes.clone(),
                     },
                     sink_health: dispatcher.as_ref().map(|d| d.health.clone()),
                     replayer: replayer.clone(),

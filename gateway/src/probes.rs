@@ -3,7 +3,8 @@
 //! the ingest and admin ports.
 //!
 //! Imports the store, the live config and the intake log it reads; `app.rs` builds one
-//! `Probes` and both listeners mount its router.
+//! `Probes` and both listeners mount its router; a metrics scrape asks it `is_ready` for the
+//! `ankusa_ready` gauge.
 
 use std::sync::Arc;
 
@@ -67,14 +68,38 @@ async fn health(State(app): State<Arc<Probes>>) -> Json<Health> {
 }
 
 async fn ready(State(app): State<Arc<Probes>>) -> Response {
+    match verdict(&app).await {
+        Verdict::Ready(listeners) => Json(Ready {
+            status: "ready".into(),
+            listeners,
+            ..Ready::default()
+        })
+        .into_response(),
+        Verdict::Unavailable(body, retry_after_s) => unavailable(body, retry_after_s),
+    }
+}
+
+impl Probes {
+    /// Whether `GET /ready` would answer 200 now: the `ankusa_ready` gauge, read at scrape.
+    pub async fn is_ready(&self) -> bool {
+        matches!(verdict(self).await, Verdict::Ready(_))
+    }
+}
+
+/// What `/ready` answers: the listeners served, or the body and `Retry-After` of a 503.
+enum Verdict {
+    Ready(Vec<String>),
+    Unavailable(Ready, u64),
+}
+
+async fn verdict(app: &Probes) -> Verdict {
     let Some(serving) = app.serving.get() else {
         let body = Ready {
             status: "starting".into(),
             ..Ready::default()
         };
-        return unavailable(body, 1);
+        return Verdict::Unavailable(body, 1);
     };
-    let listeners: Vec<String> = serving.iter().map(|l| l.to_string()).collect();
     // `wal.type: dual`: no hook can be acked while the intake log is recovering or down.
     if let Some(i) = &app.intake
         && i.state() != "ready"
@@ -84,23 +109,18 @@ async fn ready(State(app): State<Arc<Probes>>) -> Response {
             intake: Some(i.state().into()),
             ..Ready::default()
         };
-        return unavailable(body, i.retry_after_s().into());
+        return Verdict::Unavailable(body, i.retry_after_s().into());
     }
-    let (ok, reason) = check_ready(&app).await;
+    let (ok, reason) = check_ready(app).await;
     if ok {
-        return Json(Ready {
-            status: "ready".into(),
-            listeners,
-            ..Ready::default()
-        })
-        .into_response();
+        return Verdict::Ready(serving.iter().map(|l| l.to_string()).collect());
     }
     let body = Ready {
         status: "unavailable".into(),
         store: Some(reason.into()),
         ..Ready::default()
     };
-    unavailable(body, 1)
+    Verdict::Unavailable(body, 1)
 }
 
 fn unavailable(body: Ready, retry_after_s: u64) -> Response {

@@ -573,7 +573,7 @@ admin:
         left["bytes"].as_u64(),
         Some(all["bytes"].as_u64().unwrap() - freed)
     );
-    let m = g.metrics(&c).await;
+    let m = g.metrics_as(&c, ROOT).await;
     assert_eq!(
         metric(&m, "ankusa_quarantine_bytes "),
         (all["bytes"].as_u64().unwrap() - freed) as f64

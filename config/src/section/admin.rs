@@ -22,7 +22,8 @@ pub struct AdminToken {
     pub token: String,
     /// `dlq:read` (dead letters, replay jobs, a source's deliveries), `dlq:write` (delete dead
     /// letters, dead-letter a source's queue), `replays:write`, `config:read` (status, config,
-    /// wal), `config:write` (push or reload the config), `hooks:read`, `tenant:<id>` (limits the
+    /// wal), `config:write` (push or reload the config), `hooks:read`, `metrics:read` (`GET
+    /// /metrics`, and nothing else: a scrape token), `tenant:<id>` (limits the
     /// token to those tenants), `tenant:*`, or `*` for everything.
     pub scopes: Vec<String>,
 }
@@ -76,6 +77,7 @@ pub const ADMIN_SCOPES: &[&str] = &[
     "config:read",
     "config:write",
     "hooks:read",
+    "metrics:read",
     "tenant:*",
 ];
 

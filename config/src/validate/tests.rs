@@ -204,3 +204,17 @@ fn open_admin_off_loopback_is_refused() {
         Some("admin.tokens")
     );
 }
+
+#[test]
+fn a_metrics_read_token_is_known_and_an_unknown_scope_is_named() {
+    let mut c = Config::default();
+    c.admin.tokens = vec![AdminToken {
+        token: "scrape-token-0123456789".into(),
+        scopes: vec!["metrics:read".into()],
+    }];
+    validate(&c).unwrap();
+    c.admin.tokens[0].scopes.push("metrics:write".into());
+    let e = validate(&c).unwrap_err();
+    assert_eq!(e.field.as_deref(), Some("admin.tokens[0].scopes[1]"));
+    assert!(e.message.contains("metrics:read"), "{e}");
+}

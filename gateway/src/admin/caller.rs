@@ -60,6 +60,9 @@ scopes! {
     DlqWrite = "dlq:write";
     /// Creating and changing replay jobs.
     ReplaysWrite = "replays:write";
+    /// `GET /metrics` (whenever `admin.tokens` is set): the only route it grants, so a
+    /// Prometheus scrape token reads nothing else.
+    MetricsRead = "metrics:read";
 }
 
 /// Scope `S` on a node-wide route.

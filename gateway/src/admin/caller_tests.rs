@@ -219,3 +219,43 @@ async fn a_limited_caller_sees_only_its_tenants_rows() {
         assert!(c.sees(None) && c.sees(Some("anyone")), "{t}");
     }
 }
+
+#[tokio::test]
+async fn a_metrics_read_token_grants_the_scrape_and_nothing_else() {
+    const SCRAPE: &str = "scrape-token-0123456789";
+    let s = tokens(&[(SCRAPE, &["metrics:read"]), (OPS, &["dlq:read", "config:read"])]);
+    assert_eq!(MetricsRead::NAME, "metrics:read");
+    let c = call::<NodeWide<MetricsRead>>(&s, Some(&bearer(SCRAPE)))
+        .await
+        .unwrap();
+    assert_eq!(c.tenants, Tenants::All);
+    async fn refused<S: Scope>(s: &Tokens) {
+        let e = call::<S>(s, Some(&bearer(SCRAPE))).await.unwrap_err();
+        assert_eq!(e, ApiError::forbidden(S::NAME));
+    }
+    refused::<ConfigRead>(&s).await;
+    refused::<ConfigWrite>(&s).await;
+    refused::<HooksRead>(&s).await;
+    refused::<DlqRead>(&s).await;
+    refused::<DlqWrite>(&s).await;
+    refused::<ReplaysWrite>(&s).await;
+    // Other scopes do not grant the scrape; no token is 401; `*` grants it.
+    let e = call::<NodeWide<MetricsRead>>(&s, Some(&bearer(OPS)))
+        .await
+        .unwrap_err();
+    assert_eq!(e, ApiError::forbidden("metrics:read"));
+    let e = call::<NodeWide<MetricsRead>>(&s, None).await.unwrap_err();
+    assert_eq!(e, ApiError::Unauthorized);
+    let star = tokens(&[(STAR, &["*"])]);
+    assert!(
+        call::<NodeWide<MetricsRead>>(&star, Some(&bearer(STAR)))
+            .await
+            .is_ok()
+    );
+    // A tenant-limited token with the scope is refused: metrics are about the whole node.
+    let limited = tokens(&[(ACME, &["metrics:read", "tenant:acme"])]);
+    let e = call::<NodeWide<MetricsRead>>(&limited, Some(&bearer(ACME)))
+        .await
+        .unwrap_err();
+    assert_eq!(e, ApiError::forbidden("tenant:*"));
+}

@@ -1,7 +1,8 @@
 //! The admin API (default `127.0.0.1:4002`; docs/admin-api.md is its contract).
 //!
-//! `/health`, `/ready` (the `probes` router the caller passes in) and `/metrics` are open;
-//! every `/v1` route needs a bearer token with the route's scope when `admin.tokens` is set
+//! `/health` and `/ready` (the `probes` router the caller passes in) are open; `/metrics`
+//! (scope `metrics:read`) and every `/v1` route need a bearer token with the route's scope
+//! when `admin.tokens` is set
 //! (the config refuses an open admin API off loopback). A token holding `tenant:<id>` scopes
 //! (and not `tenant:*` or `*`) sees and acts on those tenants' dead letters, jobs and hooks
 //! only: another tenant's job is `404`, naming another tenant is `403`. Node-wide routes

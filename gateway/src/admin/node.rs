@@ -1,6 +1,6 @@
-//! The node's own routes: `GET /metrics` (open), `GET /v1/status`, `GET|PUT /v1/config`,
-//! `POST /v1/config/reload`, `GET /v1/wal` and `GET /v1/store/corrupt`. All but `/metrics`
-//! are node-wide (`NodeCaller`): a tenant-limited token is refused.
+//! The node's own routes: `GET /metrics` (scope `metrics:read`), `GET /v1/status`,
+//! `GET|PUT /v1/config`, `POST /v1/config/reload`, `GET /v1/wal` and `GET /v1/store/corrupt`.
+//! All are node-wide (`NodeCaller`): a tenant-limited token is refused.
 //!
 //! It imports the admin state and extractors, `api_error`, and the status types of the
 //! subsystems it reports on (through the state's handles).
@@ -16,7 +16,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 
-use super::caller::{ConfigRead, ConfigWrite, NodeCaller};
+use super::caller::{ConfigRead, ConfigWrite, MetricsRead, NodeCaller};
 use super::params::{Params, limit};
 use super::state::AdminState;
 use crate::api_error::ApiError;
@@ -33,7 +33,10 @@ pub fn router() -> Router<Arc<AdminState>> {
         .route("/v1/store/corrupt", get(corrupt_rows))
 }
 
-async fn metrics(State(s): State<Arc<AdminState>>) -> impl IntoResponse {
+async fn metrics(
+    State(s): State<Arc<AdminState>>,
+    _: NodeCaller<MetricsRead>,
+) -> impl IntoResponse {
     // Set here too: a reload of the file (app.rs) does not pass through `reloaded`.
     set_restart_gauge(&s);
     (

@@ -1,7 +1,8 @@
 //! What a `GET /metrics` scrape reads besides the registry: counters and sizes kept elsewhere
-//! (the store's totals and health, the commit queue, the pen, the DLQ's bounds, the archive,
-//! backups, the HTTP pools' and batching sinks' own counters) are copied into their series, so
-//! they are current whenever they are scraped. Reading a counter that fails shows 0 rather than
+//! (the store's totals and health, its volume's free and total bytes, readiness as `/ready`
+//! sees it, the commit queue, the pen, the DLQ's bounds, the archive, backups, the HTTP pools'
+//! and batching sinks' own counters) are copied into their series, so they are current
+//! whenever they are scraped. Reading a counter that fails shows 0 rather than
 //! failing the scrape.
 //!
 //! It may import the subsystems it reads (each through its small public surface); none of
@@ -19,6 +20,7 @@ use crate::archive::dlq_bounds::DlqGuard;
 use crate::backup::Backup;
 use crate::commit::Committer;
 use crate::live::ConfigHandle;
+use crate::probes::Probes;
 use crate::quarantine::Pen;
 
 /// The parts a scrape reads.
@@ -31,6 +33,7 @@ pub struct Scrape {
     pub dlq: Arc<DlqGuard>,
     pub archive: Option<Arc<Archive>>,
     pub backup: Option<Arc<Backup>>,
+    pub probes: Arc<Probes>,
 }
 
 /// A counter series that mirrors a count kept elsewhere: raised to it (counters never go down).
@@ -62,22 +65,28 @@ impl Scrape {
             .await;
         }
         self.sink_series();
+        m.node.ready.set(i64::from(self.probes.is_ready().await));
         m.render()
     }
 
-    /// The store's totals, size, corrupt rows, write failures and reopens.
+    /// The store's totals, size, its volume's bytes, corrupt rows, write failures and reopens.
     async fn store_series(&self) {
         let m = &self.metrics;
         let store = self.store.clone();
-        let (totals, disk, corrupt) = tokio::task::spawn_blocking(move || {
+        let (totals, disk, corrupt, volume) = tokio::task::spawn_blocking(move || {
             (
                 store.totals().unwrap_or_default(),
                 store.disk_bytes(),
                 store.corrupt_count().unwrap_or(0),
+                super::node::volume_bytes(store.path()),
             )
         })
         .await
         .unwrap_or_default();
+        if let Some((free, size)) = volume {
+            m.node.volume_free_bytes.set(free as i64);
+            m.node.volume_size_bytes.set(size as i64);
+        }
         m.store.hooks.set(totals.hooks);
         m.store.hook_bytes.set(totals.hook_bytes);
         m.store.queue_pending.set(totals.pending);

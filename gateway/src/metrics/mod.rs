@@ -16,6 +16,7 @@ mod dispatch;
 mod dlq;
 mod ingest;
 mod listeners;
+pub mod node;
 mod quarantine;
 mod register;
 mod replay;
@@ -32,6 +33,7 @@ pub use dispatch::DispatchMetrics;
 pub use dlq::DlqMetrics;
 pub use ingest::IngestMetrics;
 pub use listeners::ListenerMetrics;
+pub use node::NodeMetrics;
 pub use quarantine::QuarantineMetrics;
 pub use replay::ReplayMetrics;
 pub use sinks::SinkMetrics;
@@ -53,6 +55,7 @@ pub struct Metrics {
     pub archive: ArchiveMetrics,
     pub dlq: DlqMetrics,
     pub backup: BackupMetrics,
+    pub node: NodeMetrics,
 }
 
 impl Metrics {
@@ -73,6 +76,7 @@ impl Metrics {
             archive: ArchiveMetrics::new(&r),
             dlq: DlqMetrics::new(&r),
             backup: BackupMetrics::new(&r),
+            node: NodeMetrics::new(&r),
             registry: r,
         }
     }

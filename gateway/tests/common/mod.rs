@@ -246,15 +246,24 @@ impl Gateway {
             .expect("admin request")
     }
 
-    /// The admin API's Prometheus text.
+    /// The admin API's Prometheus text (an open admin API: no `admin.tokens`).
     pub async fn metrics(&self, c: &reqwest::Client) -> String {
-        c.get(self.admin_url("/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap()
+        self.scrape(c, None).await
+    }
+
+    /// The Prometheus text of a tokened admin API, read with `token` (`metrics:read` or `*`).
+    pub async fn metrics_as(&self, c: &reqwest::Client, token: &str) -> String {
+        self.scrape(c, Some(token)).await
+    }
+
+    async fn scrape(&self, c: &reqwest::Client, token: Option<&str>) -> String {
+        let mut req = c.get(self.admin_url("/metrics"));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        let r = req.send().await.expect("scrape");
+        assert_eq!(r.status(), 200, "GET /metrics (token: {})", token.is_some());
+        r.text().await.expect("scrape body")
     }
 
     pub fn log_tail(&self) -> String {
