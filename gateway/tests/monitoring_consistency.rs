@@ -1,13 +1,14 @@
 //! The monitoring files against the running code (deploy/monitoring, docs/runbooks):
 //!
 //! - every metric an alert rule or a dashboard panel uses is served by a real gateway that has
-//!   done some work: a sink that always fails (retries, an open breaker, rows dead-lettered at
-//!   a short retry horizon), the intake log (`wal.type: dual`, JetStream on 127.0.0.1:4222),
+//!   done some work: a sink that never answers in time (attempts cut at the attempt timeout,
+//!   retries, an open breaker, rows dead-lettered at a short retry horizon), the intake log (`wal.type: dual`, JetStream on 127.0.0.1:4222),
 //!   a quarantine pen filled to its cap, a connection refused at `max_connections`, a refused
 //!   unknown source. The scrape is made with a token holding only `metrics:read`. Metrics only
 //!   the operator exports (`ankusa_operator_*`) are checked against operator/src/metrics.rs.
-//! - every alert has a `runbook_url` to an existing docs/runbooks page that names it, and every
-//!   runbook page names only alerts that exist.
+//! - every alert has a `runbook_url` to an existing docs/runbooks page that names it, every
+//!   runbook page names only alerts that exist, and the alerts table of docs/operations.md
+//!   lists exactly the alerts.
 //!
 //! `a_metric_the_code_does_not_serve_is_caught` shows the check fails on a made-up name.
 
@@ -28,9 +29,13 @@ const SOURCE_SECRET: &str = "the-source-has-this-one";
 const MAX_CONNECTIONS: usize = 8;
 
 /// Labelled counters whose series exist only once their event has happened and that this test
-/// cannot bring about on a healthy volume: a failed store write. For these the name must be
+/// does not bring about: a failed store write (it needs a failing volume), a sink's permanent
+/// configuration failure (a refused credential of a cloud sink). For these the name must be
 /// registered by the gateway's code instead.
-const ONLY_AFTER_THEIR_EVENT: [&str; 1] = ["ankusa_store_write_failures_total"];
+const ONLY_AFTER_THEIR_EVENT: [&str; 2] = [
+    "ankusa_store_write_failures_total",
+    "ankusa_dispatch_config_errors_total",
+];
 
 /// Operator metrics the rules use that another change of the same issue adds to
 /// operator/src/metrics.rs. A name here that the operator registers fails the test (take it
@@ -114,7 +119,9 @@ async fn create_stream(name: &str, subject: &str) {
 /// A gateway that has done the work the rules and the dashboard look at; its scrape, read
 /// with the `metrics:read` token.
 async fn busy_gateway_scrape() -> String {
-    let failing = Receiver::start(|_, _| Reply::status(500)).await;
+    // Every attempt is cut at the attempt timeout (a transient failure).
+    let failing =
+        Receiver::start(|_, _| Reply::status(500).delay(Duration::from_millis(400))).await;
     let suffix = format!("{}_{}", std::process::id(), fastrand::u32(..));
     let subject = format!("mon_{suffix}");
     create_stream(&format!("MON_{suffix}"), &subject).await;
@@ -122,7 +129,7 @@ async fn busy_gateway_scrape() -> String {
         r#"
 egress: {{allow_http: true, allow_loopback: true}}
 http: {{connections: {{max_connections: {MAX_CONNECTIONS}}}}}
-dispatch: {{breaker_failures: 2, breaker_open_ms: 100, breaker_max_open_ms: 200}}
+dispatch: {{attempt_timeout_ms: 100, breaker_failures: 2, breaker_open_ms: 100, breaker_max_open_ms: 200}}
 wal: {{type: dual}}
 intake:
   jetstream: {{servers: ["nats://127.0.0.1:4222"], subject: {subject}}}
@@ -289,7 +296,11 @@ fn every_alert_has_a_runbook_that_names_it_and_runbooks_name_only_alerts() {
     let alerts: BTreeMap<String, String> = rules()
         .into_iter()
         .filter_map(|r| {
-            let url = r.annotations.get("runbook_url").cloned().unwrap_or_default();
+            let url = r
+                .annotations
+                .get("runbook_url")
+                .cloned()
+                .unwrap_or_default();
             r.alert.map(|a| (a, url))
         })
         .collect();
@@ -329,7 +340,9 @@ fn every_alert_has_a_runbook_that_names_it_and_runbooks_name_only_alerts() {
     for (page, text) in &pages {
         for a in alert_names_in(text) {
             if !alerts.contains_key(&a) {
-                problems.push(format!("docs/runbooks/{page} names `{a}`, which is no alert"));
+                problems.push(format!(
+                    "docs/runbooks/{page} names `{a}`, which is no alert"
+                ));
             }
             named.insert(a);
         }
@@ -338,6 +351,16 @@ fn every_alert_has_a_runbook_that_names_it_and_runbooks_name_only_alerts() {
         if !named.contains(a) {
             problems.push(format!("{a} is named by no runbook page"));
         }
+    }
+    // The alerts table of docs/operations.md lists exactly the alerts.
+    let ops = alert_names_in(&read("docs/operations.md"));
+    for a in alerts.keys().filter(|a| !ops.contains(*a)) {
+        problems.push(format!(
+            "{a} is missing from the alerts table of docs/operations.md"
+        ));
+    }
+    for a in ops.iter().filter(|a| !alerts.contains_key(*a)) {
+        problems.push(format!("docs/operations.md names `{a}`, which is no alert"));
     }
     report("alerts and runbooks", &problems);
 }

@@ -223,7 +223,10 @@ async fn a_limited_caller_sees_only_its_tenants_rows() {
 #[tokio::test]
 async fn a_metrics_read_token_grants_the_scrape_and_nothing_else() {
     const SCRAPE: &str = "scrape-token-0123456789";
-    let s = tokens(&[(SCRAPE, &["metrics:read"]), (OPS, &["dlq:read", "config:read"])]);
+    let s = tokens(&[
+        (SCRAPE, &["metrics:read"]),
+        (OPS, &["dlq:read", "config:read"]),
+    ]);
     assert_eq!(MetricsRead::NAME, "metrics:read");
     let c = call::<NodeWide<MetricsRead>>(&s, Some(&bearer(SCRAPE)))
         .await
