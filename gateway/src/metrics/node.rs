@@ -37,6 +37,8 @@ impl NodeMetrics {
 
 /// (free to an unprivileged writer, total) bytes of the filesystem holding `path`, or `None`
 /// when `statvfs` fails (the gauges then keep their last value).
+// The fields are u64 on 64-bit Linux but u32 on 32-bit targets: the casts are for those.
+#[allow(clippy::unnecessary_cast)]
 pub fn volume_bytes(path: &std::path::Path) -> Option<(u64, u64)> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
