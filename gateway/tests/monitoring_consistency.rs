@@ -10,7 +10,8 @@
 //!   runbook page names only alerts that exist, and the alerts table of docs/operations.md
 //!   lists exactly the alerts.
 //!
-//! `a_metric_the_code_does_not_serve_is_caught` shows the check fails on a made-up name.
+//! `a_metric_the_code_does_not_serve_is_caught` shows the check fails on a made-up name. The
+//! chart renders the rules (with its threshold values) and the dashboard only when asked.
 
 mod common;
 mod monitoring_support;
@@ -363,4 +364,109 @@ fn every_alert_has_a_runbook_that_names_it_and_runbooks_name_only_alerts() {
         problems.push(format!("docs/operations.md names `{a}`, which is no alert"));
     }
     report("alerts and runbooks", &problems);
+}
+
+/// helm from charts/fetch-helm.sh (`$ANKUSA_HELM`, else its cache), if it is there.
+fn helm() -> Option<std::path::PathBuf> {
+    let p = std::env::var_os("ANKUSA_HELM")
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .map(|h| std::path::Path::new(&h).join(".cache/ankusa/helm/helm"))
+        })?;
+    p.exists().then_some(p)
+}
+
+fn helm_template(helm: &std::path::Path, sets: &[&str]) -> Vec<serde_yaml_ng::Value> {
+    let mut cmd = std::process::Command::new(helm);
+    cmd.arg("template")
+        .arg("ankusa")
+        .arg(root().join("charts/ankusa"));
+    for s in sets {
+        cmd.arg("--set").arg(s);
+    }
+    let out = cmd.output().expect("run helm");
+    assert!(
+        out.status.success(),
+        "helm template: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .split("\n---")
+        .filter_map(|d| serde_yaml_ng::from_str::<serde_yaml_ng::Value>(d).ok())
+        .filter(|v| v.get("kind").is_some())
+        .collect()
+}
+
+#[test]
+fn the_chart_renders_the_rules_and_the_dashboard_only_when_asked_with_its_values() {
+    let Some(helm) = helm() else {
+        let msg = "helm is missing: run charts/fetch-helm.sh";
+        assert!(
+            std::env::var("ANKUSA_REQUIRE_CONTROL_PLANE").as_deref() != Ok("1"),
+            "{msg}"
+        );
+        eprintln!("SKIPPED: {msg}");
+        return;
+    };
+    // The chart's objects of `kind` whose name ends with `suffix`.
+    let kind = |docs: &[serde_yaml_ng::Value], kind: &str, suffix: &str| {
+        docs.iter()
+            .find(|d| {
+                d["kind"].as_str() == Some(kind)
+                    && d["metadata"]["name"]
+                        .as_str()
+                        .is_some_and(|n| n.ends_with(suffix))
+            })
+            .cloned()
+    };
+    let off = helm_template(&helm, &[]);
+    assert!(kind(&off, "PrometheusRule", "-rules").is_none());
+    assert!(kind(&off, "ConfigMap", "-dashboard").is_none());
+
+    let on = helm_template(
+        &helm,
+        &[
+            "monitoring.rules.enabled=true",
+            "monitoring.rules.labels.release=kps",
+            "monitoring.rules.thresholds.backlogOldestDueSeconds=900",
+            "monitoring.dashboard.enabled=true",
+            "monitoring.dashboard.labelValue=yes",
+        ],
+    );
+    let rule = kind(&on, "PrometheusRule", "-rules").expect("a PrometheusRule");
+    assert_eq!(
+        rule["apiVersion"].as_str(),
+        Some("monitoring.coreos.com/v1")
+    );
+    assert_eq!(rule["metadata"]["labels"]["release"].as_str(), Some("kps"));
+    let rendered: Vec<&serde_yaml_ng::Value> = rule["spec"]["groups"]
+        .as_sequence()
+        .expect("groups")
+        .iter()
+        .flat_map(|g| g["rules"].as_sequence().into_iter().flatten())
+        .collect();
+    assert_eq!(rendered.len(), rules().len());
+    let stale = rendered
+        .iter()
+        .find(|r| r["alert"].as_str() == Some("AnkusaBacklogStale"))
+        .expect("AnkusaBacklogStale");
+    assert!(
+        stale["expr"].as_str().unwrap_or_default().contains("> 900"),
+        "{stale:?}"
+    );
+    assert!(alert("AnkusaBacklogStale").expr.contains("> 300"));
+
+    let cm = kind(&on, "ConfigMap", "-dashboard").expect("the dashboard ConfigMap");
+    assert_eq!(
+        cm["metadata"]["labels"]["grafana_dashboard"].as_str(),
+        Some("yes")
+    );
+    let json = cm["data"]["ankusa-dashboard.json"]
+        .as_str()
+        .unwrap_or_default();
+    assert_eq!(
+        json.trim_end(),
+        read("deploy/monitoring/ankusa-dashboard.json").trim_end()
+    );
 }
