@@ -725,6 +725,33 @@ fn helm_test_pod_runs_the_operator_selftest_with_crd_read_rights_only() {
     assert_eq!(rules[0]["verbs"], serde_json::json!(["get"]));
     // The operator's ServiceAccount is not the test's.
     assert_ne!(dep["spec"]["template"]["spec"]["serviceAccountName"], sa);
+    // The test pod carries none of the operator pods' selectors: the ReplicaSet would adopt
+    // it, the metrics Service route /ready to it, the PDB count it, and the Gateways'
+    // NetworkPolicies (--operator-pod-labels) admit it to the admin port.
+    let labels = &pod["metadata"]["labels"];
+    let pdb = find(&docs, "PodDisruptionBudget", "ankusa-ankusa-operator").unwrap();
+    for (what, selector) in [
+        ("Deployment", &dep["spec"]["selector"]["matchLabels"]),
+        ("metrics Service", &svc["spec"]["selector"]),
+        ("PDB", &pdb["spec"]["selector"]["matchLabels"]),
+    ] {
+        let sel = selector.as_object().unwrap();
+        assert!(
+            !sel.iter().all(|(k, v)| &labels[k] == v),
+            "the test pod matches the {what}'s selector {selector}"
+        );
+    }
+    let admitted = operator_args(&docs)
+        .into_iter()
+        .find_map(|a| a.strip_prefix("--operator-pod-labels=").map(String::from))
+        .unwrap();
+    assert!(
+        !admitted.split(',').all(|kv| {
+            let (k, v) = kv.split_once('=').unwrap();
+            labels[k] == v
+        }),
+        "the Gateways' NetworkPolicies would admit the test pod ({admitted})"
+    );
 
     // Without the metrics Service the test checks the CRDs only; switched off, nothing.
     let docs = template(&helm, &["metrics.service=false", "logFormat=json"]);
