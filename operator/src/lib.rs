@@ -15,7 +15,9 @@
 //!   status write);
 //! - [`controllers`]: one reconciler per kind, each staged as guard → inputs → children →
 //!   pods → status;
-//! - [`server`]: `/metrics` and `/health`; [`leader`]: Lease-based leader election.
+//! - [`server`]: `/metrics` and `/health`; [`leader`]: Lease-based leader election;
+//! - [`logging`]: the log filter and line format; [`selftest`]: what `helm test` runs (the
+//!   operator answers ready, the four CRDs are served).
 //!
 //! Imports go one way: the controllers use everything below them; `status` uses `render` and
 //! `resources`; `render` uses `resources`; `resources` and `context` use neither.
@@ -25,12 +27,14 @@ pub mod admin_tls;
 pub mod context;
 pub mod controllers;
 pub mod leader;
+pub mod logging;
 pub mod metrics;
 pub mod ownership;
 pub mod pki;
 pub mod pods;
 pub mod render;
 pub mod resources;
+pub mod selftest;
 pub mod server;
 pub mod status;
 #[cfg(test)]

@@ -1595,10 +1595,7 @@ fn i_network_policy_service_account_policy_and_rbac() {
             String::from_utf8_lossy(&out.stderr)
         );
         let text = String::from_utf8(out.stdout).unwrap();
-        let docs: Vec<&str> = text
-            .split("\n---")
-            .filter(|d| d.contains("kind:") && !d.contains("\nkind: Deployment"))
-            .collect();
+        let docs = ankusa_testkit::harness::rbac_docs(&text);
         // The objects name their own namespaces (the Role lives in `apps`), so no `-n`.
         let file = h.dir.join("scoped-rbac.yaml");
         std::fs::write(&file, docs.join("\n---\n")).unwrap();

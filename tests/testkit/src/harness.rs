@@ -203,53 +203,18 @@ impl Harness {
             bail!("helm template: {}", String::from_utf8_lossy(&out.stderr));
         }
         let text = String::from_utf8(out.stdout)?;
-        let docs: Vec<&str> = text
-            .split("\n---")
-            .filter(|d| !d.contains("\nkind: Deployment"))
-            .filter(|d| d.contains("kind:"))
-            .collect();
+        let docs = rbac_docs(&text);
         self.kubectl_stdin(&["apply", "-f", "-"], &docs.join("\n---\n"))
             .await?;
-        // The token controller gives the ServiceAccount a token Secret.
-        let sa_name = "ankusa-ankusa-operator";
-        let api: Api<ServiceAccount> = Api::namespaced(self.client.clone(), &self.ns);
-        let secrets: Api<k8s_openapi::api::core::v1::Secret> =
-            Api::namespaced(self.client.clone(), &self.ns);
-        let end = Instant::now() + Duration::from_secs(30);
-        let token = loop {
-            let name = api
-                .get_opt(sa_name)
-                .await?
-                .and_then(|sa| sa.secrets)
-                .and_then(|s| s.first().and_then(|r| r.name.clone()));
-            if let Some(name) = name
-                && let Some(t) = secrets
-                    .get_opt(&name)
-                    .await?
-                    .and_then(|s| s.data)
-                    .and_then(|d| d.get("token").cloned())
-            {
-                break String::from_utf8(t.0)?;
-            }
-            if Instant::now() > end {
-                bail!("ServiceAccount {sa_name} got no token");
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        };
-        let admin = std::fs::read_to_string(self.cp.kubeconfig())?;
-        let kc: String = admin
-            .lines()
-            .map(|l| {
-                if l.trim_start().starts_with("token:") {
-                    format!("    token: {token}")
-                } else {
-                    l.to_string()
-                }
-            })
-            .collect::<Vec<_>>()
-            .join("\n");
         let path = self.dir.join("operator.kubeconfig");
-        std::fs::write(&path, kc)?;
+        service_account_kubeconfig(
+            &self.client,
+            self.cp.kubeconfig(),
+            &self.ns,
+            "ankusa-ankusa-operator",
+            &path,
+        )
+        .await?;
         Ok(path)
     }
 
@@ -390,4 +355,73 @@ impl Drop for Harness {
             );
         }
     }
+}
+
+/// The ServiceAccounts and RBAC objects of a `helm template` output (not the Deployment, the
+/// PodDisruptionBudget or the `helm test` pod, which the operator run as a process does not need).
+pub fn rbac_docs(rendered: &str) -> Vec<&str> {
+    const KINDS: [&str; 5] = [
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "ClusterRole",
+        "ClusterRoleBinding",
+    ];
+    rendered
+        .split("\n---")
+        .filter(|d| {
+            d.lines().any(|l| {
+                l.strip_prefix("kind: ")
+                    .is_some_and(|k| KINDS.contains(&k.trim()))
+            })
+        })
+        .collect()
+}
+
+/// Writes to `out` a copy of the admin kubeconfig that authenticates as ServiceAccount
+/// `ns/sa` instead, with the token the token controller gives it (waits up to 30 s for it).
+pub async fn service_account_kubeconfig(
+    client: &kube::Client,
+    admin_kubeconfig: &Path,
+    ns: &str,
+    sa_name: &str,
+    out: &Path,
+) -> anyhow::Result<()> {
+    let api: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), ns);
+    let end = Instant::now() + Duration::from_secs(30);
+    let token = loop {
+        let name = api
+            .get_opt(sa_name)
+            .await?
+            .and_then(|sa| sa.secrets)
+            .and_then(|s| s.first().and_then(|r| r.name.clone()));
+        if let Some(name) = name
+            && let Some(t) = secrets
+                .get_opt(&name)
+                .await?
+                .and_then(|s| s.data)
+                .and_then(|d| d.get("token").cloned())
+        {
+            break String::from_utf8(t.0)?;
+        }
+        if Instant::now() > end {
+            bail!("ServiceAccount {sa_name} got no token");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let admin = std::fs::read_to_string(admin_kubeconfig)?;
+    let kc: String = admin
+        .lines()
+        .map(|l| {
+            if l.trim_start().starts_with("token:") {
+                format!("    token: {token}")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(out, kc)?;
+    Ok(())
 }
