@@ -284,6 +284,12 @@ impl Harness {
     ) -> anyhow::Result<String> {
         let mut cmd = tokio::process::Command::new(crate::kubectl_bin());
         cmd.env("KUBECONFIG", self.cp.kubeconfig());
+        // A cache per control plane: kubectl keys ~/.kube/cache by host:port, and a reused
+        // port would validate against an earlier control plane's OpenAPI.
+        cmd.arg(format!(
+            "--cache-dir={}",
+            self.cp.workdir().join("kubectl-cache").display()
+        ));
         if namespaced {
             cmd.args(["-n", &self.ns]);
         }

@@ -138,6 +138,11 @@ impl RealNode {
             .env("HELM_CONFIG_HOME", self.dir.join("helm/config"))
             .env("HELM_DATA_HOME", self.dir.join("helm/data"))
             .kill_on_drop(true);
+        if program == kubectl_bin() {
+            // kubectl caches discovery and OpenAPI per host:port under ~/.kube/cache; a later
+            // run's server on a reused port would be validated against an old run's schemas.
+            c.arg(format!("--cache-dir={}", self.dir.join("kubectl-cache").display()));
+        }
         c
     }
 
