@@ -76,6 +76,7 @@ pub const ADMIN_SCOPES: &[&str] = &[
     "config:read",
     "config:write",
     "hooks:read",
+    "metrics:read",
     "tenant:*",
 ];
 
