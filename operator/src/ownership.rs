@@ -319,6 +319,7 @@ fn record_patch(r: &OwnershipRecord) -> Value {
         "adminToken": entry(r.admin_token.as_ref()),
         "adminCa": entry(r.admin_ca.as_ref()),
         "config": entry(r.config.as_ref()),
+        "scrape": entry(r.scrape.as_ref()),
     })
 }
 
