@@ -21,9 +21,10 @@ pub mod source;
 pub use common::{Condition, GROUP, LocalRef, SecretKeyRef, VERSION, condition, find_condition};
 pub use gateway::{
     ArchiveCredentials, ArchiveSpec, BackupSpec, BackupStoreSpec, ClaimCheckSettings,
-    DurabilityMode, DurabilitySpec, EgressSettings, Gateway, GatewayPodStatus, GatewaySettings,
-    GatewaySpec, GatewayStatus, IntakeSpec, IntakeType, OwnedSecret, OwnershipRecord,
-    PodArchiveStatus, PodDlqStatus, RenderedSink, SinkDeliveryError,
+    DisruptionSpec, DurabilityMode, DurabilitySpec, EgressSettings, Gateway, GatewayPodStatus,
+    GatewaySettings, GatewaySpec, GatewayStatus, IntakeSpec, IntakeType, MonitorSpec,
+    MonitoringSpec, OwnedSecret, OwnershipRecord, PodArchiveStatus, PodDlqStatus, RenderedSink,
+    SinkDeliveryError,
 };
 pub use replay::{
     ArchiveReplaySpec, ReplayJob, ReplayJobSpec, ReplayJobStatus, ReplayKind, ReplayPhase,

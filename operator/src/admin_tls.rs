@@ -92,6 +92,9 @@ pub async fn ensure(ctx: &Ctx, gw: &Gateway, ledger: &mut Ledger) -> Result<Arc<
         )
         .await?;
     }
+    if let Some(t) = pki::ca_not_after(&issued.ca.bundle_pem) {
+        ctx.metrics.admin_ca_expires(&ns, &gw.name_any(), t);
+    }
     let served_bundle = tls_secret.as_ref().and_then(|s| text(s, "ca.crt"));
     if issued.leaf_changed || served_bundle.as_deref() != Some(issued.ca.bundle_pem.as_str()) {
         tracing::info!(gateway = %gw.name_any(), namespace = %ns, "admin serving certificate written");

@@ -11,6 +11,7 @@
 //!   reach their admin API;
 //! - [`admin`]: the client of each pod's admin API, over HTTPS;
 //! - [`pki`] and [`admin_tls`]: each Gateway's admin CA and serving certificate;
+//! - [`scrape`]: each Gateway's scrape Secret (the `metrics:read` token and the CA bundle);
 //! - [`context`]: what every reconciler shares (client, events, metrics, settings, the one
 //!   status write);
 //! - [`controllers`]: one reconciler per kind, each staged as guard → inputs → children →
@@ -34,6 +35,7 @@ pub mod pki;
 pub mod pods;
 pub mod render;
 pub mod resources;
+pub mod scrape;
 pub mod selftest;
 pub mod server;
 pub mod status;

@@ -1,10 +1,12 @@
 //! Prometheus metrics of the operator (`/metrics`): reconciles, their duration and errors
-//! per controller, calls to the pods' admin API, and leadership.
+//! per controller, calls to the pods' admin API, leadership, and when each Gateway's admin CA
+//! expires.
 
 use std::time::Instant;
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
 };
 
 pub struct Metrics {
@@ -14,6 +16,8 @@ pub struct Metrics {
     pub reconcile_duration: HistogramVec,
     pub pod_calls: IntCounterVec,
     pub leader: IntGauge,
+    /// The notAfter of each Gateway's current admin CA, as unix seconds.
+    pub admin_ca_expiry: IntGaugeVec,
 }
 
 impl Default for Metrics {
@@ -59,12 +63,21 @@ impl Default for Metrics {
             "1 while this replica holds the leader lease",
         )
         .expect("metric");
+        let admin_ca_expiry = IntGaugeVec::new(
+            Opts::new(
+                "ankusa_operator_admin_ca_expiry_timestamp_seconds",
+                "When the current admin CA of a Gateway expires (its notAfter, unix seconds)",
+            ),
+            &["namespace", "gateway"],
+        )
+        .expect("metric");
         for c in [
             Box::new(reconciles.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(reconcile_errors.clone()),
             Box::new(reconcile_duration.clone()),
             Box::new(pod_calls.clone()),
             Box::new(leader.clone()),
+            Box::new(admin_ca_expiry.clone()),
         ] {
             registry.register(c).expect("register metric");
         }
@@ -75,6 +88,7 @@ impl Default for Metrics {
             reconcile_duration,
             pod_calls,
             leader,
+            admin_ca_expiry,
         }
     }
 }
@@ -101,6 +115,20 @@ impl Metrics {
         self.pod_calls.with_label_values(&[op, result]).inc();
     }
 
+    /// Records when a Gateway's current admin CA expires.
+    pub fn admin_ca_expires(&self, namespace: &str, gateway: &str, not_after_unix: i64) {
+        self.admin_ca_expiry
+            .with_label_values(&[namespace, gateway])
+            .set(not_after_unix);
+    }
+
+    /// Drops a deleted Gateway's series.
+    pub fn forget_gateway(&self, namespace: &str, gateway: &str) {
+        let _ = self
+            .admin_ca_expiry
+            .remove_label_values(&[namespace, gateway]);
+    }
+
     pub fn render(&self) -> String {
         let mut buf = Vec::new();
         TextEncoder::new()
@@ -122,5 +150,25 @@ impl Drop for Timer<'_> {
             .reconcile_duration
             .with_label_values(&[self.controller])
             .observe(self.start.elapsed().as_secs_f64());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Metrics;
+
+    #[test]
+    fn the_admin_ca_expiry_is_exported_per_gateway_and_forgotten_with_it() {
+        let m = Metrics::default();
+        m.admin_ca_expires("ns", "gw", 2_000_000_000);
+        let text = m.render();
+        assert!(
+            text.contains(
+                "ankusa_operator_admin_ca_expiry_timestamp_seconds{gateway=\"gw\",namespace=\"ns\"} 2000000000"
+            ),
+            "{text}"
+        );
+        m.forget_gateway("ns", "gw");
+        assert!(!m.render().contains("gateway=\"gw\""));
     }
 }

@@ -3,9 +3,9 @@
 //!
 //! An owner reference proves nothing: anyone who may create a Secret and read the Gateway's
 //! uid can write one. So for the Secrets whose content the operator trusts when it reads them
-//! back — the generated admin token (`<gw>-admin-token`), the admin CA (`<gw>-admin-ca`) and the
+//! back — the generated admin token (`<gw>-admin-token`), the admin CA (`<gw>-admin-ca`), the
 //! per-pod config (`<gw>-config`, read back as the previous version of a Source that no longer
-//! renders) — the Gateway's `status.ownership` records the uid and the sha256 of the data the
+//! renders) and the scrape Secret (`<gw>-scrape`, whose token goes into every pod's config) — the Gateway's `status.ownership` records the uid and the sha256 of the data the
 //! operator wrote. Only the operator may write a status (the status subresource), so a Secret
 //! whose data does not hash to the record is `ForeignObject`: never used, never overwritten,
 //! the Gateway stops with a Warning Event. A deleted one is written afresh (new token, new CA).
@@ -47,6 +47,7 @@ pub enum Role {
     AdminToken,
     AdminCa,
     Config,
+    Scrape,
 }
 
 impl Role {
@@ -55,6 +56,7 @@ impl Role {
             Role::AdminToken => resources::admin_token_secret_name(gw),
             Role::AdminCa => resources::admin_ca_secret_name(gw),
             Role::Config => resources::config_secret_name(gw),
+            Role::Scrape => resources::scrape_secret_name(gw),
         }
     }
 
@@ -63,6 +65,7 @@ impl Role {
             Role::AdminToken => r.admin_token.as_ref(),
             Role::AdminCa => r.admin_ca.as_ref(),
             Role::Config => r.config.as_ref(),
+            Role::Scrape => r.scrape.as_ref(),
         }
     }
 
@@ -71,6 +74,7 @@ impl Role {
             Role::AdminToken => &mut r.admin_token,
             Role::AdminCa => &mut r.admin_ca,
             Role::Config => &mut r.config,
+            Role::Scrape => &mut r.scrape,
         }
     }
 }
@@ -315,6 +319,7 @@ fn record_patch(r: &OwnershipRecord) -> Value {
         "adminToken": entry(r.admin_token.as_ref()),
         "adminCa": entry(r.admin_ca.as_ref()),
         "config": entry(r.config.as_ref()),
+        "scrape": entry(r.scrape.as_ref()),
     })
 }
 
@@ -378,7 +383,7 @@ pub async fn foreign_object(
     let ns = gw.namespace().unwrap_or_default();
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
     let mut recorded = vec![(Role::Config, config_secret.cloned())];
-    for role in [Role::AdminToken, Role::AdminCa] {
+    for role in [Role::AdminToken, Role::AdminCa, Role::Scrape] {
         if role == Role::AdminToken && gw.spec.admin_token_secret_ref.is_some() {
             continue;
         }

@@ -56,6 +56,16 @@ fn step(step: &'static str) -> impl FnOnce(rcgen::Error) -> PkiError {
     move |source| PkiError { step, source }
 }
 
+/// The notAfter (unix seconds) of the current CA of a trust bundle (its first certificate),
+/// or `None` when the bundle holds none that parses.
+pub fn ca_not_after(bundle_pem: &str) -> Option<i64> {
+    let pem = Pem::iter_from_buffer(bundle_pem.as_bytes())
+        .map_while(Result::ok)
+        .next()?;
+    let cert = pem.parse_x509().ok()?;
+    Some(cert.validity().not_after.timestamp())
+}
+
 /// What the Secrets should hold at `now` for a CA named `ca_name` and a serving certificate
 /// for `names` (DNS names, the first one its common name).
 pub fn ensure(
@@ -254,6 +264,27 @@ mod tests {
             .unwrap()
             .verify_signature(Some(c.public_key()))
             .is_ok()
+    }
+
+    #[test]
+    fn the_ca_expiry_is_the_current_cas_not_after() {
+        let now = OffsetDateTime::now_utc();
+        let first = ensure(None, None, "ankusa admin CA ns/gw", &names(), now).unwrap();
+        let t = ca_not_after(&first.ca.bundle_pem).unwrap();
+        assert_eq!(t, not_after(&first.ca.bundle_pem));
+        assert_eq!(t, (now + CA_VALIDITY).unix_timestamp());
+        // Renewed: the new CA comes first in the bundle, the old one stays behind it.
+        let renewed = ensure(
+            Some(&first.ca),
+            Some(&first.leaf),
+            "ankusa admin CA ns/gw",
+            &names(),
+            now + CA_VALIDITY - CA_RENEW_BEFORE + Duration::days(1),
+        )
+        .unwrap();
+        assert!(renewed.ca_changed);
+        assert!(ca_not_after(&renewed.ca.bundle_pem).unwrap() > t);
+        assert_eq!(ca_not_after("no certificate here"), None);
     }
 
     #[test]

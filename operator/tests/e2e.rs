@@ -1359,6 +1359,8 @@ const OPERATOR_RBAC: &str = "
     yes get,watch,create secrets -n {ns}
     yes patch statefulsets.apps -n {ns}
     yes create,delete networkpolicies.networking.k8s.io -n {ns}
+    yes get,patch,delete poddisruptionbudgets.policy -n {ns}
+    no list,watch poddisruptionbudgets.policy -n {ns}
     yes list pods -n {ns}
     yes patch gateways.ankusa.dev --subresource=status -n {ns}
     yes create events.events.k8s.io -n {ns}
@@ -2341,3 +2343,6 @@ mod ownership;
 
 #[path = "e2e/api_truth.rs"]
 mod api_truth;
+
+#[path = "e2e/operate.rs"]
+mod operate;

@@ -92,6 +92,7 @@ fn render_all(gw: &Gateway, sinks: &[Sink], secrets: &SecretValues) -> render::R
         sinks,
         secrets,
         admin_token: "operator-admin-token-0123456789",
+        scrape_token: None,
         previous: None,
     })
 }
@@ -387,6 +388,7 @@ fn ambient_cloud_identity_needs_the_gateways_opt_in() {
         sinks: &[sqs.clone(), pubsub.clone()],
         secrets: &SecretValues::new(),
         admin_token: "operator-admin-token-0123456789",
+        scrape_token: None,
         previous: Some(&previous),
     });
     match &r2.sources["src"].outcome {
@@ -418,6 +420,7 @@ fn a_kept_previous_version_with_a_file_is_not_kept() {
         sinks: &[],
         secrets: &SecretValues::new(),
         admin_token: "operator-admin-token-0123456789",
+        scrape_token: None,
         previous: Some(&prev),
     });
     match &r.sources["src"].outcome {

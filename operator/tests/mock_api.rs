@@ -1402,7 +1402,7 @@ async fn the_operator_records_before_it_creates_and_refuses_a_replanted_token() 
         world.secrets.lock().unwrap()["gw-admin-token"]["metadata"]["uid"]
     );
     assert!(own["adminToken"]["previousSha256"].is_null(), "{own:#}");
-    for role in ["adminCa", "config"] {
+    for role in ["adminCa", "config", "scrape"] {
         assert!(own[role]["sha256"].is_string(), "{role}: {own:#}");
     }
     // The pods' config carries the token the operator created.
@@ -1485,7 +1485,8 @@ async fn a_ca_or_config_changed_in_place_is_refused() {
         assert_ne!(
             foreign_condition(&world)["reason"],
             "ForeignObject",
-            "{name}"
+            "{name}: {:#}",
+            foreign_condition(&world)
         );
     }
 }
@@ -1617,4 +1618,79 @@ async fn the_admin_client_follows_no_redirect() {
     assert!(client.status(&target(tls_sink, true)).await.is_err());
     let reached = got.lock().unwrap().clone();
     assert_eq!(reached, ["GET /v1/status"], "only the direct call above");
+}
+
+/// The pods' config file of `gw-0` in the world.
+fn pod_config(world: &World) -> String {
+    let config = world.secrets.lock().unwrap()["gw-config"].clone();
+    String::from_utf8(
+        serde_json::from_value::<k8s_openapi::ByteString>(config["data"]["gw-0.yaml"].clone())
+            .unwrap()
+            .0,
+    )
+    .unwrap()
+}
+
+fn scrape_token_of(world: &World) -> String {
+    let s = world.secrets.lock().unwrap()["gw-scrape"].clone();
+    let s: k8s_openapi::api::core::v1::Secret = serde_json::from_value(s).unwrap();
+    ankusa_operator::ownership::secret_text(&s, "token").unwrap()
+}
+
+#[tokio::test]
+async fn the_scrape_token_is_kept_rendered_with_metrics_read_and_a_planted_one_is_refused() {
+    let world = World::new(fresh_gateway(), &[]);
+    reconcile_world(&world).await;
+    let token = scrape_token_of(&world);
+    assert_eq!(token.len(), 64);
+    let ca = world.secrets.lock().unwrap()["gw-admin-ca"]["data"]["ca.crt"].clone();
+    assert_eq!(
+        world.secrets.lock().unwrap()["gw-scrape"]["data"]["ca.crt"],
+        ca,
+        "the scrape Secret carries the admin CA bundle"
+    );
+    let c = ankusa_operator::render::parse_rendered(&pod_config(&world)).unwrap();
+    let scopes: Vec<Vec<String>> = c
+        .admin
+        .tokens
+        .iter()
+        .filter(|t| t.token == token)
+        .map(|t| t.scopes.clone())
+        .collect();
+    assert_eq!(scopes, vec![vec!["metrics:read".to_string()]]);
+
+    // Kept across passes, nothing rewritten.
+    let (_, seen) = reconcile_world(&world).await;
+    assert_eq!(writes_of_secrets(&seen), Vec::<String>::new());
+    assert_eq!(scrape_token_of(&world), token);
+
+    // Replaced by one with a forged controller reference: refused, its token never rendered.
+    let mut planted = planted_token("attacker-scrape-token-0123456789");
+    planted["metadata"]["name"] = json!("gw-scrape");
+    world
+        .secrets
+        .lock()
+        .unwrap()
+        .insert("gw-scrape".into(), planted);
+    let (_, seen) = reconcile_world(&world).await;
+    let degraded = foreign_condition(&world);
+    assert_eq!(degraded["reason"], "ForeignObject", "{degraded:#}");
+    assert!(
+        degraded["message"]
+            .as_str()
+            .unwrap()
+            .contains("Secret gw-scrape "),
+        "{degraded:#}"
+    );
+    assert_eq!(writes_of_secrets(&seen), Vec::<String>::new());
+    assert!(!pod_config(&world).contains("attacker-scrape-token"));
+
+    // Deleted: a fresh token, rendered in place of the old one.
+    world.secrets.lock().unwrap().remove("gw-scrape");
+    reconcile_world(&world).await;
+    let fresh = scrape_token_of(&world);
+    assert_ne!(fresh, token);
+    assert_ne!(foreign_condition(&world)["reason"], "ForeignObject");
+    let yaml = pod_config(&world);
+    assert!(yaml.contains(&fresh) && !yaml.contains(&token));
 }

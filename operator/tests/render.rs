@@ -66,6 +66,7 @@ fn render_with(
         sinks,
         secrets,
         admin_token: TOKEN,
+        scrape_token: None,
         previous,
     })
 }
@@ -148,6 +149,58 @@ fn renders_the_gateways_own_config_per_pod() {
         c
     );
     assert!(r.secrets_used.contains("gh") && r.secrets_used.contains("signing"));
+}
+
+#[test]
+fn the_scrape_token_is_rendered_with_metrics_read_only_and_passes_the_gateways_validation() {
+    let gw = lenient_gateway();
+    let scrape = "scrape-token-0123456789abcdef";
+    let sinks = [receiver_sink(), sink("audit", json!({"type": "log"}))];
+    let r = render::render(&Inputs {
+        gateway: &gw,
+        sources: &[orders()],
+        sinks: &sinks,
+        secrets: &base_secrets(),
+        admin_token: TOKEN,
+        scrape_token: Some(scrape),
+        previous: None,
+    });
+    assert_eq!(r.error, None);
+    for pod in ["gw-0", "gw-2"] {
+        let c = r.for_pod(pod).unwrap();
+        let tokens: Vec<(&str, Vec<&str>)> = c
+            .admin
+            .tokens
+            .iter()
+            .map(|t| {
+                (
+                    t.token.as_str(),
+                    t.scopes.iter().map(String::as_str).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            tokens,
+            vec![(TOKEN, vec!["*"]), (scrape, vec!["metrics:read"])],
+            "{pod}"
+        );
+        // The file the pod reads back loads and validates with the gateway's own rules.
+        let loaded = render::parse_rendered(&c.to_yaml()).expect("the gateway loads it");
+        ankusa_config::validate(&loaded).unwrap();
+        assert_eq!(loaded.admin.tokens[1].scopes, vec!["metrics:read"]);
+    }
+    // A scrape token too short for the gateway refuses the settings, naming the field.
+    let r = render::render(&Inputs {
+        gateway: &gw,
+        sources: &[],
+        sinks: &[],
+        secrets: &base_secrets(),
+        admin_token: TOKEN,
+        scrape_token: Some("short"),
+        previous: None,
+    });
+    let e = r.error.unwrap();
+    assert!(e.contains("admin.tokens[1].token"), "{e}");
 }
 
 #[test]

@@ -35,6 +35,7 @@ fn rendered_ok(g: &Gateway) -> render::Rendered {
         sinks: &[],
         secrets: &Default::default(),
         admin_token: "operator-admin-token-0123456789",
+        scrape_token: None,
         previous: None,
     })
 }

@@ -7,13 +7,17 @@ use ankusa_config::{
     ArchiveAt, BlobStoreType, CommitConfig, DispatchConfig, EgressConfig, LogConfig,
     QuarantineConfig, QueueConfig, RateLimitsConfig, Routing,
 };
-use k8s_openapi::api::core::v1::{Affinity, ResourceRequirements, Toleration};
+use k8s_openapi::api::core::v1::{
+    Affinity, LocalObjectReference, ResourceRequirements, Toleration, TopologySpreadConstraint,
+};
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+mod operate;
 mod status;
 
+pub use operate::{DisruptionSpec, MonitorSpec, MonitoringSpec};
 pub use status::{
     GatewayPodStatus, GatewayStatus, OwnedSecret, OwnershipRecord, PodArchiveStatus, PodDlqStatus,
     RenderedSink, SinkDeliveryError,
@@ -78,7 +82,9 @@ pub struct GatewaySpec {
     /// The persistent volume each pod keeps its store on.
     #[serde(default)]
     pub storage: StorageSpec,
-    /// Container resources.
+    /// Container resources. Absent: requests `cpu: 250m`, `memory: 512Mi`, limit `memory:
+    /// 1Gi` (no CPU limit: a throttled pod misses its ack deadlines); given, it replaces
+    /// those defaults whole.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourceRequirements>,
     /// The pods' ports: ingest, admin and claim check.
@@ -105,6 +111,14 @@ pub struct GatewaySpec {
     /// The NetworkPolicy the operator puts around the pods (on by default).
     #[serde(default)]
     pub network_policy: NetworkPolicySpec,
+    /// The PodDisruptionBudget the operator puts over the pods (on by default,
+    /// `maxUnavailable: 1`).
+    #[serde(default)]
+    pub disruption: DisruptionSpec,
+    /// ServiceMonitor / PodMonitor objects scraping the pods' admin `/metrics` (off by
+    /// default).
+    #[serde(default)]
+    pub monitoring: MonitoringSpec,
     /// The archive: every pod packs the hooks it accepts into segments in a blob store (an S3
     /// bucket, or a directory on its own volume), so they can be sent again by a ReplayJob of
     /// kind `archive` and evicted from a full DLQ without being lost. Absent: no archive.
@@ -642,6 +656,15 @@ pub struct PodTemplateOverrides {
     /// The pods' PriorityClass.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority_class_name: Option<String>,
+    /// How the pods spread over the cluster. Absent: one constraint spreading them over
+    /// nodes (`kubernetes.io/hostname`, `maxSkew: 1`, `whenUnsatisfiable: ScheduleAnyway`,
+    /// selecting the Gateway's pods); given, it replaces that default (an empty list: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology_spread_constraints: Option<Vec<TopologySpreadConstraint>>,
+    /// Secrets (in the Gateway's namespace) holding the registry credentials to pull the
+    /// gateway image.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub image_pull_secrets: Vec<LocalObjectReference>,
     /// Only a name the operator's policy allows (`--allowed-service-accounts`, chart value
     /// `gatewayPolicy.allowedServiceAccounts`); any other refuses the Gateway.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -146,7 +146,7 @@ pub struct GatewayStatus {
 }
 
 /// What the operator wrote into the Secrets it reads back: the generated admin token, the
-/// admin CA and the per-pod config.
+/// admin CA, the per-pod config and the scrape Secret.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OwnershipRecord {
@@ -159,6 +159,9 @@ pub struct OwnershipRecord {
     /// `<gateway>-config`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<OwnedSecret>,
+    /// `<gateway>-scrape` (the scrape token and the admin CA bundle).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scrape: Option<OwnedSecret>,
 }
 
 /// One Secret the operator wrote: its uid and the sha256 of its `data`.

@@ -1,5 +1,5 @@
-//! The Gateway's own part of the config: listeners, data dir, the operator's admin token,
-//! `spec.settings`, the claim check's reader tokens, then `spec.archive` (`storage:`) and
+//! The Gateway's own part of the config: listeners, data dir, the operator's admin token, the
+//! scrape token (scope `metrics:read` only), `spec.settings`, the claim check's reader tokens, then `spec.archive` (`storage:`) and
 //! `spec.durability` (`wal`, `intake`, `backup`). Each step is validated by the gateway's own
 //! rules as it is added, so a refusal names the part that brought it (`settings refused ...`,
 //! `spec.archive.bucket: ...`, `spec.durability.intake: ...`). A base that does not pass
@@ -95,6 +95,17 @@ pub fn base_config(gw: &Gateway, admin_token: &str) -> Config {
     c
 }
 
+/// The scope of the scrape token: `/metrics` and nothing else.
+pub const SCRAPE_SCOPE: &str = "metrics:read";
+
+/// The scrape token's entry in `admin.tokens`.
+pub fn scrape_token(token: &str) -> AdminToken {
+    AdminToken {
+        token: token.to_string(),
+        scopes: vec![SCRAPE_SCOPE.into()],
+    }
+}
+
 /// The claim check's reader tokens; with at least one, the claim port listens on the pod
 /// network so consumers in other pods can redeem claims.
 fn claim_tokens(
@@ -123,6 +134,9 @@ pub fn render_base(inputs: &Inputs, secrets_used: &mut BTreeSet<String>) -> Resu
         secrets_used.insert(r.name.clone());
     }
     let mut base = base_config(gw, inputs.admin_token);
+    if let Some(t) = inputs.scrape_token {
+        base.admin.tokens.push(scrape_token(t));
+    }
     if let Some(cc) = &gw.spec.settings.claim_check {
         secrets_used.extend(cc.token_secret_refs.iter().map(|r| r.name.clone()));
         claim_tokens(&mut base, cc, inputs.secrets)?;

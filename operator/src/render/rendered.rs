@@ -26,6 +26,8 @@ pub struct Inputs<'a> {
     pub secrets: &'a SecretValues,
     /// The admin API token the operator uses (rendered with scope `*`).
     pub admin_token: &'a str,
+    /// The scrape token of `<gateway>-scrape` (rendered with scope `metrics:read` only).
+    pub scrape_token: Option<&'a str>,
     /// The config the pods last received, for the fallback described above.
     pub previous: Option<&'a Config>,
 }

@@ -64,6 +64,21 @@ pub fn network_policy_name(gw: &Gateway) -> String {
     gw.name_any()
 }
 
+/// The PodDisruptionBudget over the pods: the Gateway's name.
+pub fn disruption_budget_name(gw: &Gateway) -> String {
+    gw.name_any()
+}
+
+/// The ServiceMonitor and the PodMonitor: the Gateway's name.
+pub fn monitor_name(gw: &Gateway) -> String {
+    gw.name_any()
+}
+
+/// The Secret a Prometheus scrapes with: `token` (scope `metrics:read`) and `ca.crt`.
+pub fn scrape_secret_name(gw: &Gateway) -> String {
+    format!("{}-scrape", gw.name_any())
+}
+
 /// Key of a pod's config file in the config Secret.
 pub fn config_key(pod: &str) -> String {
     format!("{pod}.yaml")

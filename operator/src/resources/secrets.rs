@@ -1,6 +1,6 @@
 //! The Secrets a Gateway owns: the per-pod config (`<gw>-config`), the generated admin token
 //! (`<gw>-admin-token`, and the random token itself), the admin CA (`<gw>-admin-ca`) and the
-//! pods' admin serving certificate (`<gw>-admin-tls`).
+//! pods' admin serving certificate (`<gw>-admin-tls`), and the scrape Secret (`<gw>-scrape`).
 //!
 //! May import: `resources::names`, `pki` (the certificate files), `ankusa_crds`.
 
@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::Secret;
 use crate::pki::{CaFiles, Issued};
 use crate::resources::names::{
     admin_ca_secret_name, admin_tls_secret_name, admin_token_secret_name, config_secret_name, meta,
+    scrape_secret_name,
 };
 
 /// The per-pod config Secret: one key `<pod>.yaml` per pod.
@@ -80,6 +81,18 @@ pub fn admin_token_secret(gw: &Gateway, token: &str) -> Secret {
         )])),
         ..Default::default()
     }
+}
+
+/// The scrape Secret: `token` (rendered into every pod's `admin.tokens` with scope
+/// `metrics:read` only) and `ca.crt` (the admin CA bundle that verifies the pods), the two
+/// things a Prometheus needs to scrape the admin port's `/metrics`.
+pub fn scrape_secret(gw: &Gateway, token: &str, ca_bundle: &str) -> Secret {
+    secret_of(
+        gw,
+        scrape_secret_name(gw),
+        "Opaque",
+        &[("token", token), ("ca.crt", ca_bundle)],
+    )
 }
 
 /// A random token: 256 bits from the operating system's CSPRNG, as 64 hex characters. It guards

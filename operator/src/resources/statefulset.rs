@@ -4,7 +4,8 @@
 //! durability digest on its pod template; and what of an existing StatefulSet must be kept
 //! (volume claim templates are immutable); and the digest of the restart-pinned sections of the
 //! rendered config (`restart_fingerprint`), so a change the gateway applies only at start
-//! rolls the pods.
+//! rolls the pods. Production defaults where the Gateway says nothing: container resources
+//! (`default_resources`) and a spread of the pods over nodes (`default_spread`).
 //!
 //! May import: `resources::names`, `ankusa_crds`, `ankusa_config` (the config's types only).
 
@@ -16,8 +17,9 @@ use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec, StatefulSetUpdate
 use k8s_openapi::api::core::v1::{
     Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
     HTTPGetAction, KeyToPath, ObjectFieldSelector, PersistentVolumeClaim,
-    PersistentVolumeClaimSpec, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, SeccompProfile,
-    SecretVolumeSource, SecurityContext, Volume, VolumeMount, VolumeResourceRequirements,
+    PersistentVolumeClaimSpec, PodSecurityContext, PodSpec, PodTemplateSpec, Probe,
+    ResourceRequirements, SeccompProfile, SecretVolumeSource, SecurityContext,
+    TopologySpreadConstraint, Volume, VolumeMount, VolumeResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -105,6 +107,41 @@ fn container_security_context() -> SecurityContext {
     }
 }
 
+/// The container resources of a Gateway without `spec.resources`: requests of `250m` CPU and
+/// `512Mi` memory (what a pod at a few hundred hooks a second uses, RocksDB's block cache and
+/// memtables included, so the scheduler places it where that is free), a memory limit of `1Gi`
+/// (a leak or a runaway batch is killed and restarted rather than starving the node; the store
+/// survives the restart), and no CPU limit (CFS throttling would stall commits and blow the
+/// ack deadline while the node has idle CPU).
+pub fn default_resources() -> ResourceRequirements {
+    let q = |v: &str| Quantity(v.into());
+    ResourceRequirements {
+        requests: Some(BTreeMap::from([
+            ("cpu".to_string(), q("250m")),
+            ("memory".to_string(), q("512Mi")),
+        ])),
+        limits: Some(BTreeMap::from([("memory".to_string(), q("1Gi"))])),
+        ..Default::default()
+    }
+}
+
+/// The spread of a Gateway without `spec.podTemplate.topologySpreadConstraints`: its pods over
+/// nodes (`kubernetes.io/hostname`, at most one more on any node than on another), preferred,
+/// not required (`ScheduleAnyway`): a cluster with fewer nodes than replicas still runs them
+/// all.
+pub fn default_spread(gw: &Gateway) -> Vec<TopologySpreadConstraint> {
+    vec![TopologySpreadConstraint {
+        max_skew: 1,
+        topology_key: "kubernetes.io/hostname".into(),
+        when_unsatisfiable: "ScheduleAnyway".into(),
+        label_selector: Some(LabelSelector {
+            match_labels: Some(selector_labels(gw)),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }]
+}
+
 /// The gateway container: its ports, probes on the admin listener (HTTPS), the config,
 /// admin certificate, data and `/tmp` mounts.
 fn container(gw: &Gateway, default_image: &str) -> Container {
@@ -155,7 +192,7 @@ fn container(gw: &Gateway, default_image: &str) -> Container {
         ]),
         readiness_probe: Some(http_probe("/ready", 5, 3, 0)),
         liveness_probe: Some(http_probe("/health", 10, 6, 10)),
-        resources: spec.resources.clone(),
+        resources: Some(spec.resources.clone().unwrap_or_else(default_resources)),
         security_context: Some(container_security_context()),
         volume_mounts: Some(vec![
             VolumeMount {
@@ -201,6 +238,15 @@ fn pod_spec(gw: &Gateway, container: Container) -> PodSpec {
         node_selector: (!spec.pod_template.node_selector.is_empty())
             .then(|| spec.pod_template.node_selector.clone()),
         priority_class_name: spec.pod_template.priority_class_name.clone(),
+        topology_spread_constraints: Some(
+            spec.pod_template
+                .topology_spread_constraints
+                .clone()
+                .unwrap_or_else(|| default_spread(gw)),
+        )
+        .filter(|c| !c.is_empty()),
+        image_pull_secrets: (!spec.pod_template.image_pull_secrets.is_empty())
+            .then(|| spec.pod_template.image_pull_secrets.clone()),
         volumes: Some(vec![
             Volume {
                 name: "config".into(),
@@ -452,6 +498,84 @@ mod tests {
             "metadata": {"name": "gw", "namespace": "ns", "uid": "g-uid"},
             "spec": {"storage": {"size": size}},
         }))
+    }
+
+    fn pod_spec_of(spec: serde_json::Value) -> PodSpec {
+        let g: Gateway = object(json!({
+            "metadata": {"name": "gw", "namespace": "ns", "uid": "g-uid"},
+            "spec": spec,
+        }));
+        statefulset(&g, "img").spec.unwrap().template.spec.unwrap()
+    }
+
+    #[test]
+    fn without_resources_the_container_gets_the_documented_defaults() {
+        let p = pod_spec_of(json!({}));
+        let r = p.containers[0].resources.clone().unwrap();
+        let get = |m: &Option<BTreeMap<String, Quantity>>, k: &str| {
+            m.as_ref().and_then(|m| m.get(k)).map(|q| q.0.clone())
+        };
+        assert_eq!(get(&r.requests, "cpu").as_deref(), Some("250m"));
+        assert_eq!(get(&r.requests, "memory").as_deref(), Some("512Mi"));
+        assert_eq!(get(&r.limits, "memory").as_deref(), Some("1Gi"));
+        assert_eq!(get(&r.limits, "cpu"), None, "no CPU limit by default");
+        // Given resources replace the defaults whole.
+        let p = pod_spec_of(json!({"resources": {"requests": {"cpu": "2"}}}));
+        let r = p.containers[0].resources.clone().unwrap();
+        assert_eq!(get(&r.requests, "cpu").as_deref(), Some("2"));
+        assert_eq!(get(&r.requests, "memory"), None);
+        assert_eq!(r.limits, None);
+    }
+
+    #[test]
+    fn pods_spread_over_nodes_by_default_and_a_given_spread_replaces_it() {
+        let p = pod_spec_of(json!({}));
+        let c = p.topology_spread_constraints.unwrap();
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].topology_key, "kubernetes.io/hostname");
+        assert_eq!(c[0].when_unsatisfiable, "ScheduleAnyway");
+        assert_eq!(c[0].max_skew, 1);
+        let sel = c[0].label_selector.clone().unwrap().match_labels.unwrap();
+        assert_eq!(
+            sel.get("app.kubernetes.io/instance").map(String::as_str),
+            Some("gw")
+        );
+        assert_eq!(
+            sel.get("app.kubernetes.io/name").map(String::as_str),
+            Some("ankusa-gateway")
+        );
+        let given = json!([{"maxSkew": 2, "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app.kubernetes.io/instance": "gw"}}}]);
+        let p = pod_spec_of(json!({"podTemplate": {"topologySpreadConstraints": given}}));
+        let c = p.topology_spread_constraints.unwrap();
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].topology_key, "topology.kubernetes.io/zone");
+        assert_eq!(c[0].when_unsatisfiable, "DoNotSchedule");
+        let p = pod_spec_of(json!({"podTemplate": {"topologySpreadConstraints": []}}));
+        assert_eq!(
+            p.topology_spread_constraints, None,
+            "an empty list means none"
+        );
+    }
+
+    #[test]
+    fn priority_class_and_pull_secrets_reach_the_pod_template() {
+        let p = pod_spec_of(json!({}));
+        assert_eq!(p.priority_class_name, None);
+        assert_eq!(p.image_pull_secrets, None);
+        let p = pod_spec_of(json!({"podTemplate": {
+            "priorityClassName": "ankusa-critical",
+            "imagePullSecrets": [{"name": "registry"}, {"name": "mirror"}],
+        }}));
+        assert_eq!(p.priority_class_name.as_deref(), Some("ankusa-critical"));
+        let names: Vec<String> = p
+            .image_pull_secrets
+            .unwrap()
+            .into_iter()
+            .map(|r| r.name)
+            .collect();
+        assert_eq!(names, ["registry", "mirror"]);
     }
 
     #[test]

@@ -560,6 +560,7 @@ mod tests {
             sinks: &[],
             secrets: &Default::default(),
             admin_token: "operator-admin-token-0123456789",
+            scrape_token: None,
             previous: None,
         });
         let pod = |n: u8, restart: &[&str]| GatewayPodStatus {

@@ -1,12 +1,13 @@
 //! Stage 3 of the Gateway reconcile: the objects the Gateway owns, applied in the order that
 //! keeps the pods safe: the config Secret first (a pod the StatefulSet adds finds its file),
 //! the Services, the NetworkPolicy before the StatefulSet (a new pod's admin port is never open
-//! to the cluster), then the StatefulSet, carrying the digests of the durability settings and
-//! of every other restart-pinned key (a
-//! change there rolls the pods). Last, pods whose volume claim is gone are replaced.
+//! to the cluster) and the PodDisruptionBudget (`disruption`), then the StatefulSet, carrying
+//! the digests of the durability settings and of every other restart-pinned key (a change
+//! there rolls the pods), then the Prometheus Operator monitors (`monitoring`, whose outcome
+//! is a condition, never a failure). Last, pods whose volume claim is gone are replaced.
 //!
 //! May import: `context`, `ownership`, `render`, `resources`, and the earlier stages' types
-//! (`guard`, `inputs`), `network_policy`, `volumes`.
+//! (`guard`, `inputs`), `network_policy`, `disruption`, `monitoring`, `volumes`.
 
 use std::collections::BTreeMap;
 
@@ -19,18 +20,27 @@ use kube::api::{Api, Patch};
 use crate::context::{Ctx, Result, apply_params};
 use crate::controllers::gateway::guard::Admitted;
 use crate::controllers::gateway::inputs::Loaded;
-use crate::controllers::gateway::{network_policy, volumes};
+use crate::controllers::gateway::monitoring::{self, Cond};
+use crate::controllers::gateway::{disruption, network_policy, volumes};
 use crate::ownership::{self, Role};
 use crate::render;
 use crate::resources;
 
-/// Applies every child; answers the note on a storage change the StatefulSet cannot take.
+/// What applying the children has to say in the status.
+pub struct Applied {
+    /// The note on a storage change the StatefulSet cannot take.
+    pub storage_note: Option<String>,
+    /// `MonitoringReady`, while a monitor is asked for.
+    pub monitoring: Option<Cond>,
+}
+
+/// Applies every child.
 pub async fn apply(
     ctx: &Ctx,
     gw: &Gateway,
     admitted: &mut Admitted,
     inputs: &Loaded,
-) -> Result<Option<String>> {
+) -> Result<Applied> {
     // The config Secret first, so a pod the StatefulSet adds finds its file.
     if inputs.rendered.base.is_some() {
         config_secret(ctx, gw, admitted, inputs).await?;
@@ -46,13 +56,18 @@ pub async fn apply(
     }
     // Before the StatefulSet, so a new pod's admin port is never open to the cluster.
     network_policy::sync(ctx, &admitted.ns, gw).await?;
+    disruption::sync(ctx, &admitted.ns, gw).await?;
     let storage_note = statefulset(ctx, gw, admitted, inputs).await?;
+    let monitoring = monitoring::sync(ctx, &admitted.ns, gw).await;
     // Best effort: a failure here (an older chart's RBAC without volume claims) must not stop
     // the rest of the reconcile.
     if let Err(e) = volumes::replace_lost(ctx, gw, &inputs.pods).await {
         tracing::warn!(gateway = %gw.name_any(), namespace = %admitted.ns, error = %e, "checking the pods' volume claims failed");
     }
-    Ok(storage_note)
+    Ok(Applied {
+        storage_note,
+        monitoring,
+    })
 }
 
 /// Writes the config Secret (one `<pod>.yaml` per pod) when its files changed.

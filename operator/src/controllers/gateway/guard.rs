@@ -2,12 +2,13 @@
 //! A Gateway being deleted is left to its owner references; one naming a ServiceAccount the
 //! operator's policy does not allow, or whose config Secret or StatefulSet is not the
 //! operator's own (`crate::ownership`), is refused (`Degraded`, a Warning Event when the
-//! message is new); one whose admin token is missing waits. Past the guard, the admin token
-//! and the admin CA and serving certificate are current (the pods mount the certificate, so
-//! this comes before the StatefulSet), and the objects read on the way are handed on.
+//! message is new); one whose admin token is missing waits. Past the guard, the admin token,
+//! the admin CA and serving certificate (the pods mount the certificate, so this comes before
+//! the StatefulSet) and the scrape Secret (its token goes into the pods' config) are current,
+//! and the objects read on the way are handed on.
 //!
-//! May import: `context`, `ownership`, `admin_tls`, `pods` (`AdminAccess`), `resources`,
-//! `status`, and `write` (the status write and its throttle key).
+//! May import: `context`, `ownership`, `admin_tls`, `scrape`, `pods` (`AdminAccess`),
+//! `resources`, `status`, and `write` (the status write and its throttle key).
 
 use std::time::Duration;
 
@@ -25,6 +26,7 @@ use crate::controllers::gateway::write::{delivery_write_key, write_gateway_statu
 use crate::ownership::{self, Ledger};
 use crate::pods::AdminAccess;
 use crate::resources;
+use crate::scrape;
 use crate::status::gateway::{blocked_status, find};
 use crate::status::now_rfc3339;
 
@@ -35,6 +37,8 @@ pub struct Admitted {
     pub ledger: Ledger,
     /// The admin token and TLS trust of its pods.
     pub access: AdminAccess,
+    /// The scrape token (`<gateway>-scrape`), rendered with scope `metrics:read` only.
+    pub scrape_token: String,
     /// The config Secret as read (checked to be the operator's own).
     pub config_secret: Option<Secret>,
     /// The StatefulSet as read (checked to be the Gateway's own).
@@ -50,6 +54,8 @@ pub enum Admission {
 pub async fn admit(ctx: &Ctx, gw: &Gateway) -> Result<Admission> {
     if gw.meta().deletion_timestamp.is_some() {
         ctx.forget_poll(&delivery_write_key(gw));
+        ctx.metrics
+            .forget_gateway(&gw.namespace().unwrap_or_default(), &gw.name_any());
         // Owned objects go with it (ownerReferences); Sources wait for their own finalizer.
         return Ok(Admission::Stopped(Action::await_change()));
     }
@@ -92,10 +98,13 @@ pub async fn admit(ctx: &Ctx, gw: &Gateway) -> Result<Admission> {
     };
     // Before the StatefulSet: the pods mount the serving certificate.
     let tls = admin_tls::ensure(ctx, gw, &mut ledger).await?;
+    // After the CA: the scrape Secret carries its bundle.
+    let scrape_token = scrape::ensure(ctx, gw, &mut ledger, &tls.ca_pem).await?;
     Ok(Admission::Admitted(Box::new(Admitted {
         ns,
         ledger,
         access: AdminAccess { token, tls },
+        scrape_token,
         config_secret,
         statefulset,
     })))

@@ -59,6 +59,7 @@ pub async fn load(ctx: &Ctx, gw: &Gateway, admitted: &Admitted) -> Result<Loaded
         sinks: &sinks,
         secrets: &secrets,
         admin_token: &admitted.access.token,
+        scrape_token: Some(&admitted.scrape_token),
         previous: previous.as_ref(),
     });
     let pods = gateway_pods_of(&ctx.client, gw, admitted.statefulset.as_ref()).await?;

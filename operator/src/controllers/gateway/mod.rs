@@ -11,20 +11,25 @@
 //!    colliding with an object it does not own is stopped before anything is applied; else
 //!    its admin token and TLS trust are made ready;
 //! 2. `inputs`: its Sources, the Sinks they use and the Secrets they read; the render; its pods;
-//! 3. `children`: the config Secret, Services, NetworkPolicy (`network_policy`), StatefulSet,
-//!    and pods whose volume claim is gone (`volumes`);
+//! 3. `children`: the config Secret, Services, NetworkPolicy (`network_policy`),
+//!    PodDisruptionBudget (`disruption`), StatefulSet, ServiceMonitor / PodMonitor
+//!    (`monitoring`), and pods whose volume claim is gone (`volumes`); objects of API groups
+//!    found by discovery go through `dynamic`;
 //! 4. `observe`: each pod polled and, when it runs another config, pushed its own;
 //! 5. `publish`: the statuses (computed by `crate::status`), their Events (`events`), written
 //!    when they changed (`write`: the field manager and the write throttles).
 //!
 //! May import: `context`, `pods`, `ownership`, `admin_tls`, `render`, `resources`, `status`;
-//! a stage imports only the types of the stages before it, and the leaves `events` and
-//! `write`.
+//! a stage imports only the types of the stages before it, and the leaves `events`, `write`
+//! and `dynamic`.
 
 mod children;
+mod disruption;
+mod dynamic;
 mod events;
 mod guard;
 mod inputs;
+mod monitoring;
 mod network_policy;
 mod observe;
 mod publish;
@@ -51,12 +56,13 @@ pub async fn reconcile(gw: Arc<Gateway>, ctx: Arc<Ctx>) -> Result<Action> {
     };
     // 2. Sources, Sinks, their Secrets; the render; the pods.
     let inputs = inputs::load(&ctx, &gw, &admitted).await?;
-    // 3. Config Secret, Services, NetworkPolicy, StatefulSet; pods that lost their volume.
-    let storage_note = children::apply(&ctx, &gw, &mut admitted, &inputs).await?;
+    // 3. Config Secret, Services, NetworkPolicy, PodDisruptionBudget, StatefulSet, monitors;
+    // pods that lost their volume.
+    let applied = children::apply(&ctx, &gw, &mut admitted, &inputs).await?;
     // 4. Each pod: its config pushed when it runs another, what it reports read back.
     let observed = observe::pods(&ctx, &gw, &inputs.pods, &inputs.desired, &admitted.access).await;
     // 5. The Gateway's and its Sources' statuses and Events.
-    let converged = publish::statuses(&ctx, &gw, &inputs, observed, storage_note).await?;
+    let converged = publish::statuses(&ctx, &gw, &inputs, observed, applied).await?;
     Ok(if converged {
         // Re-check now and then: a pod may have reloaded an older file.
         Action::requeue(Duration::from_secs(20))

@@ -7,19 +7,22 @@
 //! again.
 //!
 //! May import: `context`, `render`, `status`, and the earlier stages' types (`inputs`,
-//! `observe`), `events`, `write`.
+//! `children`, `monitoring`, `observe`), `events`, `write`.
 
 use ankusa_crds::{Gateway, Source};
 use kube::ResourceExt;
 
 use crate::context::{Ctx, Result};
+use crate::controllers::gateway::children::Applied;
 use crate::controllers::gateway::events::{gateway_events, source_events};
 use crate::controllers::gateway::inputs::Loaded;
+use crate::controllers::gateway::monitoring::MONITORING_READY;
 use crate::controllers::gateway::observe::Observed;
 use crate::controllers::gateway::write::{
     CONTROLLER, source_write_due, status_write_due, write_gateway_status,
 };
 use crate::render::source_of;
+use crate::status::conditions::condition;
 use crate::status::gateway::{delivery_errors, gateway_status, is_ready, same_status};
 use crate::status::now_rfc3339;
 use crate::status::source::{self as source_st, GatewayView, source_status};
@@ -30,7 +33,7 @@ pub async fn statuses(
     gw: &Gateway,
     inputs: &Loaded,
     observed: Observed,
-    storage_note: Option<String>,
+    applied: Applied,
 ) -> Result<bool> {
     let rendered = &inputs.rendered;
     let now = now_rfc3339();
@@ -41,7 +44,23 @@ pub async fn statuses(
         .iter()
         .filter(|s| source_of(s, &gw_name))
         .collect();
-    let mut status = gateway_status(gw, rendered, observed.pods, storage_note, &old, &now);
+    let mut status = gateway_status(
+        gw,
+        rendered,
+        observed.pods,
+        applied.storage_note,
+        &old,
+        &now,
+    );
+    if let Some(c) = applied.monitoring {
+        status.conditions.push(condition(
+            &old.conditions,
+            MONITORING_READY,
+            c,
+            gw.metadata.generation,
+            &now,
+        ));
+    }
     delivery_errors(&mut status.sinks, &observed.failing, &own_sources);
     gateway_events(ctx, gw, &old, &status, rendered).await;
     let converged = is_ready(&status);
