@@ -103,7 +103,7 @@ pub fn provider(c: &Config) -> Result<Option<SdkTracerProvider>, ConfigError> {
 /// The `tracing` layer that turns the spans of `TARGET` into OpenTelemetry spans.
 pub fn layer<S>(provider: &SdkTracerProvider) -> impl tracing_subscriber::Layer<S> + Send + Sync
 where
-    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a> + Send + Sync,
 {
     use tracing_subscriber::Layer as _;
     let filter =
