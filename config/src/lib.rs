@@ -73,6 +73,7 @@ pub use section::storage::{
     ArchiveAt, BlobStoreType, DEFAULT_ROLL_BYTES, LocalStoreConfig, MAX_ROLL_BYTES, S3StoreConfig,
     StorageConfig,
 };
+pub use section::telemetry::{DEFAULT_SERVICE_NAME, OtlpConfig, OtlpProtocol, TelemetryConfig};
 pub use section::verify::{
     HmacHash, HmacVerify, MAX_TOLERANCE_SECONDS, Preset, SecretDecode, SigEncoding, SigParse,
     TimedPreset, VerifyConfig, signed_tokens,

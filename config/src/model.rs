@@ -27,6 +27,7 @@ use crate::section::queue::QueueConfig;
 use crate::section::rate_limits::RateLimitsConfig;
 use crate::section::source::{OnVerifyFailure, SourceConfig};
 use crate::section::storage::StorageConfig;
+use crate::section::telemetry::TelemetryConfig;
 use crate::section::wal::{IntakeConfig, WalConfig};
 
 /// The whole gateway configuration.
@@ -61,6 +62,9 @@ pub struct Config {
     /// Checkpoints of the store in a blob store.
     #[serde(skip_serializing_if = "is_default")]
     pub backup: BackupConfig,
+    /// OpenTelemetry trace export (`telemetry.otlp`); off by default, read at start.
+    #[serde(skip_serializing_if = "is_default")]
+    pub telemetry: TelemetryConfig,
     /// Sources by id (`[A-Za-z0-9_-]{1,64}`); the id is the last path segment of the ingest URL.
     pub sources: BTreeMap<String, SourceConfig>,
 }

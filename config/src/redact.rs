@@ -193,6 +193,12 @@ const SHOWN: &[&str] = &[
     "backup",
     "store",
     "keep",
+    // telemetry (the export `headers` stay redacted; `endpoint` is a URL key)
+    "telemetry",
+    "otlp",
+    "protocol",
+    "sampling_ratio",
+    "service_name",
 ];
 
 /// Keys holding a URL, or a list of `host:port` / URL entries, that may carry userinfo:

@@ -39,6 +39,7 @@ pub fn validate(c: &Config) -> Result<(), ConfigError> {
         s.validate("storage")?;
     }
     c.queue.validate("queue")?;
+    c.telemetry.validate("telemetry")?;
     durability(c)?;
     ports(c)?;
     for (id, s) in &c.sources {

@@ -51,6 +51,10 @@ pub struct DeliveryCtx {
     /// The lane key when the sink entry is ordered (`""` for the keyless lane); sinks pass
     /// it on (HTTP `x-ankusa-ordering-key`, Kafka record key, SQS group, Pub/Sub orderingKey).
     pub ordering_key: Option<String>,
+    /// The W3C `traceparent` this attempt sends on: the gateway's `deliver` span when traces
+    /// are exported (`telemetry.otlp`), in the hook's trace. `None`: the hook's own
+    /// (`Envelope::traceparent`), as stored at ingest.
+    pub traceparent: Option<String>,
 }
 
 /// A destination of a source's hooks.

@@ -67,20 +67,35 @@ fn load(path: Option<&PathBuf>) -> Result<(Loaded, ConfigSource), ConfigError> {
     }
 }
 
-fn init_tracing(c: &ankusa_config::Config) {
-    use tracing_subscriber::EnvFilter;
+/// The log lines (`log`), and with `telemetry.otlp` the OpenTelemetry layer of `provider`. The
+/// spans exported over OTLP (`telemetry::TARGET`) never reach the log lines.
+fn init_tracing(
+    c: &ankusa_config::Config,
+    provider: Option<&opentelemetry_sdk::trace::SdkTracerProvider>,
+) {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::{EnvFilter, Layer, Registry};
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
         EnvFilter::try_new(&c.log.level).unwrap_or_else(|_| EnvFilter::new("info"))
     });
+    let filter = match format!("{}=off", crate::telemetry::TARGET).parse() {
+        Ok(d) => filter.add_directive(d),
+        Err(_) => filter,
+    };
     // Colours only on a terminal: a container's log (kubectl logs, a log shipper) gets plain text.
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let fmt = tracing_subscriber::fmt::layer()
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
-    let _ = match c.log.format {
-        ankusa_config::LogFormat::Json => builder.json().try_init(),
-        ankusa_config::LogFormat::Text => builder.try_init(),
-    };
+    let mut layers: Vec<Box<dyn Layer<Registry> + Send + Sync>> = Vec::with_capacity(2);
+    layers.push(match c.log.format {
+        ankusa_config::LogFormat::Json => fmt.json().with_filter(filter).boxed(),
+        ankusa_config::LogFormat::Text => fmt.with_filter(filter).boxed(),
+    });
+    if let Some(p) = provider {
+        layers.push(crate::telemetry::layer(p).boxed());
+    }
+    let _ = tracing_subscriber::registry().with(layers).try_init();
 }
 
 pub fn main() -> i32 {
@@ -135,7 +150,15 @@ pub fn main() -> i32 {
         }
         Cmd::Store { cmd } => store_cmd(&loaded, cmd),
         Cmd::Run => {
-            init_tracing(&loaded.config);
+            // Built before the runtime: the exporter's blocking client must not be made in it.
+            let provider = match crate::telemetry::provider(&loaded.config) {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("ankusa: config refused: {e}");
+                    return EXIT_CONFIG;
+                }
+            };
+            init_tracing(&loaded.config, provider.as_ref());
             // The checks `check-config` runs, first: a config error refuses the start before
             // the store is opened or anything contacted (a backup restore, a broker), so it is
             // never hidden behind a failure of those. The start builds the same components
@@ -155,7 +178,12 @@ pub fn main() -> i32 {
                     return 1;
                 }
             };
-            match rt.block_on(crate::app::run(loaded.config, loaded.file_hash, source)) {
+            let result = rt.block_on(crate::app::run(loaded.config, loaded.file_hash, source));
+            // After a graceful stop (or a failure): send the spans still queued.
+            if let Some(p) = provider {
+                crate::telemetry::shutdown(p);
+            }
+            match result {
                 Ok(()) => 0,
                 Err(e) => {
                     tracing::error!(error = %e, "ankusa failed");
@@ -169,13 +197,14 @@ pub fn main() -> i32 {
 
 /// `check-config`: builds, in check mode, everything `run` builds from the config, through
 /// the same functions its start calls, stopping before anything is contacted or created on
-/// disk: the backup target (`backup::target`, also the boot restore's), the archive's blob
+/// disk: the OTLP span exporter (`telemetry::check`), the backup target (`backup::target`, also the boot restore's), the archive's blob
 /// store, the intake log's client settings (`intake::check`; no client is created, nothing
 /// connects), the sources' verifiers and sinks (`Live::build`), and the admin listener's TLS
 /// acceptor. So whatever `run` refuses at start as a config error (exit 78, `refused`), this
 /// refuses too: `gateway/tests/check_config_parity.rs` compares the two over generated configs.
 fn build_check(loaded: &Loaded) -> Result<(), ConfigError> {
     let c = &loaded.config;
+    crate::telemetry::check(c)?;
     crate::backup::check(c)?;
     if let Some(storage) = &c.storage {
         crate::archive::blob_store(storage)?;

@@ -7,7 +7,8 @@
 //! `admin` exposes it all. `quarantine` holds the hooks a source's `on_verify_failure:
 //! quarantine` keeps instead of refusing, until a replay job releases them. `archive` packs hooks
 //! into segments in a `blob` store (and bounds the DLQ by what is archived). `live` is the config
-//! in force and its reloads.
+//! in force and its reloads. `telemetry` exports the spans of a hook's way (ingest, each
+//! delivery attempt, replay steps) over OTLP when `telemetry.otlp` asks for it.
 
 pub mod admin;
 pub mod api_error;
@@ -30,4 +31,5 @@ pub mod probes;
 pub mod quarantine;
 pub mod replay;
 pub mod serve;
+pub mod telemetry;
 pub mod tls;

@@ -1,6 +1,7 @@
 //! `ankusa check-config` refuses exactly what a start of `ankusa run` refuses (issue 27): over
 //! generated configs (intake log type, SASL mechanism and TLS material; archive storage;
-//! backups; sink types and their options; admin TLS files present, missing or damaged), both
+//! backups; sink types and their options; admin TLS files present, missing or damaged; OTLP
+//! trace export on, off or refused), both
 //! run on the real binary and their verdicts must agree: `run` exits 78 (a config error) at
 //! start iff `check-config` exits 78, and then with the same message. `run` is stopped as soon
 //! as it has started (it logs `ankusa started` once everything is built) or has exited.
@@ -84,6 +85,15 @@ enum AdminTls {
     DamagedCert,
 }
 
+/// `telemetry.otlp`: off, a collector at a closed port (the exporter is built; nothing is
+/// contacted at start), or a sampling ratio out of range.
+#[derive(Debug, Clone, Copy)]
+enum Telemetry {
+    Off,
+    ClosedCollector,
+    RatioOutOfRange,
+}
+
 #[derive(Debug, Clone)]
 struct Case {
     intake: Intake,
@@ -91,6 +101,7 @@ struct Case {
     backup: Backup,
     sinks: Vec<SinkKind>,
     admin_tls: AdminTls,
+    telemetry: Telemetry,
 }
 
 fn pem() -> impl Strategy<Value = Pem> {
@@ -139,20 +150,29 @@ fn case() -> impl Strategy<Value = Case> {
         1 => Just(AdminTls::MissingKey),
         1 => Just(AdminTls::DamagedCert),
     ];
+    let telemetry = prop_oneof![
+        3 => Just(Telemetry::Off),
+        2 => Just(Telemetry::ClosedCollector),
+        1 => Just(Telemetry::RatioOutOfRange),
+    ];
     (
         intake(),
         storage,
         backup,
         proptest::collection::vec(sink, 1..3),
         admin_tls,
+        telemetry,
     )
-        .prop_map(|(intake, storage, backup, sinks, admin_tls)| Case {
-            intake,
-            storage,
-            backup,
-            sinks,
-            admin_tls,
-        })
+        .prop_map(
+            |(intake, storage, backup, sinks, admin_tls, telemetry)| Case {
+                intake,
+                storage,
+                backup,
+                sinks,
+                admin_tls,
+                telemetry,
+            },
+        )
 }
 
 /// The files a case may name, outside the config's, the data's and the admin TLS directories
@@ -299,6 +319,15 @@ fn config(c: &Case, dir: &Path, f: &Files, ports: (u16, u16), closed: u16) -> St
         Backup::OwnS3 => y.push_str(&format!(
             "backup: {{enabled: true, store: {{type: s3, s3: {}}}}}\n",
             s3(&format!("http://127.0.0.1:{closed}"))
+        )),
+    }
+    match c.telemetry {
+        Telemetry::Off => {}
+        Telemetry::ClosedCollector => y.push_str(&format!(
+            "telemetry: {{otlp: {{endpoint: \"http://127.0.0.1:{closed}\", headers: {{authorization: t0ken}}}}}}\n"
+        )),
+        Telemetry::RatioOutOfRange => y.push_str(&format!(
+            "telemetry: {{otlp: {{endpoint: \"http://127.0.0.1:{closed}\", sampling_ratio: 2}}}}\n"
         )),
     }
     y.push_str("sources:\n  parity:\n    sinks:\n");

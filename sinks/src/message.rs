@@ -115,6 +115,25 @@ pub fn tenant_source_key(env: &Envelope) -> String {
     format!("{}/{}", tenant_id(env).unwrap_or(""), env.source_id)
 }
 
+/// The W3C trace context a delivery carries (`traceparent`, `tracestate`): the attempt's own
+/// `traceparent` (the gateway's `deliver` span, when traces are exported) or else the hook's as
+/// stored at ingest, and the hook's `tracestate`. Every sink takes it from here: the HTTP sink
+/// as headers, the queue sinks in the message (`traceparent`/`tracestate` fields) and, where
+/// the transport has them, in headers or attributes (`attributes`).
+pub fn trace_context<'a>(env: &'a Envelope, ctx: &'a DeliveryCtx) -> TraceContext<'a> {
+    TraceContext {
+        traceparent: ctx.traceparent.as_deref().or(env.traceparent.as_deref()),
+        tracestate: env.tracestate.as_deref(),
+    }
+}
+
+/// What `trace_context` returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TraceContext<'a> {
+    pub traceparent: Option<&'a str>,
+    pub tracestate: Option<&'a str>,
+}
+
 /// Encodes the message. A body `checked_in` to the claim check travels as its reference (the
 /// `claim` field) instead of inline; its `sha256` is the body's digest.
 pub fn encode(env: &Envelope, ctx: &DeliveryCtx, checked_in: Option<&ClaimCheckRef>) -> Vec<u8> {
@@ -131,6 +150,7 @@ pub fn encode(env: &Envelope, ctx: &DeliveryCtx, checked_in: Option<&ClaimCheckR
         }
     };
     let idempotency_key = env.idempotency_key();
+    let trace = trace_context(env, ctx);
     let wire = Wire {
         v: VERSION,
         id: env.id.to_string(),
@@ -150,8 +170,8 @@ pub fn encode(env: &Envelope, ctx: &DeliveryCtx, checked_in: Option<&ClaimCheckR
         headers: Headers(&ctx.forward_headers),
         instance: &ctx.instance,
         region: ctx.region.as_deref(),
-        traceparent: env.traceparent.as_deref(),
-        tracestate: env.tracestate.as_deref(),
+        traceparent: trace.traceparent,
+        tracestate: trace.tracestate,
         ordering_key: lane_key(ctx),
         body_base64,
         claim: claim_urn,
@@ -183,11 +203,12 @@ pub fn attributes(env: &Envelope, ctx: &DeliveryCtx) -> Vec<(&'static str, Strin
     if let Some(k) = lane_key(ctx) {
         a.push(("ankusa_ordering_key", k.to_string()));
     }
-    if let Some(t) = &env.traceparent {
-        a.push(("traceparent", t.clone()));
+    let trace = trace_context(env, ctx);
+    if let Some(t) = trace.traceparent {
+        a.push(("traceparent", t.to_string()));
     }
-    if let Some(t) = &env.tracestate {
-        a.push(("tracestate", t.clone()));
+    if let Some(t) = trace.tracestate {
+        a.push(("tracestate", t.to_string()));
     }
     a.retain(|(_, v)| !v.is_empty());
     a
@@ -324,6 +345,7 @@ mod tests {
     fn ctx() -> DeliveryCtx {
         DeliveryCtx {
             ordering_key: None,
+            traceparent: None,
             instance: "default".into(),
             region: Some("eu-west-1".into()),
             attempt: 1,
@@ -345,6 +367,36 @@ mod tests {
             json,
             r#"{"v":1,"id":"0192f1c0-0000-7000-8000-000000000001","source_id":"stripe","tenant_id":"acme","received_at":1737500000000,"content_type":"application/json","size":5,"sha256":"2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824","dedupe_key":"evt_1","replay_id":null,"idempotency_key":"acme:stripe:evt_1","verification":{"status":"ok","flagged":false},"headers":{"x-github-event":"push","x-multi":"a, b"},"instance":"default","region":"eu-west-1","traceparent":null,"tracestate":null,"body_base64":"aGVsbG8="}"#
         );
+    }
+
+    /// The attempt's `traceparent` (the gateway's `deliver` span) replaces the hook's in the
+    /// message and in the attributes; the hook's `tracestate` stays; without one, the hook's.
+    #[test]
+    fn the_attempts_trace_context_wins() {
+        let mut e = env(b"x");
+        e.traceparent = Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into());
+        e.tracestate = Some("congo=t61rcWkgMzE".into());
+        let hooks = |c: &DeliveryCtx| {
+            let v: serde_json::Value = serde_json::from_slice(&encode(&e, c, None)).unwrap();
+            let a = attributes(&e, c);
+            let attr = |k: &str| a.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone());
+            (
+                v["traceparent"].as_str().map(str::to_string),
+                attr("traceparent"),
+                attr("tracestate"),
+            )
+        };
+        let (body, attr, state) = hooks(&ctx());
+        assert_eq!(body, e.traceparent);
+        assert_eq!(attr, e.traceparent);
+        assert_eq!(state, e.tracestate);
+        let mut c = ctx();
+        let ours = "00-4bf92f3577b34da6a3ce929d0e0e4736-1111111111111111-01";
+        c.traceparent = Some(ours.into());
+        let (body, attr, state) = hooks(&c);
+        assert_eq!(body.as_deref(), Some(ours));
+        assert_eq!(attr.as_deref(), Some(ours));
+        assert_eq!(state, e.tracestate);
     }
 
     #[test]

@@ -38,6 +38,7 @@ fn base_ctx() -> DeliveryCtx {
         tenant_for_pools: "acme".into(),
         claim_check: None,
         ordering_key: None,
+        traceparent: None,
     }
 }
 

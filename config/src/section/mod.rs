@@ -28,5 +28,6 @@ pub(crate) mod queue;
 pub(crate) mod rate_limits;
 pub(crate) mod source;
 pub(crate) mod storage;
+pub(crate) mod telemetry;
 pub(crate) mod verify;
 pub(crate) mod wal;

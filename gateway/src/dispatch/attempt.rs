@@ -3,6 +3,11 @@
 //! what the sink is told (`DeliveryCtx`); `run` checks a large body in to the claim check when
 //! the source's sinks need it, delivers, and turns a timeout or a panic into a failed attempt.
 //! Nothing here touches the scheduler's state.
+//!
+//! With `telemetry.otlp`, each attempt is a `deliver` span, a child of the context stored with
+//! the hook (its `ingest` span, or the provider's `traceparent`), so it joins the hook's trace
+//! however much later it runs; the sink sends the `deliver` span's own context on
+//! (`DeliveryCtx::traceparent`).
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -10,10 +15,13 @@ use std::time::Duration;
 
 use ankusa_core::{ClaimCheck, DeliveryCtx, Envelope, Sink, SinkError};
 use futures::FutureExt;
+use tracing::field::Empty;
+use tracing::{Instrument, Span};
 
 use super::{Claim, forward};
 use crate::live::Live;
 use crate::metrics::Metrics;
+use crate::telemetry;
 
 /// An attempt ready to run.
 pub struct Attempt {
@@ -24,6 +32,8 @@ pub struct Attempt {
     /// checked in (once per hook) before the delivery.
     pub claim_check: Option<Arc<dyn ClaimCheck>>,
     pub timeout: Duration,
+    /// The attempt's `deliver` span (disabled when traces are not exported).
+    pub span: Span,
 }
 
 /// Binds the row to a sink of its source in `live`. `Err` is why it cannot be delivered any
@@ -54,6 +64,31 @@ pub fn bind(
     // per hook (inside the attempt's deadline) and every sink gets the reference.
     let inline_limit = src.sinks.iter().filter_map(|s| s.inline_max_bytes()).min();
     let needs_check_in = inline_limit.is_some_and(|l| claim.hook.body.len() as u64 > l);
+    let sink_name = src
+        .cfg
+        .sink_names
+        .get(claim.sink as usize)
+        .cloned()
+        .unwrap_or_else(|| format!("sinks[{}]", claim.sink));
+    let span = tracing::info_span!(
+        target: telemetry::TARGET,
+        "deliver",
+        otel.kind = "producer",
+        source = %row.source_id,
+        tenant = %row.tenant,
+        hook_id = %claim.hook.id,
+        "sink.type" = sink.type_name(),
+        "sink.name" = %sink_name,
+        attempt = row.attempts + 1,
+        replay_id = row.replay_id.as_deref(),
+        outcome = Empty,
+        otel.status_code = Empty,
+    );
+    telemetry::set_remote_parent(
+        &span,
+        claim.hook.traceparent.as_deref(),
+        claim.hook.tracestate.as_deref(),
+    );
     let ctx = DeliveryCtx {
         instance: live.config.node.instance.clone(),
         region: live.config.node.region.clone(),
@@ -63,6 +98,7 @@ pub fn bind(
         tenant_for_pools: row.tenant.clone(),
         claim_check: None,
         ordering_key: row.lane.clone(),
+        traceparent: telemetry::traceparent_of(&span),
     };
     Ok(Attempt {
         sink,
@@ -74,6 +110,7 @@ pub fn bind(
             None
         },
         timeout,
+        span,
     })
 }
 
@@ -86,6 +123,7 @@ pub async fn run(a: Attempt) -> Result<(), SinkError> {
         mut ctx,
         claim_check,
         timeout,
+        span,
     } = a;
     let attempt = async {
         if let Some(cc) = claim_check {
@@ -93,7 +131,10 @@ pub async fn run(a: Attempt) -> Result<(), SinkError> {
         }
         sink.deliver(&hook, &ctx).await
     };
-    match tokio::time::timeout(timeout, AssertUnwindSafe(attempt).catch_unwind()).await {
+    let deadline = tokio::time::timeout(timeout, AssertUnwindSafe(attempt).catch_unwind())
+        .instrument(span.clone())
+        .await;
+    let result = match deadline {
         Err(_) => Err(SinkError::Transient(format!(
             "attempt_timeout: {} ms",
             timeout.as_millis()
@@ -107,5 +148,24 @@ pub async fn run(a: Attempt) -> Result<(), SinkError> {
             Err(SinkError::Transient(format!("sink panicked: {msg}")))
         }
         Ok(Ok(r)) => r,
+    };
+    if !span.is_disabled() {
+        span.record("outcome", outcome(&result));
+        if result.is_err() {
+            span.record("otel.status_code", "error");
+        }
+    }
+    result
+}
+
+/// The `deliver` span's `outcome`: the class of the result, never its text (which may name a
+/// broker or quote an answer).
+fn outcome(r: &Result<(), SinkError>) -> &'static str {
+    match r {
+        Ok(()) => "delivered",
+        Err(SinkError::Permanent(_)) => "permanent",
+        Err(SinkError::PermanentConfig(_)) => "permanent_config",
+        Err(SinkError::RetryAfter { .. }) => "retry_after",
+        Err(SinkError::Transient(_)) => "transient",
     }
 }

@@ -15,9 +15,13 @@
 //! fsynced. Every refusal is an `ApiError`; a refusal before the body is read closes the
 //! connection (what is left of the body would be read as the next request).
 //!
+//! With `telemetry.otlp`, a request is an `ingest` span (children `verify` and `commit`) whose
+//! parent is the request's `traceparent`, and the hook stores the `ingest` span's context so
+//! that its deliveries join the trace (`telemetry`).
+//!
 //! Imports `hook`, `commit`, `live`, `quarantine` (the pen), `archive::dlq_bounds` (the DLQ's
-//! bound), `api_error`, `metrics`; `app.rs` builds its `EdgeState` and nothing imports the edge
-//! back.
+//! bound), `api_error`, `metrics`, `telemetry`; `app.rs` builds its `EdgeState` and nothing
+//! imports the edge back.
 
 mod accept;
 mod admit;
@@ -35,8 +39,11 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 
 use ankusa_config::OnVerifyFailure;
+use tracing::Instrument;
+use tracing::field::Empty;
 
 use crate::api_error::ApiError;
+use crate::telemetry;
 
 pub use state::{Clock, EdgeState, SystemClock};
 
@@ -84,7 +91,25 @@ impl Refused {
 async fn ingest(State(edge): State<Arc<EdgeState>>, req: Request) -> Response {
     let started = Instant::now();
     let mut body_read = false;
-    let (outcome, mut resp) = match handle(&edge, req, &mut body_read).await {
+    let span = tracing::info_span!(
+        target: telemetry::TARGET,
+        "ingest",
+        otel.kind = "server",
+        source = Empty,
+        tenant = Empty,
+        hook_id = Empty,
+        outcome = Empty,
+        http.response.status_code = Empty,
+    );
+    if !span.is_disabled() {
+        let h = req.headers();
+        let header = |n: &str| h.get(n).and_then(|v| v.to_str().ok());
+        telemetry::set_remote_parent(&span, header("traceparent"), header("tracestate"));
+    }
+    let handled = handle(&edge, req, &mut body_read)
+        .instrument(span.clone())
+        .await;
+    let (outcome, mut resp) = match handled {
         Ok(a) => (a.outcome, a.response),
         Err(r) => {
             if let Some(reason) = r.reason {
@@ -97,6 +122,8 @@ async fn ingest(State(edge): State<Arc<EdgeState>>, req: Request) -> Response {
             (r.outcome, r.error.into_response())
         }
     };
+    span.record("outcome", outcome);
+    span.record("http.response.status_code", resp.status().as_u16());
     if !body_read {
         // Refused before the whole body was read (404, 405, 413, 400): what is left of it
         // would be read as the next request, so the connection ends with this answer, and the
@@ -126,12 +153,25 @@ async fn handle(edge: &EdgeState, req: Request, body_read: &mut bool) -> Result<
     let route = admit::limits(edge, &live, &parts)?;
     let declared = route.declared;
     let target = admit::source(&live, &parts.headers, route)?;
+    let span = tracing::Span::current();
+    span.record("source", target.source.id.as_str());
+    span.record("tenant", target.tenant.as_str());
     let (body, _reserved) = admit::body(edge, &live.config.http, declared, body).await?;
     *body_read = true;
 
     let now = edge.clock.now_ms();
-    let verification = match accept::verify(edge, &target.source, &parts.headers, &body, now).await
-    {
+    let verify_span = tracing::info_span!(target: telemetry::TARGET, "verify", outcome = Empty);
+    let verified = accept::verify(edge, &target.source, &parts.headers, &body, now)
+        .instrument(verify_span.clone())
+        .await;
+    verify_span.record(
+        "outcome",
+        match &verified {
+            Ok(v) => v.status.as_str(),
+            Err(reason) => reason,
+        },
+    );
+    let verification = match verified {
         Ok(v) => v,
         Err(reason) if target.source.cfg.on_verify_failure == OnVerifyFailure::Quarantine => {
             let held = pen::Held {
@@ -146,7 +186,15 @@ async fn handle(edge: &EdgeState, req: Request, body_read: &mut bool) -> Result<
         Err(_) => return Err(Refused::new("unauthorized", ApiError::InvalidSignature)),
     };
     accept::rate_limit(edge, &live.config, &target.tenant, now)?;
-    let record = accept::record(edge, target, &parts.headers, body, now, verification);
-    let result = accept::commit(edge, record).await?;
+    let mut record = accept::record(edge, target, &parts.headers, body, now, verification);
+    // With traces exported, the hook carries the `ingest` span's context: its deliveries
+    // become children of this span (in the provider's trace when it sent one).
+    if let Some(tp) = telemetry::traceparent_of(&span) {
+        record.envelope.traceparent = Some(tp);
+    }
+    span.record("hook_id", tracing::field::display(record.envelope.id));
+    let result = accept::commit(edge, record)
+        .instrument(tracing::info_span!(target: telemetry::TARGET, "commit"))
+        .await?;
     Ok(accept::answer(result, verification.flagged))
 }

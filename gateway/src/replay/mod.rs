@@ -15,7 +15,8 @@
 //! The request and job types are the admin API's (`ankusa-api`).
 //!
 //! Imports `dispatch` (to wake it, read its lag, take its reports), `archive`, `quarantine`
-//! (the pen's counters), `hook`, `live`, `metrics`; none of them imports it.
+//! (the pen's counters), `hook`, `live`, `metrics`, `telemetry` (its span target); none of
+//! them imports it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -374,11 +375,26 @@ impl Replayer {
             }
             // Tokens are spent on what a step looked at; a step that found nothing to do
             // drops the rest until the next tick.
-            let spent = match rt.job.kind.as_str() {
-                KIND_ARCHIVE => self.archive_step(rt, n).await?,
-                KIND_QUARANTINE => self.release_step(rt, n).await?,
-                _ => self.dlq_step(rt, n).await?,
+            // One `replay_page` span per step (with `telemetry.otlp`); the deliveries it
+            // schedules are `deliver` spans in each hook's own trace.
+            let span = tracing::info_span!(
+                target: crate::telemetry::TARGET,
+                "replay_page",
+                job = %rt.job.id,
+                kind = %rt.job.kind,
+                budget = n,
+                spent = tracing::field::Empty,
+            );
+            let kind = rt.job.kind.clone();
+            let step = async {
+                match kind.as_str() {
+                    KIND_ARCHIVE => self.archive_step(rt, n).await,
+                    KIND_QUARANTINE => self.release_step(rt, n).await,
+                    _ => self.dlq_step(rt, n).await,
+                }
             };
+            let spent = tracing::Instrument::instrument(step, span.clone()).await?;
+            span.record("spent", spent);
             rt.tokens -= spent as f64;
             if spent == 0 {
                 rt.tokens = 0.0;

@@ -229,10 +229,11 @@ impl HttpSink {
         // A provider's own trace headers are replaced, not forwarded beside ours.
         h.remove("traceparent");
         h.remove("tracestate");
-        if let Some(tp) = &env.traceparent {
+        let trace = crate::message::trace_context(env, ctx);
+        if let Some(tp) = trace.traceparent {
             set(&mut h, "traceparent", tp);
         }
-        if let Some(ts) = &env.tracestate {
+        if let Some(ts) = trace.tracestate {
             set(&mut h, "tracestate", ts);
         }
         if !self.keys.is_empty() {
@@ -422,6 +423,7 @@ mod tests {
             tenant_for_pools: "default".into(),
             claim_check: None,
             ordering_key: None,
+            traceparent: None,
         };
         match sink.attempt(&env, &dctx).await {
             Err(SinkError::Transient(m)) => {

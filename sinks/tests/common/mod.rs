@@ -72,6 +72,7 @@ pub fn ctx() -> DeliveryCtx {
         tenant_for_pools: "acme".into(),
         claim_check: None,
         ordering_key: None,
+        traceparent: None,
     }
 }
 

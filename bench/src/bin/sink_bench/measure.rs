@@ -54,6 +54,7 @@ fn ctx() -> DeliveryCtx {
         tenant_for_pools: "t1".into(),
         claim_check: None,
         ordering_key: None,
+        traceparent: None,
     }
 }
 
