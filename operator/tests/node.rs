@@ -1169,6 +1169,11 @@ async fn suite() {
     );
     report.insert("e_s", secs(t_e.elapsed()).into());
 
+    // ---- h. a drain's evictions respect the Gateway's PodDisruptionBudget ------------------
+    let t_h = Instant::now();
+    pdb_refuses_a_second_eviction(&node, &client).await;
+    report.insert("h_s", secs(t_h.elapsed()).into());
+
     // ---- g. durability: a pod AND its volume lost under load --------------------------------
     let t_g = Instant::now();
     // Its brokers serve the pods' intake log and backups until the suite ends (f rolls them).
@@ -1537,4 +1542,79 @@ async fn lost_volume_drill(
     report.insert("g_missing", 0.into());
     report.insert("g_back_ready_s", secs(back).into());
     vec![nats, moto]
+}
+
+/// `POST pods/{pod}/eviction` as `kubectl drain` sends it (policy/v1beta1: the node runs 1.20);
+/// the HTTP status and the server's message.
+async fn evict(client: &kube::Client, pod: &str) -> (u16, String) {
+    let body = serde_json::json!({
+        "apiVersion": "policy/v1beta1",
+        "kind": "Eviction",
+        "metadata": {"name": pod, "namespace": NS},
+    });
+    let req = http::Request::post(format!("/api/v1/namespaces/{NS}/pods/{pod}/eviction"))
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&body).expect("eviction body"))
+        .expect("eviction request");
+    match client.request_text(req).await {
+        Ok(_) => (201, String::new()),
+        Err(kube::Error::Api(e)) => {
+            let status = *e;
+            (status.code, status.message)
+        }
+        Err(e) => panic!("eviction of {pod}: {e:#}"),
+    }
+}
+
+/// The Gateway's budget (maxUnavailable 1, the default) lets a drain take one pod, refuses the
+/// next while that one is away (429, as `kubectl drain` sees it and retries), and lets it go
+/// once the first is back.
+async fn pdb_refuses_a_second_eviction(node: &RealNode, client: &kube::Client) {
+    let image = format!("{IMAGE}:test");
+    gateway_pods_ready(node, &image, Duration::from_secs(120)).await;
+    eventually(
+        "the Gateway's PodDisruptionBudget allows one disruption",
+        Duration::from_secs(60),
+        || async {
+            let out = node
+                .kubectl(&["get", "pdb", GATEWAY, "-n", NS, "-o", "json"])
+                .await
+                .ok()?;
+            let v: Value = serde_json::from_str(&out).ok()?;
+            (v["spec"]["maxUnavailable"] == 1 && v["status"]["disruptionsAllowed"] == 1)
+                .then_some(())
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    eprintln!(
+        "$ kubectl get pdb\n{}",
+        node.kubectl(&["get", "pdb", "-n", NS])
+            .await
+            .unwrap_or_default()
+    );
+    let first = format!("{GATEWAY}-0");
+    let second = format!("{GATEWAY}-1");
+    let (code, msg) = evict(client, &first).await;
+    assert_eq!(code, 201, "the first eviction is allowed: {msg}");
+    let (code, msg) = evict(client, &second).await;
+    assert_eq!(
+        code, 429,
+        "a second eviction while {first} is away must be refused by the budget: {msg}"
+    );
+    assert!(msg.contains("disruption budget"), "{msg}");
+    // Back to three Ready pods, the budget allows the second eviction again.
+    gateway_pods_ready(node, &image, Duration::from_secs(180)).await;
+    let (code, msg) = eventually(
+        "the second eviction allowed once the first pod is back",
+        Duration::from_secs(60),
+        || async {
+            let (code, msg) = evict(client, &second).await;
+            (code == 201).then_some((code, msg))
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(code, 201, "{msg}");
+    gateway_pods_ready(node, &image, Duration::from_secs(180)).await;
 }

@@ -152,7 +152,49 @@ impl Harness {
             "--timeout=60s",
         ])
         .await?;
-        Ok(())
+        self.wait_openapi_published(&items).await
+    }
+
+    /// Waits until `/openapi/v2` holds a definition of every CRD's kind: the server publishes
+    /// it some time after `Established`, and kubectl validates a manifest client-side only
+    /// against a published definition (before that it accepts a misspelled field).
+    async fn wait_openapi_published(&self, crds: &[serde_json::Value]) -> anyhow::Result<()> {
+        let wanted: Vec<String> = crds
+            .iter()
+            .flat_map(|crd| {
+                let group: Vec<&str> = crd["spec"]["group"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .split('.')
+                    .rev()
+                    .collect();
+                let kind = crd["spec"]["names"]["kind"].as_str().unwrap_or_default();
+                crd["spec"]["versions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|v| v["served"] == true)
+                    .filter_map(|v| v["name"].as_str())
+                    .map(|v| format!("{}.{v}.{kind}", group.join(".")))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let end = Instant::now() + Duration::from_secs(60);
+        loop {
+            let req = http::Request::get("/openapi/v2").body(Vec::new())?;
+            let doc: serde_json::Value = self.client.request(req).await?;
+            let missing: Vec<&String> = wanted
+                .iter()
+                .filter(|d| doc["definitions"].get(d.as_str()).is_none())
+                .collect();
+            if missing.is_empty() {
+                return Ok(());
+            }
+            if Instant::now() > end {
+                bail!("/openapi/v2 still lacks {missing:?} 60 s after the CRDs were established");
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
     }
 
     async fn wait_default_service_account(&self) -> anyhow::Result<()> {

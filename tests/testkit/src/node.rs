@@ -141,7 +141,10 @@ impl RealNode {
         if program == kubectl_bin() {
             // kubectl caches discovery and OpenAPI per host:port under ~/.kube/cache; a later
             // run's server on a reused port would be validated against an old run's schemas.
-            c.arg(format!("--cache-dir={}", self.dir.join("kubectl-cache").display()));
+            c.arg(format!(
+                "--cache-dir={}",
+                self.dir.join("kubectl-cache").display()
+            ));
         }
         c
     }
