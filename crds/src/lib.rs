@@ -23,8 +23,8 @@ pub use gateway::{
     ArchiveCredentials, ArchiveSpec, BackupSpec, BackupStoreSpec, ClaimCheckSettings,
     DisruptionSpec, DurabilityMode, DurabilitySpec, EgressSettings, Gateway, GatewayPodStatus,
     GatewaySettings, GatewaySpec, GatewayStatus, IntakeSpec, IntakeType, MonitorSpec,
-    MonitoringSpec, OwnedSecret, OwnershipRecord, PodArchiveStatus, PodDlqStatus, RenderedSink,
-    SinkDeliveryError,
+    MonitoringSpec, OtlpSettings, OwnedSecret, OwnershipRecord, PodArchiveStatus, PodDlqStatus,
+    RenderedSink, SinkDeliveryError, TelemetrySettings,
 };
 pub use replay::{
     ArchiveReplaySpec, ReplayJob, ReplayJobSpec, ReplayJobStatus, ReplayKind, ReplayPhase,

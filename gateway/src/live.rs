@@ -303,14 +303,8 @@ impl ConfigHandle {
         pin!(backup, "backup");
         pin!(batcher, "batcher");
         pin!(log, "log");
-        // The exporter is built once, before the runtime. Not a `pin!` line: the operator
-        // renders no `telemetry` (a pod's is always the default), so it has nothing to roll;
-        // once the Gateway resource carries it, this becomes `pin!(telemetry, "telemetry")`
-        // and joins the operator's RESTART_PINNED.
-        if c.telemetry != s.telemetry {
-            changed.push("telemetry".to_string());
-            c.telemetry = s.telemetry.clone();
-        }
+        // The OpenTelemetry exporter is built once, before the runtime.
+        pin!(telemetry, "telemetry");
         changed
     }
 

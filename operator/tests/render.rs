@@ -1544,3 +1544,31 @@ fn the_restart_pinned_keys_are_the_gateways() {
     operator.sort_unstable();
     assert_eq!(operator, gateway);
 }
+
+#[test]
+fn telemetry_settings_render_into_the_pods_config() {
+    let collector = "http://otel-collector.observability:4318";
+    let gw = gateway(json!({"settings": {"telemetry": {"otlp": {
+        "endpoint": collector, "sampling_ratio": 0.25}}}}));
+    let r = render_with(&gw, &[], &[], &SecretValues::new(), None);
+    let base = r.base.unwrap_or_else(|| panic!("renders: {:?}", r.error));
+    let otlp = &base.telemetry.otlp;
+    assert_eq!(otlp.endpoint.as_deref(), Some(collector));
+    assert_eq!(otlp.sampling_ratio, 0.25);
+    assert_eq!(otlp.service_name, ankusa_config::DEFAULT_SERVICE_NAME);
+    assert!(otlp.headers.is_empty());
+
+    // Off unless the Gateway asks.
+    let r = render_with(&gateway(json!({})), &[], &[], &SecretValues::new(), None);
+    let base = r.base.unwrap_or_else(|| panic!("renders: {:?}", r.error));
+    assert_eq!(base.telemetry, ankusa_config::TelemetryConfig::default());
+
+    // What the gateway refuses is refused here, named, without the value.
+    let gw = gateway(json!({"settings": {"telemetry": {"otlp": {
+        "endpoint": "http://user:hunter2@collector:4318"}}}}));
+    let r = render_with(&gw, &[], &[], &SecretValues::new(), None);
+    let e = r.error.expect("refused");
+    assert!(e.contains("telemetry.otlp.endpoint"), "{e}");
+    assert!(!e.contains("hunter2"), "{e}");
+    assert!(r.base.is_none());
+}

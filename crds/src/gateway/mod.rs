@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 mod operate;
 mod status;
 
-pub use operate::{DisruptionSpec, MonitorSpec, MonitoringSpec};
+pub use operate::{DisruptionSpec, MonitorSpec, MonitoringSpec, OtlpSettings, TelemetrySettings};
 pub use status::{
     GatewayPodStatus, GatewayStatus, OwnedSecret, OwnershipRecord, PodArchiveStatus, PodDlqStatus,
     RenderedSink, SinkDeliveryError,
@@ -596,6 +596,10 @@ pub struct GatewaySettings {
     /// one, archived dead rows are evicted; unarchived ones make new hooks `503 dlq_full`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<QueueConfig>,
+    /// OpenTelemetry trace export of the pods (`otlp: {endpoint, sampling_ratio,
+    /// service_name}`); read at start, so a change rolls the pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub telemetry: Option<TelemetrySettings>,
 }
 
 /// `settings.egress`: the gateway's own `egress` section, plus one key the operator alone

@@ -1,6 +1,7 @@
 //! What a Gateway asks of the cluster around its pods: the PodDisruptionBudget the operator
 //! renders for them (`spec.disruption`) and the Prometheus Operator objects that scrape their
-//! admin `/metrics` (`spec.monitoring`).
+//! admin `/metrics` (`spec.monitoring`), and where the pods send their traces
+//! (`spec.settings.telemetry`).
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use schemars::JsonSchema;
@@ -142,4 +143,32 @@ mod tests {
             );
         }
     }
+}
+
+/// `settings.telemetry`: the pods' OpenTelemetry trace export (the gateway's `telemetry`
+/// section, docs/tracing.md). Export headers are not settable here: they are credentials, and a
+/// collector inside the cluster is reached without them.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct TelemetrySettings {
+    /// OTLP trace export over HTTP/protobuf (absent: no export, the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub otlp: Option<OtlpSettings>,
+}
+
+/// `settings.telemetry.otlp`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct OtlpSettings {
+    /// The collector's OTLP/HTTP base URL, e.g. `http://otel-collector.observability:4318`;
+    /// spans go to `<endpoint>/v1/traces`.
+    #[schemars(regex(pattern = r"^https?://[^\s@?#]+$"))]
+    pub endpoint: String,
+    /// Share of the traces that start at a pod which are sampled, 0.0–1.0 (default 1.0); a
+    /// provider's `traceparent` decides for its own traces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub sampling_ratio: Option<f64>,
+    /// `service.name` of the spans (default `ankusa-gateway`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub service_name: Option<String>,
 }

@@ -45,6 +45,15 @@ pub fn base_config(gw: &Gateway, admin_token: &str) -> Config {
     if let Some(l) = &s.log {
         c.log = l.clone();
     }
+    if let Some(o) = s.telemetry.as_ref().and_then(|t| t.otlp.as_ref()) {
+        c.telemetry.otlp.endpoint = Some(o.endpoint.clone());
+        if let Some(r) = o.sampling_ratio {
+            c.telemetry.otlp.sampling_ratio = r;
+        }
+        if let Some(n) = &o.service_name {
+            c.telemetry.otlp.service_name = n.clone();
+        }
+    }
     if let Some(h) = &s.http {
         if let Some(v) = h.max_body_bytes {
             c.http.max_body_bytes = v;

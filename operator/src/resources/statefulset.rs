@@ -397,6 +397,7 @@ pub const RESTART_PINNED: &[&str] = &[
     "backup",
     "batcher",
     "log",
+    "telemetry",
 ];
 
 /// A keyed digest of the restart-pinned keys of `c` (secrets included, so a rotated intake or
