@@ -29,8 +29,25 @@ pub async fn sync(ctx: &Ctx, ns: &str, gw: &Gateway) -> Option<Cond> {
             gw.spec
                 .monitoring
                 .any_enabled()
-                .then(|| (false, "ApplyFailed", e.to_string()))
+                .then(|| (false, "ApplyFailed", condition_message(&e)))
         }
+    }
+}
+
+/// The condition's text for a failed apply. The API server's own message can quote the
+/// rendered object's values (labels, interval) back, so only its reason and code are kept; the
+/// operator's own refusals already name the field.
+fn condition_message(e: &crate::context::Error) -> String {
+    match e {
+        crate::context::Error::Kube(kube::Error::Api(s)) => format!(
+            "the API server refused the monitor: {} ({})",
+            s.reason, s.code
+        ),
+        crate::context::Error::Kube(_) => {
+            "the API server could not be reached to apply the monitor".to_string()
+        }
+        crate::context::Error::Invalid(msg) => msg.clone(),
+        other => format!("applying the monitor failed ({})", other.label()),
     }
 }
 
@@ -99,4 +116,27 @@ async fn sync_kinds(ctx: &Ctx, ns: &str, gw: &Gateway) -> Result<Option<Cond>> {
             format!("{} {name} applied", applied.join(" and ")),
         )
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::condition_message;
+    use crate::context::Error;
+
+    #[test]
+    fn a_refused_apply_keeps_the_reason_not_the_servers_text() {
+        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "status": "Failure", "code": 422, "reason": "Invalid",
+            "message": "ServiceMonitor \"gw\" is invalid: metadata.labels: Invalid value: \"s3cr3t-label\""
+        }))
+        .expect("status");
+        let msg = condition_message(&Error::Kube(kube::Error::Api(Box::new(status))));
+        assert_eq!(msg, "the API server refused the monitor: Invalid (422)");
+        assert!(!msg.contains("s3cr3t"));
+        let own = Error::Invalid("spec.monitoring.serviceMonitor.interval: not a duration".into());
+        assert_eq!(
+            condition_message(&own),
+            "spec.monitoring.serviceMonitor.interval: not a duration"
+        );
+    }
 }
