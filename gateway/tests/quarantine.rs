@@ -900,18 +900,20 @@ async fn a_body_over_the_pens_cap_is_413_and_stores_nothing() {
     );
 }
 
-/// Polls the pen until it holds `n` entries; their ids.
+/// Polls the pen until it holds `n` entries, counted and listed; their ids. (A page read while
+/// an expiry pass commits can count the pass and still list the rows it removed.)
 async fn wait_total(c: &reqwest::Client, g: &Gateway, n: u64, within: Duration) -> Vec<String> {
     let deadline = Instant::now() + within;
     loop {
         let page = g.admin_json(c, "/v1/quarantine?limit=1000").await;
-        if page["total"].as_u64() == Some(n) {
-            return page["entries"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|e| e["id"].as_str().unwrap().to_string())
-                .collect();
+        let ids: Vec<String> = page["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["id"].as_str().unwrap().to_string())
+            .collect();
+        if page["total"].as_u64() == Some(n) && ids.len() as u64 == n {
+            return ids;
         }
         assert!(Instant::now() < deadline, "never {n} entries: {page}");
         tokio::time::sleep(Duration::from_millis(50)).await;
