@@ -191,10 +191,11 @@ pub fn apply_env_overrides(c: &mut Config, env: &dyn Lookup) -> Result<(), Confi
         c.wal.wal_type = match v.trim() {
             "disk" => WalType::Disk,
             "dual" => WalType::Dual,
+            "none" => WalType::None,
             _ => {
                 return Err(ConfigError::field(
                     "ANKUSA_WAL_TYPE",
-                    "unknown type (expected disk, dual)",
+                    "unknown type (expected disk, dual, none)",
                 ));
             }
         };

@@ -45,6 +45,25 @@ pub fn validate(c: &Config) -> Result<(), ConfigError> {
     for (id, s) in &c.sources {
         source(c, id, s)?;
     }
+    direct_sources(c)
+}
+
+/// Under `wal.type: none` every source needs a sink whose confirmation outlives the gateway
+/// (`SinkConfig::durable`): with only the log or Redis, a `201` would promise nothing. Also
+/// checked by a reload after the restart-pinned `wal` is put back, so a pushed config cannot
+/// bring such a source in under a started direct node.
+pub fn direct_sources(c: &Config) -> Result<(), ConfigError> {
+    if c.wal.wal_type != WalType::None {
+        return Ok(());
+    }
+    for (id, s) in &c.sources {
+        if !s.sinks.iter().any(SinkConfig::durable) {
+            return Err(err(
+                format!("sources.{id}.sinks"),
+                "needs at least one durable sink under wal.type none (log and redis are not durable)",
+            ));
+        }
+    }
     Ok(())
 }
 
@@ -68,10 +87,29 @@ fn durability(c: &Config) -> Result<(), ConfigError> {
         (WalType::Dual, None) => {
             return Err(err("intake", "is required when wal.type is dual"));
         }
-        (WalType::Disk, Some(_)) => {
-            return Err(err("intake", "is set but wal.type is disk"));
+        (WalType::Disk | WalType::None, Some(_)) => {
+            return Err(err(
+                "intake",
+                format!("is set but wal.type is {}", c.wal.wal_type.as_str()),
+            ));
         }
         _ => {}
+    }
+    c.wal.validate("wal")?;
+    if c.wal.wal_type == WalType::None {
+        // Direct mode keeps no hook: nothing to archive or back up.
+        if c.storage.is_some() {
+            return Err(err(
+                "storage",
+                "must be absent when wal.type is none (no hook is stored, so none is archived)",
+            ));
+        }
+        if c.backup.enabled {
+            return Err(err(
+                "backup.enabled",
+                "must be false when wal.type is none (no hook is stored to back up)",
+            ));
+        }
     }
     if let Some(i) = &c.intake {
         i.validate("intake")?;

@@ -1,6 +1,9 @@
 //! `wal` and `intake`: how far an acked hook survives.
 //!
 //! `disk` acks after a synced commit to this node's store: durable to power loss on this host.
+//! `none` (direct mode) keeps no hook at all: each hook is published to every sink of its
+//! source under one deadline (`publish_timeout_ms`) and acked once every sink confirmed, so the
+//! sinks' own durability is the ack's; a direct source needs a durable sink (`validate.rs`).
 //! `dual` also waits for a confirmed publish of the hook to a replicated intake log (Kafka or
 //! NATS JetStream, `intake`), so losing the host, its volume included, loses nothing acked: a
 //! node that starts empty rebuilds every hook it acked from its own records in the log. Backups
@@ -28,14 +31,54 @@ pub enum WalType {
     Disk,
     /// Ack after the synced commit AND a confirmed publish to the intake log (`intake`).
     Dual,
+    /// Direct mode: no store of hooks; ack after every sink of the source confirmed the hook.
+    None,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+impl WalType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WalType::Disk => "disk",
+            WalType::Dual => "dual",
+            WalType::None => "none",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(deny_unknown_fields, default)]
 pub struct WalConfig {
     #[serde(rename = "type")]
     pub wal_type: WalType,
+    /// `wal.type: none`: the one deadline for every sink of a hook to confirm it; past it the
+    /// request is answered `503`. Keep it below the provider's own timeout. 100-60000.
+    pub publish_timeout_ms: u64,
+    /// `wal.type: none`: the `Retry-After` (seconds) of a `503 sink_unavailable`. 1-3600.
+    pub retry_after_s: u32,
+}
+
+impl Default for WalConfig {
+    fn default() -> Self {
+        WalConfig {
+            wal_type: WalType::Disk,
+            publish_timeout_ms: 8_000,
+            retry_after_s: 2,
+        }
+    }
+}
+
+impl WalConfig {
+    pub(crate) fn validate(&self, path: &str) -> Result<(), ConfigError> {
+        let f = |key: &str| format!("{path}.{key}");
+        in_range(
+            &f("publish_timeout_ms"),
+            self.publish_timeout_ms,
+            100,
+            60_000,
+        )?;
+        in_range(&f("retry_after_s"), self.retry_after_s.into(), 1, 3600)
+    }
 }
 
 /// The intake log of `wal.type: dual`: exactly one of `kafka` or `jetstream`, with the keys of
@@ -203,6 +246,59 @@ mod tests {
                 "wal: {type: dual}\nintake:\n  jetstream: {servers: [\"nats://n:4222\"], subject: \"\"}\n"
             ),
             "intake.jetstream.subject"
+        );
+    }
+
+    const RABBIT: &str = "      - type: rabbitmq\n        url: amqp://guest:guest@127.0.0.1:5672/%2f\n        exchange: ankusa.events\n";
+    const REDIS: &str =
+        "      - type: redis\n        url: redis://127.0.0.1:6379/0\n        channel: c\n";
+
+    fn direct(sinks: &str) -> String {
+        format!(
+            "wal: {{type: none}}\negress: {{allow_loopback: true}}\nsources:\n  s:\n    sinks:\n{sinks}"
+        )
+    }
+
+    #[test]
+    fn direct_mode_needs_a_durable_sink_per_source() {
+        let c = check(&direct(RABBIT)).expect("a durable sink loads");
+        assert_eq!(c.wal.wal_type, super::WalType::None);
+        assert_eq!((c.wal.publish_timeout_ms, c.wal.retry_after_s), (8000, 2));
+        // A non-durable sink beside a durable one is allowed (it is still a confirmer).
+        check(&direct(&format!("{REDIS}{RABBIT}      - type: log\n"))).expect("mixed loads");
+        assert_eq!(field(&direct(REDIS)), "sources.s.sinks");
+        assert_eq!(field(&direct("      - type: log\n")), "sources.s.sinks");
+        assert_eq!(
+            field(&direct(&format!("{REDIS}      - type: log\n"))),
+            "sources.s.sinks"
+        );
+        // The same sources under disk load: the rule is direct mode's.
+        check(&direct(REDIS).replace("type: none", "type: disk")).expect("disk loads");
+    }
+
+    #[test]
+    fn direct_mode_refuses_what_needs_a_store() {
+        let base = direct(RABBIT);
+        assert_eq!(field(&format!("{base}{KAFKA}")), "intake");
+        assert_eq!(
+            field(&format!(
+                "{base}storage:\n  type: local\n  local:\n    dir: /tmp/a\n"
+            )),
+            "storage"
+        );
+        assert_eq!(
+            field(&format!(
+                "{base}backup:\n  enabled: true\n  store:\n    type: local\n    local:\n      dir: /tmp/b\n"
+            )),
+            "backup.enabled"
+        );
+        assert_eq!(
+            field(&base.replace("{type: none}", "{type: none, publish_timeout_ms: 50}")),
+            "wal.publish_timeout_ms"
+        );
+        assert_eq!(
+            field(&base.replace("{type: none}", "{type: none, retry_after_s: 0}")),
+            "wal.retry_after_s"
         );
     }
 

@@ -204,6 +204,13 @@ impl SinkConfig {
         }
     }
 
+    /// Whether the sink's confirmation means the hook is kept by something that outlives the
+    /// gateway: false for the log (nothing is kept) and Redis pub/sub (a publish no subscriber
+    /// holds is gone). Under `wal.type: none` a source needs at least one durable sink.
+    pub fn durable(&self) -> bool {
+        !matches!(self, SinkConfig::Log(_) | SinkConfig::Redis(_))
+    }
+
     /// Whether the sink entry is ordered, and where its lane key comes from.
     pub fn ordering(&self) -> (bool, Option<&OrderingKey>) {
         match self {
