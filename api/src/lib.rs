@@ -8,12 +8,14 @@
 
 mod dlq;
 mod hook;
+mod lifecycle;
 mod node;
 mod replay;
 mod store;
 
 pub use dlq::{DeadEntry, DeadFilter, DeadPage, DeleteDead, FilterError};
 pub use hook::{ArchivedHook, DeliveryView, HookVerification, HookView};
+pub use lifecycle::{LifecycleEntry, LifecyclePage};
 pub use node::{
     ArchiveStatus, BackupStatus, DlqStatus, FieldError, Health, IntakeStatus, MAX_SINK_ERROR_BYTES,
     PenSourceStatus, PenStatus, Ready, ReloadError, ReloadReply, SinkFailure, Status,

@@ -49,7 +49,7 @@ pub use load::{
     value_free,
 };
 pub use model::Config;
-pub use redact::redacted_json;
+pub use redact::{redacted_json, redacted_source};
 pub use rules::{cidr_contains, parse_cidr, valid_header_name, valid_id};
 pub use secrets::{MAX_SECRETS, Secret, SecretUrl, Secrets, redact_url};
 pub use section::admin::{ADMIN_SCOPES, AdminConfig, AdminTls, AdminToken};
@@ -62,6 +62,7 @@ pub use section::dispatch::{
 };
 pub use section::egress::{EgressConfig, PoolConfig};
 pub use section::http::{HttpConfig, Routing};
+pub use section::lifecycle::LifecycleConfig;
 pub use section::listener::ConnectionLimits;
 pub use section::log::{LogConfig, LogFormat};
 pub use section::node::{NodeConfig, Role};

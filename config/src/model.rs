@@ -20,6 +20,7 @@ use crate::section::claim_check::ClaimCheckConfig;
 use crate::section::dispatch::DispatchConfig;
 use crate::section::egress::EgressConfig;
 use crate::section::http::HttpConfig;
+use crate::section::lifecycle::LifecycleConfig;
 use crate::section::log::LogConfig;
 use crate::section::node::{NodeConfig, Role};
 use crate::section::quarantine::{PenShares, QuarantineConfig};
@@ -65,6 +66,9 @@ pub struct Config {
     /// OpenTelemetry trace export (`telemetry.otlp`); off by default, read at start.
     #[serde(skip_serializing_if = "is_default")]
     pub telemetry: TelemetryConfig,
+    /// Lifecycle and operational events (CloudEvents) and their audit trail. Absent: off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lifecycle: Option<LifecycleConfig>,
     /// Sources by id (`[A-Za-z0-9_-]{1,64}`); the id is the last path segment of the ingest URL.
     pub sources: BTreeMap<String, SourceConfig>,
 }

@@ -81,6 +81,10 @@ const SHOWN: &[&str] = &[
     "max_pools_per_tenant",
     "pool_max_idle_ms",
     "retention_days",
+    // lifecycle events (its sinks follow the sources' sinks rules)
+    "lifecycle",
+    "max_events",
+    "max_per_minute",
     // sources
     "tenant",
     "trust_url_tenant",
@@ -208,7 +212,7 @@ const URL_KEYS: &[&str] = &["url", "queue_url", "endpoint", "servers", "brokers"
 /// URL keys of a sink whose path and query are redacted too (`SINK_URL_KEYS` under
 /// `SINKS_AT`): the sink URL options a Secret may fill (`secret_ref_paths` in the operator).
 const SINK_URL_KEYS: &[&str] = &["url", "queue_url", "endpoint"];
-const SINKS_AT: &str = "sources.*.sinks";
+const SINKS_AT: &[&str] = &["sources.*.sinks", "lifecycle.sinks"];
 
 /// Paths (dotted, `*` for any id) of maps whose keys are ids (shown) and whose values are
 /// structures walked by the same rule.
@@ -228,6 +232,14 @@ pub fn redacted_json(c: &Config) -> Value {
         Value::Object(m) => Value::Object(walk_map(m, "")),
         other => other,
     }
+}
+
+/// One source as `redacted_json` shows it under `sources.<id>` (what a lifecycle event's diff
+/// carries): the same allowlist, so a source change never puts a secret in an event.
+pub fn redacted_source(id: &str, s: &crate::section::source::SourceConfig) -> Value {
+    let mut c = Config::default();
+    c.sources.insert(id.to_string(), s.clone());
+    redacted_json(&c)["sources"][id].take()
 }
 
 fn join(path: &str, key: &str) -> String {
@@ -284,7 +296,7 @@ fn walk_map(m: Map<String, Value>, path: &str) -> Map<String, Value> {
                 ),
                 _ => REDACTED.into(),
             }
-        } else if path == SINKS_AT && SINK_URL_KEYS.contains(&k.as_str()) {
+        } else if SINKS_AT.contains(&path) && SINK_URL_KEYS.contains(&k.as_str()) {
             match v {
                 Value::String(u) => Value::String(origin_only(&u)),
                 _ => REDACTED.into(),
@@ -399,6 +411,37 @@ mod tests {
         );
         assert_eq!(v["admin"]["tokens"][0]["scopes"][0], "*");
         assert_eq!(v["http"]["port"], 4000);
+    }
+
+    #[test]
+    fn lifecycle_sinks_follow_the_source_sink_rules() {
+        let mut h = HttpSinkConfig::new("https://user:pw@events.example.com/hook/tok123?key=abc");
+        h.secret = Some(Secrets::one("whsec_bGlmZWN5Y2xl"));
+        let c = Config {
+            lifecycle: Some(LifecycleConfig::with_sinks(vec![SinkConfig::Http(h)])),
+            ..Default::default()
+        };
+        let v = redacted_json(&c);
+        let text = v.to_string();
+        for needle in ["pw@", "tok123", "abc", "whsec_bGlmZWN5Y2xl"] {
+            assert!(!text.contains(needle), "{needle} leaked: {text}");
+        }
+        assert_eq!(
+            v["lifecycle"]["sinks"][0]["url"],
+            "https://events.example.com/[redacted]"
+        );
+        assert_eq!(v["lifecycle"]["max_per_minute"], 60);
+        let mut s = SourceConfig::with_sinks(vec![SinkConfig::Http(HttpSinkConfig::new(
+            "https://example.com/p/secret-path",
+        ))]);
+        s.verify = VerifyConfig::Github(Preset {
+            secret: Secrets::one("gh-secret-2"),
+        });
+        let one = redacted_source("gh", &s).to_string();
+        assert!(
+            !one.contains("gh-secret-2") && !one.contains("secret-path"),
+            "{one}"
+        );
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! which only this module sees whole: the batcher's byte cap against `http.max_body_bytes`,
 //! `wal` against `intake`, `backup` against `storage`, the listeners' ports, and for each
 //! source its id against `http.prefix`, its tenant rules under `http.routing`, its retry
-//! overrides over `dispatch.retry` and its sinks against `egress`.
+//! overrides over `dispatch.retry` and its sinks against `egress`; `lifecycle`'s sinks against
+//! `egress` the same way, and `lifecycle` against `wal.type: none`.
 //!
 //! Every error names the field and the constraint, in the form `<field> must be <constraint>,
 //! got <value>`, and quotes no string value. Imports `model`, the sections, `sinks`, `egress`
@@ -45,7 +46,24 @@ pub fn validate(c: &Config) -> Result<(), ConfigError> {
     for (id, s) in &c.sources {
         source(c, id, s)?;
     }
+    lifecycle(c)?;
     direct_sources(c)
+}
+
+/// `lifecycle`: its own rules, then each sink against `egress` like a source's. Refused under
+/// `wal.type: none`, where no dispatch runs to deliver an event.
+fn lifecycle(c: &Config) -> Result<(), ConfigError> {
+    let Some(l) = &c.lifecycle else {
+        return Ok(());
+    };
+    if c.wal.wal_type == WalType::None {
+        return Err(err(
+            "lifecycle",
+            "must be absent when wal.type is none (no dispatch runs to deliver events)",
+        ));
+    }
+    l.validate("lifecycle")?;
+    sinks_against_egress(c, "lifecycle", &l.sinks)
 }
 
 /// Under `wal.type: none` every source needs a sink whose confirmation outlives the gateway
@@ -172,8 +190,14 @@ fn source(c: &Config, id: &str, s: &SourceConfig) -> Result<(), ConfigError> {
             .with_override(Some(r))
             .validate(&format!("{p}.retry"))?;
     }
+    sinks_against_egress(c, &p, &s.sinks)
+}
+
+/// Each sink of a list at `<p>.sinks[i]`: its TLS settings, its token endpoint and its literal
+/// addresses against `egress`.
+fn sinks_against_egress(c: &Config, p: &str, sinks: &[SinkConfig]) -> Result<(), ConfigError> {
     let policy = c.egress.address_policy();
-    for (i, sink) in s.sinks.iter().enumerate() {
+    for (i, sink) in sinks.iter().enumerate() {
         let sp = format!("{p}.sinks[{i}]");
         sink.validate_tls(&sp, c.egress.allow_insecure_tls)?;
         if let SinkConfig::GooglePubsub(ps) = sink {

@@ -15,6 +15,10 @@ pub const ALL_CFS: [&str; 3] = [CF_HOOKS, CF_DELIVERIES, CF_INDEX];
 /// The quarantine pen: a family of its own, so its bodies never sit in the index's SST files
 /// (scanned by dispatch) and a store made before the pen opens read-only without it.
 pub const CF_QUARANTINE: &str = "quarantine";
+/// The lifecycle events' audit trail: a family of its own, so a store made before the trail
+/// gains it at its next open and opens read-only without it, and its sweeps never touch the
+/// families dispatch scans.
+pub const CF_AUDIT: &str = "audit";
 
 /// `default` family: metadata and counters.
 pub const META_NEXT_SEQ: &[u8] = b"m:next_seq";
@@ -22,6 +26,28 @@ pub const META_FORMAT: &[u8] = b"m:format_version";
 pub const META_STORE_ID: &[u8] = b"m:store_id";
 pub const META_READY_PROBE: &[u8] = b"m:ready_probe";
 pub const FORMAT_VERSION: u64 = 1;
+/// The last audit seq used (8 bytes big-endian; written with each append, never merged).
+pub const META_AUDIT_SEQ: &[u8] = b"m:audit_seq";
+/// Events held in the audit trail (a counter: merge operands are i64 deltas).
+pub const C_AUDIT_EVENTS: &[u8] = b"c:audit_events";
+
+/// `audit`: `<time_ms:8><seq:8>` → the stored event (JSON). Time first, so a `since`/`until`
+/// window is one range and retention deletes from the front; the seq orders events of one
+/// millisecond and keeps keys unique.
+pub fn audit(time_ms: u64, seq: u64) -> [u8; 16] {
+    let mut k = [0u8; 16];
+    k[..8].copy_from_slice(&time_ms.to_be_bytes());
+    k[8..].copy_from_slice(&seq.to_be_bytes());
+    k
+}
+
+/// (time_ms, seq) of an audit key.
+pub fn parse_audit(k: &[u8]) -> Option<(u64, u64)> {
+    if k.len() != 16 {
+        return None;
+    }
+    Some((be64(&k[..8])?, be64(&k[8..])?))
+}
 
 /// Counter keys, `c:...` (merge operands are i64 deltas).
 pub const C_HOOKS: &[u8] = b"c:hooks";

@@ -139,6 +139,10 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
         }));
     }
     metrics.config.generation.set(1);
+    // Lifecycle events: producers get the emitter now, the writer starts once group commit
+    // does (below).
+    let (events, events_rx) = crate::lifecycle::Emitter::channel(handle.clone(), metrics.clone());
+    crate::lifecycle::watch_reloads(&handle, events.clone());
     if config.egress.pools.pool_size < config.dispatch.concurrency {
         // Each receiver gets at most pool_size connections: attempts beyond that wait for one,
         // so one receiver's deliveries top out at pool_size / its latency.
@@ -172,6 +176,7 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
             tokio: tokio::runtime::Handle::current(),
             claim_check: claim_check.clone().map(|c| c as Arc<dyn ClaimCheck>),
             feedback: Some(feedback),
+            lifecycle: Some(events.clone()),
         })?;
         let r = Replayer::start(
             store.clone(),
@@ -202,6 +207,29 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
     } else {
         None
     };
+    if let Some(d) = &dispatcher {
+        // Lifecycle hooks commit through the edge's group commit, or their own when this node
+        // takes no ingest; without dispatch nothing would deliver them, so no writer runs.
+        let commit = commit.clone().unwrap_or_else(|| {
+            Committer::start(
+                store.clone(),
+                &config.batcher,
+                metrics.clone(),
+                d.clone(),
+                None,
+            )
+        });
+        crate::lifecycle::writer::spawn(
+            events_rx,
+            crate::lifecycle::writer::Writer {
+                store: store.clone(),
+                commit,
+                config: handle.clone(),
+                metrics: metrics.clone(),
+            },
+        );
+        crate::lifecycle::spawn_count_flush(events.clone());
+    }
     // One state per listener, each holding exactly what its routes use.
     let probes = Arc::new(Probes::new(handle.clone(), store.clone(), intake.clone()));
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);

@@ -25,6 +25,7 @@ pub mod edge;
 mod egress_metrics;
 pub mod hook;
 pub mod intake;
+pub mod lifecycle;
 pub mod live;
 pub mod metrics;
 pub mod probes;

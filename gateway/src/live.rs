@@ -21,6 +21,15 @@ use ankusa_core::{Sink, now_ms};
 use ankusa_sinks::SinkBuilder;
 use arc_swap::ArcSwap;
 
+/// The reserved source of lifecycle events (the `lifecycle` module): built from `lifecycle.sinks`,
+/// never in `Live::sources` (so ingest answers `404` for it; a configured id cannot contain a
+/// `:`), found by dispatch through `Live::source`.
+pub const LIFECYCLE_SOURCE: &str = "ankusa:lifecycle";
+/// The tenant lifecycle hooks are dispatched under: a tenant of their own, so dispatch's
+/// per-tenant windows keep a failing lifecycle sink's rows from holding any tenant's room (the
+/// tenant an event concerns is in the event and the trail, not here).
+pub const LIFECYCLE_TENANT: &str = "ankusa:lifecycle";
+
 /// A source with its verifier and sinks built.
 pub struct LiveSource {
     pub id: String,
@@ -56,6 +65,8 @@ pub struct Live {
     pub sources: HashMap<String, Arc<LiveSource>>,
     /// `http.trusted_proxies`, parsed.
     pub trusted_proxies: Vec<(IpAddr, u8)>,
+    /// The lifecycle events' internal source (`LIFECYCLE_SOURCE`), when `lifecycle` is set.
+    pub lifecycle: Option<Arc<LiveSource>>,
 }
 
 impl Live {
@@ -90,6 +101,10 @@ impl Live {
                 }),
             );
         }
+        let lifecycle = match &config.lifecycle {
+            Some(l) => Some(Arc::new(lifecycle_source(&config, l, sinks)?)),
+            None => None,
+        };
         let trusted_proxies = config
             .http
             .trusted_proxies
@@ -103,8 +118,41 @@ impl Live {
             loaded_at: now_ms(),
             sources,
             trusted_proxies,
+            lifecycle,
         })
     }
+
+    /// The source a delivery row belongs to: a configured one, or the lifecycle source. What
+    /// dispatch reads; the edge reads `sources` only.
+    pub fn source(&self, id: &str) -> Option<&Arc<LiveSource>> {
+        match self.sources.get(id) {
+            Some(s) => Some(s),
+            None if id == LIFECYCLE_SOURCE => self.lifecycle.as_ref(),
+            None => None,
+        }
+    }
+}
+
+/// The internal source of `lifecycle`: its sinks built like a source's (errors named
+/// `lifecycle.sinks[i]`), no verifier, `dispatch.retry` as it is (no override).
+fn lifecycle_source(
+    config: &Config,
+    l: &ankusa_config::LifecycleConfig,
+    sinks: &SinkBuilder,
+) -> Result<LiveSource, ConfigError> {
+    let cfg = SourceConfig::with_sinks(l.sinks.clone());
+    let mut built = Vec::with_capacity(l.sinks.len());
+    for (i, sc) in l.sinks.iter().enumerate() {
+        built.push(sinks.build(config, &cfg, &format!("lifecycle.sinks[{i}]"), sc)?);
+    }
+    Ok(LiveSource {
+        id: LIFECYCLE_SOURCE.to_string(),
+        verifier: None,
+        sinks: built,
+        sink_types: l.sinks.iter().map(SinkConfig::type_name).collect(),
+        sink_digests: l.sinks.iter().map(sink_digest).collect(),
+        cfg,
+    })
 }
 
 /// A digest of a sink's config (its serialised form: key order is fixed, secrets included, so

@@ -5,7 +5,8 @@
 //! hooks, tenants and seqs, and hold lanes (`LaneId`) and scan positions (`DueCursor`,
 //! `DeadCursor`) as opaque values. `ingest` commits new hooks; `queue` claims due rows and
 //! records outcomes; `dlq` pages and deletes dead rows; `jobs` moves them back for replays;
-//! `index` is what all of them write besides the rows (counters, the dead index). Every method
+//! `index` is what all of them write besides the rows (counters, the dead index); `audit` is the
+//! lifecycle events' trail. Every method
 //! is synchronous and meant for a blocking thread. A failed write marks the store unhealthy and
 //! asks for a reopen (at most once per 5 s) so a latched RocksDB error clears once the cause
 //! (a full disk, a read-only remount) is gone; unreadable state is never treated as empty.
@@ -17,6 +18,7 @@
 //! admin API can change without changing stored bytes. It is the only crate linking RocksDB.
 
 mod archive;
+mod audit;
 mod corrupt;
 mod dlq;
 mod index;
@@ -48,6 +50,7 @@ use rocksdb::{
 use serde::Serialize;
 
 pub use archive::{ArchiveCandidate, ArchiveCounts, ArchivedHook};
+pub use audit::{AUDIT_MAX_EXAMINED, AuditCursor, AuditEvent, AuditFilter, AuditPage, AuditSwept};
 pub use codec::{DeliveryRow, Envelope, ErrorClass, PenSummary, RowState, encode_envelope};
 pub use corrupt::{CheckReport, CorruptEntry};
 pub use dlq::MAX_EXAMINED;
@@ -224,6 +227,8 @@ pub struct Store {
     /// while the partitions take it shared: a provider retry committed in the same instant as
     /// the release of its quarantined copy cannot be accepted twice.
     dedupe_gate: RwLock<()>,
+    /// The audit trail's next seq (`audit`).
+    audit_seq: audit::AuditSeq,
 }
 
 /// A hold on `Store::dedupe_gate`.
@@ -280,15 +285,17 @@ fn file_sizes(o: &mut Options) {
     o.set_target_file_size_base(32 << 20);
 }
 
-/// Every family; `with_pen: false` leaves out the quarantine pen's, which a store made before
-/// the pen does not have (a read-only open cannot create it).
-fn cf_descriptors(with_pen: bool) -> Vec<ColumnFamilyDescriptor> {
+/// Every family; `with_pen: false` leaves out the quarantine pen's, `with_audit: false` the
+/// audit trail's, which a store made before them does not have (a read-only open cannot create
+/// them; a read-write open creates them: `create_missing_column_families`).
+fn cf_descriptors(with_pen: bool, with_audit: bool) -> Vec<ColumnFamilyDescriptor> {
     let mut v = vec![ColumnFamilyDescriptor::new(
         rocksdb::DEFAULT_COLUMN_FAMILY_NAME,
         db_options(),
     )];
     let pen = with_pen.then_some(keys::CF_QUARANTINE);
-    for name in keys::ALL_CFS.into_iter().chain(pen) {
+    let audit = with_audit.then_some(keys::CF_AUDIT);
+    for name in keys::ALL_CFS.into_iter().chain(pen).chain(audit) {
         let mut o = Options::default();
         o.set_paranoid_checks(true);
         file_sizes(&mut o);
@@ -316,7 +323,7 @@ fn open_db(path: &Path) -> Result<DB, StoreError> {
     } else {
         create_dir_synced(path).map_err(|e| open_err(e.to_string()))?;
     }
-    DB::open_cf_descriptors(&db_options(), path, cf_descriptors(true))
+    DB::open_cf_descriptors(&db_options(), path, cf_descriptors(true, true))
         .map_err(|e| open_err(e.to_string()))
 }
 
@@ -379,6 +386,7 @@ impl Store {
             last_reopen_attempt_ms: AtomicU64::new(0),
             archiving: Default::default(),
             dedupe_gate: RwLock::new(()),
+            audit_seq: Default::default(),
         }
     }
 
@@ -392,12 +400,11 @@ impl Store {
         if !path.join("CURRENT").exists() {
             return Err(open_err("no RocksDB store here".into()));
         }
-        let with_pen = DB::list_cf(&db_options(), path)
-            .map(|names| names.iter().any(|n| n == keys::CF_QUARANTINE))
-            .unwrap_or(false);
-        let db =
-            DB::open_cf_descriptors_read_only(&db_options(), path, cf_descriptors(with_pen), false)
-                .map_err(|e| open_err(e.to_string()))?;
+        let names = DB::list_cf(&db_options(), path).unwrap_or_default();
+        let has = |cf: &str| names.iter().any(|n| n == cf);
+        let descriptors = cf_descriptors(has(keys::CF_QUARANTINE), has(keys::CF_AUDIT));
+        let db = DB::open_cf_descriptors_read_only(&db_options(), path, descriptors, false)
+            .map_err(|e| open_err(e.to_string()))?;
         Ok(Store::over(path, db, 0))
     }
 

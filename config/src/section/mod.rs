@@ -20,6 +20,7 @@ pub(crate) mod dedupe;
 pub(crate) mod dispatch;
 pub(crate) mod egress;
 pub(crate) mod http;
+pub(crate) mod lifecycle;
 pub(crate) mod listener;
 pub(crate) mod log;
 pub(crate) mod node;

@@ -218,3 +218,42 @@ fn a_metrics_read_token_is_known_and_an_unknown_scope_is_named() {
     assert_eq!(e.field.as_deref(), Some("admin.tokens[0].scopes[1]"));
     assert!(e.message.contains("metrics:read"), "{e}");
 }
+
+#[test]
+fn lifecycle_sinks_follow_the_source_rules_and_are_refused_under_direct_mode() {
+    let mut c = Config {
+        lifecycle: Some(LifecycleConfig::with_sinks(vec![signed(
+            "https://events.example.com/in",
+        )])),
+        ..Default::default()
+    };
+    validate(&c).unwrap();
+    // A literal loopback address is refused by the default egress policy, named by its path.
+    c.lifecycle = Some(LifecycleConfig::with_sinks(vec![
+        signed("https://events.example.com/in"),
+        SinkConfig::Nats(NatsSinkConfig::new(
+            vec!["nats://127.0.0.1:4222".into()],
+            "ankusa.lifecycle",
+        )),
+    ]));
+    let e = validate(&c).unwrap_err();
+    assert!(
+        e.field
+            .as_deref()
+            .is_some_and(|f| f.starts_with("lifecycle.sinks[1].servers")),
+        "{e}"
+    );
+    assert!(!e.to_string().contains("127.0.0.1"), "{e}");
+    c.lifecycle = Some(LifecycleConfig::with_sinks(vec![signed(
+        "https://events.example.com/in",
+    )]));
+    c.wal.wal_type = WalType::None;
+    let e = validate(&c).unwrap_err();
+    assert_eq!(e.field.as_deref(), Some("lifecycle"), "{e}");
+}
+
+fn signed(url: &str) -> SinkConfig {
+    let mut h = HttpSinkConfig::new(url);
+    h.secret = Some(Secrets::one("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"));
+    SinkConfig::Http(h)
+}

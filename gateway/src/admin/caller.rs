@@ -169,6 +169,15 @@ impl<S> Caller<S> {
         }
     }
 
+    /// The tenants a list without a tenant filter is limited to: `None` for a node-wide
+    /// caller (everything, node-wide rows included), else the token's tenants.
+    pub fn tenant_list(&self) -> Option<Vec<String>> {
+        match &self.tenants {
+            Tenants::All => None,
+            Tenants::Only(list) => Some(list.clone()),
+        }
+    }
+
     /// Whether a row of `tenant` (`None`: a job without a tenant filter, an entry without a
     /// recorded tenant) is the caller's to see.
     pub fn sees(&self, tenant: Option<&str>) -> bool {

@@ -9,7 +9,7 @@
 //! (status, config, wal, a source's deliveries) need a token that is not tenant-limited.
 //!
 //! One router per resource: `node` (metrics, status, config, wal, corrupt rows), `hooks`,
-//! `archive`, `dlq`, `sources`, `replays`, `quarantine`. Every handler takes a `Caller<Scope>`
+//! `archive`, `dlq`, `sources`, `replays`, `quarantine`, `lifecycle` (the audit trail). Every handler takes a `Caller<Scope>`
 //! (`caller`: token, scope and tenant checks, once), its query as `Params` and its body as
 //! `JsonBody` (`params`), and returns `Result<Json<T>, ApiError>` with `T` from `ankusa-api`.
 //! They reach the node only through `AdminState` (`state`).
@@ -21,6 +21,7 @@ mod archive;
 mod caller;
 mod dlq;
 mod hooks;
+mod lifecycle;
 mod node;
 mod params;
 mod quarantine;
@@ -40,6 +41,7 @@ pub fn router(state: AdminState, probes: Router) -> Router {
     Router::new()
         .merge(node::router())
         .merge(hooks::router())
+        .merge(lifecycle::router())
         .merge(archive::router())
         .merge(dlq::router())
         .merge(sources::router())

@@ -46,7 +46,7 @@ pub fn bind(
     timeout: Duration,
 ) -> Result<Attempt, String> {
     let row = &claim.row;
-    let Some(src) = live.sources.get(&row.source_id) else {
+    let Some(src) = live.source(&row.source_id) else {
         return Err(format!("source_gone: {}", row.source_id));
     };
     let same_type = |s: &&Arc<dyn Sink>| s.type_name() == row.sink_type;

@@ -56,6 +56,7 @@ pub fn measure_scans(
         tokio: rt.handle().clone(),
         claim_check: None,
         feedback: None,
+        lifecycle: None,
     })?;
     let mut out = Vec::with_capacity(scans);
     for _ in 0..scans {

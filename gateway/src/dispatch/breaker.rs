@@ -4,7 +4,8 @@
 //! open the key's rows are parked (due again when the period ends, attempts unchanged). The
 //! period starts at `breaker_open_ms` and doubles per consecutive open up to
 //! `breaker_max_open_ms`; then one attempt runs as a probe: success (or a permanent answer)
-//! closes the breaker, failure reopens it for longer.
+//! closes the breaker, failure reopens it for longer. An opening and a closing are also
+//! lifecycle events (`io.ankusa.sink.breaker_opened|closed`), except the lifecycle source's own.
 
 use std::collections::HashMap;
 
@@ -12,6 +13,8 @@ use ankusa_config::DispatchConfig;
 use ankusa_core::SinkError;
 
 use super::SinkKey;
+use crate::lifecycle::{Emitter, Event, EventType};
+use crate::live::LIFECYCLE_SOURCE;
 use crate::metrics::Metrics;
 
 /// What the scheduler may do with a key's next row.
@@ -157,9 +160,18 @@ impl Breaker {
 #[derive(Default)]
 pub struct Breakers {
     map: HashMap<SinkKey, Breaker>,
+    /// Where openings and closings go as lifecycle events.
+    events: Option<Emitter>,
 }
 
 impl Breakers {
+    pub fn with_events(events: Option<Emitter>) -> Breakers {
+        Breakers {
+            map: HashMap::new(),
+            events,
+        }
+    }
+
     /// Whether `key`'s next row may run now, `running` of its attempts in flight; a state
     /// change is logged and counted.
     pub fn gate(
@@ -176,7 +188,7 @@ impl Breakers {
                 .or_default()
                 .gate(now, running, d.breaker_failures);
         if let Some(tr) = transition {
-            note(m, key, tr);
+            note(m, self.events.as_ref(), key, tr);
         }
         gate
     }
@@ -204,7 +216,7 @@ impl Breakers {
             .or_default()
             .record(settings, ok, permanent, was_probe, now);
         if let Some(tr) = transition {
-            note(m, key, tr);
+            note(m, self.events.as_ref(), key, tr);
         }
     }
 
@@ -220,7 +232,34 @@ impl Breakers {
     }
 }
 
-fn note(m: &Metrics, key: &SinkKey, tr: Transition) {
+fn note(m: &Metrics, events: Option<&Emitter>, key: &SinkKey, tr: Transition) {
+    if let Some(ev) = events
+        && key.source != LIFECYCLE_SOURCE
+    {
+        let kind = match tr {
+            Transition::Opened { .. } => Some(EventType::BreakerOpened),
+            Transition::Closed => Some(EventType::BreakerClosed),
+            Transition::HalfOpened => None,
+        };
+        if let Some(kind) = kind {
+            let period_ms = match tr {
+                Transition::Opened { period_ms } => Some(period_ms),
+                _ => None,
+            };
+            ev.emit(Event::new(
+                kind,
+                format!("{}/sinks[{}]", key.source, key.sink),
+                Some(key.tenant.clone()),
+                serde_json::json!({
+                    "tenant": key.tenant,
+                    "source": key.source,
+                    "sink": key.sink,
+                    "sink_type": key.sink_type,
+                    "period_ms": period_ms,
+                }),
+            ));
+        }
+    }
     let to = match tr {
         Transition::Opened { period_ms } => {
             tracing::warn!(

@@ -51,7 +51,7 @@ fn configured(
     sink: u16,
     sink_type: &str,
 ) -> Option<(&'static str, u64)> {
-    let src = live.sources.get(source)?;
+    let src = live.source(source)?;
     let i = sink as usize;
     let t = *src.sink_types.get(i)?;
     (t == sink_type).then(|| (t, src.sink_digests.get(i).copied().unwrap_or(0)))
@@ -142,8 +142,7 @@ impl SinkHealth {
                     continue;
                 }
                 let name = live
-                    .sources
-                    .get(source)
+                    .source(source)
                     .and_then(|s| s.cfg.sink_names.get(*sink as usize).cloned());
                 out.push(SinkFailure {
                     source: source.clone(),

@@ -18,8 +18,9 @@
 //! written by this thread only, so the "last obligation" check of a hook and lane hand-overs
 //! never race.
 //!
-//! Imports `store`, `live`, `metrics`, `commit` (the `CommitListener` it implements) and
-//! `hook::NOT_STORED` (`forward`); nothing that imports it back.
+//! Imports `store`, `live`, `metrics`, `commit` (the `CommitListener` it implements),
+//! `hook::NOT_STORED` (`forward`) and `lifecycle::Emitter` (dead letters and breaker
+//! transitions as events, once their outcome is written); nothing that imports it back.
 
 mod attempt;
 #[cfg(any(test, feature = "bench"))]
@@ -44,6 +45,7 @@ use ankusa_core::{ClaimCheck, Envelope, SinkError};
 use ankusa_store::{Claimed, DeliveryRow, LaneId, Store, StoreError};
 
 use crate::commit::CommitListener;
+use crate::lifecycle::Emitter;
 use crate::live::ConfigHandle;
 use crate::metrics::Metrics;
 use feedback::FeedbackTx;
@@ -127,6 +129,9 @@ pub struct Context {
     pub claim_check: Option<Arc<dyn ClaimCheck>>,
     /// Where the outcomes of replayed rows go (the replayer's auto-pause).
     pub feedback: Option<FeedbackTx>,
+    /// Lifecycle events: a row dead-lettered, a breaker opened or closed (never for the
+    /// lifecycle source's own rows).
+    pub lifecycle: Option<Emitter>,
 }
 
 pub struct Dispatcher {

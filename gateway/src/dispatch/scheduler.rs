@@ -16,6 +16,7 @@ use super::fairness::{self, Round, Schedule, Slots};
 use super::health::{SinkHealth, Target};
 use super::lanes::Lanes;
 use super::{Claim, Context, DispatchStats, Event, attempt, settle};
+use crate::live::LIFECYCLE_SOURCE;
 
 /// Longest sleep, so gauges and reloaded limits are picked up.
 const MAX_SLEEP: Duration = Duration::from_millis(500);
@@ -33,6 +34,8 @@ pub(super) struct Scheduler {
     pub(super) lanes: Lanes,
     /// Outcomes not yet written (kept across a failed write).
     pending: Vec<Outcome>,
+    /// `hook.dead_lettered` events of `pending`'s dead rows, emitted once they are written.
+    pending_events: Vec<crate::lifecycle::Event>,
     /// Rows running as a half-open breaker's probe.
     probes: HashSet<(u64, u16)>,
     /// Attempts waiting in a batching sink's batcher: they hold no slot.
@@ -48,6 +51,7 @@ impl Scheduler {
     pub(super) fn new(ctx: Context) -> Result<(Scheduler, mpsc::Sender<Event>), StoreError> {
         let (tx, rx) = mpsc::channel();
         let (lanes, orphans) = Lanes::load(ctx.store.lane_state()?);
+        let breakers = Breakers::with_events(ctx.lifecycle.clone());
         let mut sched = Scheduler {
             ctx,
             tx: tx.clone(),
@@ -56,9 +60,10 @@ impl Scheduler {
             health: Arc::new(SinkHealth::default()),
             schedule: Schedule::default(),
             slots: Slots::default(),
-            breakers: Breakers::default(),
+            breakers,
             lanes,
             pending: Vec::new(),
+            pending_events: Vec::new(),
             probes: Default::default(),
             unslotted: Default::default(),
             last_gauges: Instant::now() - Duration::from_secs(10),
@@ -253,7 +258,17 @@ impl Scheduler {
         let outcome =
             settle::attempt_outcome(&claim, result, elapsed, &policy, d, now, &self.ctx.metrics);
         match &outcome {
-            Outcome::Delivered { row, .. } => self.job_feedback(row, true),
+            Outcome::Delivered { row, .. } => {
+                if row.source_id == LIFECYCLE_SOURCE {
+                    self.ctx
+                        .metrics
+                        .lifecycle
+                        .delivered
+                        .with_label_values(&[row.sink_type.as_str()])
+                        .inc();
+                }
+                self.job_feedback(row, true)
+            }
             Outcome::Dead { row, .. } => self.job_feedback(row, false),
             Outcome::Retry { .. } => {}
         }
@@ -298,16 +313,47 @@ impl Scheduler {
             }
             self.schedule.set_due(&row.tenant, row.due_at);
         }
+        if let Outcome::Dead { row, .. } = &outcome
+            && self.ctx.lifecycle.is_some()
+            && row.source_id != LIFECYCLE_SOURCE
+        {
+            self.pending_events.push(self.dead_lettered(claim, row));
+        }
         self.pending.push(outcome);
+    }
+
+    /// The `hook.dead_lettered` event of a row: what a consumer needs to find and replay it
+    /// (hook id, source, tenant, sink, error class, attempts), carrying the hook's trace.
+    fn dead_lettered(&self, claim: &Claim, row: &DeliveryRow) -> crate::lifecycle::Event {
+        let live = self.ctx.config.live();
+        let sink_name = live
+            .source(&row.source_id)
+            .and_then(|s| s.cfg.sink_names.get(claim.sink as usize).cloned())
+            .unwrap_or_else(|| format!("sinks[{}]", claim.sink));
+        let mut e = crate::lifecycle::Event::new(
+            crate::lifecycle::EventType::HookDeadLettered,
+            row.hook_id.to_string(),
+            Some(row.tenant.clone()),
+            serde_json::json!({
+                "hook_id": row.hook_id.to_string(),
+                "source": row.source_id,
+                "tenant": row.tenant,
+                "sink": claim.sink,
+                "sink_name": sink_name,
+                "sink_type": row.sink_type,
+                "error_class": row.error_class.map(|c| c.as_str()),
+                "attempts": row.attempts,
+                "replay_id": row.replay_id,
+            }),
+        );
+        e.traceparent = claim.hook.traceparent.clone();
+        e
     }
 
     fn retry_policy(&self, source_id: &str, d: &DispatchConfig) -> RetryConfig {
         let live = self.ctx.config.live();
-        d.retry.with_override(
-            live.sources
-                .get(source_id)
-                .and_then(|s| s.cfg.retry.as_ref()),
-        )
+        d.retry
+            .with_override(live.source(source_id).and_then(|s| s.cfg.retry.as_ref()))
     }
 
     fn job_feedback(&mut self, row: &DeliveryRow, delivered: bool) {
@@ -328,6 +374,11 @@ impl Scheduler {
         {
             Ok(advances) => {
                 self.pending.clear();
+                if let Some(l) = &self.ctx.lifecycle {
+                    for e in self.pending_events.drain(..) {
+                        l.emit(e);
+                    }
+                }
                 for (tenant, at) in self.lanes.advanced(advances) {
                     self.schedule.set_due(&tenant, at);
                 }

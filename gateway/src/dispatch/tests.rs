@@ -78,6 +78,7 @@ async fn a_panicking_sink_is_a_failed_attempt_and_dispatch_keeps_running() {
         loaded_at: 0,
         sources,
         trusted_proxies: Vec::new(),
+        lifecycle: None,
     };
     let metrics = Arc::new(Metrics::new());
     let handle = ConfigHandle::new(live, None, Arc::new(SinkBuilder::new()));
@@ -88,6 +89,7 @@ async fn a_panicking_sink_is_a_failed_attempt_and_dispatch_keeps_running() {
         tokio: tokio::runtime::Handle::current(),
         claim_check: None,
         feedback: None,
+        lifecycle: None,
     })
     .unwrap();
     let recs: Vec<IngestRecord> = (0..20)

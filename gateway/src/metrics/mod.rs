@@ -15,6 +15,7 @@ mod config;
 mod dispatch;
 mod dlq;
 mod ingest;
+mod lifecycle;
 mod listeners;
 pub mod node;
 mod quarantine;
@@ -32,6 +33,7 @@ pub use config::ConfigMetrics;
 pub use dispatch::DispatchMetrics;
 pub use dlq::DlqMetrics;
 pub use ingest::IngestMetrics;
+pub use lifecycle::LifecycleMetrics;
 pub use listeners::ListenerMetrics;
 pub use node::NodeMetrics;
 pub use quarantine::QuarantineMetrics;
@@ -56,6 +58,7 @@ pub struct Metrics {
     pub dlq: DlqMetrics,
     pub backup: BackupMetrics,
     pub node: NodeMetrics,
+    pub lifecycle: LifecycleMetrics,
 }
 
 impl Metrics {
@@ -77,6 +80,7 @@ impl Metrics {
             dlq: DlqMetrics::new(&r),
             backup: BackupMetrics::new(&r),
             node: NodeMetrics::new(&r),
+            lifecycle: LifecycleMetrics::new(&r),
             registry: r,
         }
     }
