@@ -21,13 +21,13 @@
 //! Imports `store`, `live`, `metrics`, `commit` (the `CommitListener` it implements) and
 //! `hook::NOT_STORED` (`forward`); nothing that imports it back.
 
-mod attempt;
+pub mod attempt;
 #[cfg(any(test, feature = "bench"))]
 mod bench;
 pub mod breaker;
 mod fairness;
 pub mod feedback;
-mod forward;
+pub mod forward;
 pub mod health;
 mod lanes;
 pub mod retry;
