@@ -78,6 +78,15 @@ impl Brokers {
 
     /// Every message in the queue now (taken off it), as `message_id`s.
     async fn drain_rabbit(&self) -> Vec<String> {
+        self.drain_rabbit_messages()
+            .await
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect()
+    }
+
+    /// Every message in the queue now (taken off it): `message_id` and the queue message.
+    async fn drain_rabbit_messages(&self) -> Vec<(String, Value)> {
         let mut ids = Vec::new();
         while let Some(m) = self
             .ch
@@ -92,7 +101,8 @@ impl Brokers {
                 .as_ref()
                 .map(|s| s.to_string())
                 .unwrap_or_default();
-            ids.push(id);
+            let msg = serde_json::from_slice(&m.delivery.data).unwrap_or(Value::Null);
+            ids.push((id, msg));
         }
         ids
     }
@@ -360,5 +370,62 @@ async fn a_source_without_a_durable_sink_is_refused_at_load_and_on_reload() {
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["error"], "invalid_config");
     assert_eq!(v["field"], "sources.r.sinks");
+    b.teardown().await;
+}
+
+/// A body over the sink's inline limit is checked in before any sink is called: the message
+/// carries the claim reference, and the claim redeems the instant the `201` arrives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_large_body_is_claim_checked_before_the_publish() {
+    use sha2::Digest;
+    let b = Brokers::start("claim").await;
+    let config = b
+        .config("dispatch: {breaker_failures: 0}\n")
+        .replace(
+            "        confirm_timeout_ms: 1000\n",
+            "        confirm_timeout_ms: 1000\n        inline_max_bytes: 4096\n",
+        );
+    let g = Gateway::start(&config);
+    let c = client();
+    let body: Vec<u8> = (0..100_000u32)
+        .map(|i| b"abcdefghij"[(i % 10) as usize])
+        .collect();
+    let r = c
+        .post(g.url("/webhooks/s"))
+        .header("x-event-id", "big-1")
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    let id = r.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let msgs = b.drain_rabbit_messages().await;
+    assert_eq!(msgs.len(), 1);
+    let (mid, m) = &msgs[0];
+    assert_eq!(mid, &id);
+    assert!(m.get("body_base64").is_none_or(Value::is_null), "{m}");
+    let sha = hex::encode(sha2::Sha256::digest(&body));
+    assert_eq!(m["sha256"], sha.as_str());
+    let urn = m["claim"].as_str().expect("a claim reference");
+    let rest = urn.strip_prefix("urn:ankusa:claim:v1:").expect("claim urn");
+    let (tenant, claim_id) = rest.split_once(':').unwrap();
+    let got = c
+        .get(format!("http://{}/v1/claims/{tenant}/{claim_id}", g.claims))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(got.status().as_u16(), 200);
+    let bytes = got.bytes().await.unwrap();
+    assert_eq!(hex::encode(sha2::Sha256::digest(&bytes)), sha);
+    // The stream got the same reference (one check-in per hook).
+    let js = async_nats::jetstream::new(async_nats::connect(b.nats.url()).await.unwrap());
+    let mut stream = js.get_stream("HOOKS").await.unwrap();
+    let last = stream.info().await.unwrap().state.last_sequence;
+    let raw = stream.get_raw_message(last).await.unwrap();
+    let v: Value = serde_json::from_slice(&raw.payload).unwrap();
+    assert_eq!(v["claim"], m["claim"]);
     b.teardown().await;
 }
