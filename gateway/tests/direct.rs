@@ -319,6 +319,7 @@ async fn kill_9_under_load_loses_no_hook_answered_201() {
         "only {} hooks acked before the kill",
         acked.len()
     );
+    eprintln!("{} hooks acked before kill -9", acked.len());
     let in_rabbit: HashSet<String> = b.drain_rabbit().await.into_iter().collect();
     let in_stream: HashSet<String> = b.stream_ids().await.into_iter().collect();
     let lost_rabbit: Vec<&String> = acked.iter().filter(|id| !in_rabbit.contains(*id)).collect();
