@@ -126,6 +126,15 @@ pub enum ApiError {
     },
     /// `503`: the archive's blob store cannot be read.
     ArchiveUnavailable,
+    /// `409`: a route over stored hooks (the WAL, DLQ, replays, hooks, archive) on a node under
+    /// `wal.type: none`, which stores none.
+    WalDisabled,
+    /// `503` (ingest), `wal.type: none`: a sink of the source refused the hook, did not confirm
+    /// it within `wal.publish_timeout_ms`, or its breaker is open (`wal.retry_after_s`, or what
+    /// is left of the breaker's open period). Names no sink.
+    SinkUnavailable {
+        retry_after: u64,
+    },
 }
 
 impl ApiError {
@@ -159,7 +168,7 @@ impl ApiError {
             NotFound | InvalidTenant | UnknownSource | HookNotFound | ReplayNotFound
             | ClaimNotFound | ArchiveNotConfigured | HookNotArchived => StatusCode::NOT_FOUND,
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            RoleNotEnabled { .. } => StatusCode::CONFLICT,
+            RoleNotEnabled { .. } | WalDisabled => StatusCode::CONFLICT,
             PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ClientRateLimited { .. }
             | RateLimited { .. }
@@ -173,6 +182,7 @@ impl ApiError {
             | QuarantineFull
             | IntakeUnavailable { .. }
             | IntakePending { .. }
+            | SinkUnavailable { .. }
             | ArchiveUnavailable => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
@@ -215,6 +225,8 @@ impl ApiError {
             IntakeUnavailable { .. } => "intake_unavailable",
             IntakePending { .. } => "intake_pending",
             ArchiveUnavailable => "archive_unavailable",
+            WalDisabled => "wal_disabled",
+            SinkUnavailable { .. } => "sink_unavailable",
         }
     }
 
@@ -226,7 +238,8 @@ impl ApiError {
             | RateLimited { retry_after }
             | QuarantineRateLimited { retry_after }
             | IntakeUnavailable { retry_after }
-            | IntakePending { retry_after } => *retry_after,
+            | IntakePending { retry_after }
+            | SinkUnavailable { retry_after } => *retry_after,
             TooManyJobs { .. } => 10,
             Overload | StoreUnavailable { .. } => 1,
             StoreWriteFailed => 5,

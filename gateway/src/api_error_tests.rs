@@ -143,6 +143,7 @@ fn answered() -> Vec<(Table, ApiError)> {
             },
         ),
         (Admin, ArchiveUnavailable),
+        (Admin, WalDisabled),
         (Ingest, ClientRateLimited { retry_after: 2 }),
         (
             Ingest,
@@ -165,6 +166,7 @@ fn answered() -> Vec<(Table, ApiError)> {
         (Ingest, DlqFull),
         (Ingest, IntakeUnavailable { retry_after: 2 }),
         (Ingest, IntakePending { retry_after: 2 }),
+        (Ingest, SinkUnavailable { retry_after: 2 }),
         (Claim, Forbidden { scope: None }),
         (Claim, ClaimNotFound),
         (Claim, StoreUnavailable { class: None }),
@@ -211,9 +213,11 @@ fn variant(e: &ApiError) -> usize {
         IntakeUnavailable { .. } => 32,
         IntakePending { .. } => 33,
         ArchiveUnavailable => 34,
+        WalDisabled => 35,
+        SinkUnavailable { .. } => 36,
     }
 }
-const VARIANTS: usize = 35;
+const VARIANTS: usize = 37;
 
 #[test]
 fn every_variant_answers_as_its_table_documents() {

@@ -19,9 +19,10 @@ use crate::archive::dlq_bounds::DlqGuard;
 use crate::backup::Backup;
 use crate::claim_check::LocalClaimCheck;
 use crate::commit::{CommitListener, Committer};
+use crate::direct::Direct;
 use crate::dispatch::{self, Dispatcher};
 use crate::edge::ratelimit::RateLimiter;
-use crate::edge::{Clock, EdgeState, SystemClock};
+use crate::edge::{Ack, Clock, EdgeState, SystemClock};
 use crate::intake::Intake;
 use crate::live::{ConfigHandle, Live};
 use crate::metrics::Metrics;
@@ -167,7 +168,10 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
     } else {
         None
     };
-    let (dispatcher, replayer) = if config.has_role(Role::Dispatch) {
+    // Direct mode (`wal.type: none`) stores no hook: no dispatch, replay or group commit run,
+    // the edge publishes each hook itself.
+    let direct = config.wal.wal_type == ankusa_config::WalType::None;
+    let (dispatcher, replayer) = if config.has_role(Role::Dispatch) && !direct {
         let (feedback, settled) = dispatch::feedback::feedback();
         let d = Dispatcher::start(dispatch::Context {
             store: store.clone(),
@@ -192,7 +196,7 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
     } else {
         (None, None)
     };
-    let commit = if config.has_role(Role::Edge) {
+    let commit = if config.has_role(Role::Edge) && !direct {
         let listener: Arc<dyn CommitListener> = match &dispatcher {
             Some(d) => d.clone(),
             None => Arc::new(NoDispatch),
@@ -238,10 +242,19 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
     // Every listener is bound before any serves: `/ready` on one port then means every port
     // accepts connections.
     let mut bound: Vec<(TcpListener, axum::Router, Listener)> = Vec::new();
-    if let Some(commit) = &commit {
+    let ack = match &commit {
+        Some(c) => Some(Ack::Commit(c.clone())),
+        None if direct && config.has_role(Role::Edge) => Some(Ack::Direct(Direct::new(
+            &config.wal,
+            claim_check.clone().map(|c| c as Arc<dyn ClaimCheck>),
+            metrics.clone(),
+        ))),
+        None => None,
+    };
+    if let Some(ack) = ack {
         let edge = Arc::new(EdgeState {
             config: handle.clone(),
-            commit: commit.clone(),
+            ack,
             pen: pen.clone(),
             dlq: dlq.clone(),
             intake_retry_after: intake
@@ -357,7 +370,9 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
         .collect();
     // Cannot be set twice: this is the only place, and `run` runs once per process.
     let _ = probes.serving.set(names);
-    dlq.start(handle.clone());
+    if !direct {
+        dlq.start(handle.clone());
+    }
     if let Some(i) = &intake {
         // A store that started empty (or from a backup) is rebuilt from the log first; until
         // the rebuild and the boot reconcile are done, new hooks get 503 and /ready says
@@ -387,7 +402,13 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
     crate::quarantine::expire::spawn(store.clone(), pen.clone(), handle.clone(), move || {
         clock.now_ms()
     });
-    if intake.is_some() {
+    if direct {
+        tracing::warn!(
+            instance = %config.node.instance,
+            publish_timeout_ms = config.wal.publish_timeout_ms,
+            "ankusa started in direct mode (wal.type none): a 201 means every sink of the source confirmed the hook; nothing is kept on this node, there is no retry, DLQ or replay"
+        );
+    } else if intake.is_some() {
         tracing::info!(
             instance = %config.node.instance,
             data_dir = %config.node.data_dir.display(),

@@ -20,6 +20,7 @@ mod blocking;
 pub mod claim_check;
 pub mod cli;
 pub mod commit;
+pub mod direct;
 pub mod dispatch;
 pub mod edge;
 mod egress_metrics;

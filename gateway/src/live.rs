@@ -265,6 +265,9 @@ impl ConfigHandle {
             }
             let mut config = l.config;
             let restart = self.pin_start_fields(&mut config);
+            // `wal` is pinned to the started mode: a config written for another mode is held to
+            // the started one's rule (a direct node's sources need a durable sink).
+            ankusa_config::direct_sources(&config)?;
             let generation = self.generation.load(Ordering::SeqCst) + 1;
             Live::build(config, l.file_hash, generation, &self.sinks)
                 .map(|live| Some((live, restart)))

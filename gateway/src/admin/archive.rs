@@ -20,7 +20,7 @@ use sha2::Digest;
 
 use super::caller::{Caller, HooksRead};
 use super::hooks::hook_id;
-use super::state::AdminState;
+use super::state::{AdminState, StoredHooks};
 use crate::api_error::ApiError;
 use crate::archive::ArchiveError;
 
@@ -31,6 +31,7 @@ pub fn router() -> Router<Arc<AdminState>> {
 async fn get_archived_hook(
     State(s): State<Arc<AdminState>>,
     caller: Caller<HooksRead>,
+    _: StoredHooks,
     Path(id): Path<String>,
 ) -> Result<Json<ArchivedHook>, ApiError> {
     let id = hook_id(&id)?;

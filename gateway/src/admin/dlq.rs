@@ -15,7 +15,7 @@ use serde::Deserialize;
 
 use super::caller::{Caller, DlqRead, DlqWrite};
 use super::params::{Params, check_tenant, limit, number};
-use super::state::AdminState;
+use super::state::{AdminState, StoredHooks};
 use crate::api_error::ApiError;
 
 pub fn router() -> Router<Arc<AdminState>> {
@@ -59,6 +59,7 @@ impl DlqQuery {
 async fn list_dlq(
     State(s): State<Arc<AdminState>>,
     caller: Caller<DlqRead>,
+    _: StoredHooks,
     Params(q): Params<DlqQuery>,
 ) -> Result<Json<DeadPage>, ApiError> {
     let filter = q.filter(&caller)?;
@@ -79,6 +80,7 @@ async fn list_dlq(
 async fn delete_dlq(
     State(s): State<Arc<AdminState>>,
     caller: Caller<DlqWrite>,
+    _: StoredHooks,
     Params(q): Params<DlqQuery>,
 ) -> Result<Json<DeleteDead>, ApiError> {
     let filter = q.filter(&caller)?;

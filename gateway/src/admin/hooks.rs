@@ -14,7 +14,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 
 use super::caller::{Caller, HooksRead};
-use super::state::AdminState;
+use super::state::{AdminState, StoredHooks};
 use crate::api_error::ApiError;
 
 pub fn router() -> Router<Arc<AdminState>> {
@@ -29,6 +29,7 @@ pub fn hook_id(id: &str) -> Result<uuid::Uuid, ApiError> {
 async fn get_hook(
     State(s): State<Arc<AdminState>>,
     caller: Caller<HooksRead>,
+    _: StoredHooks,
     Path(id): Path<String>,
 ) -> Result<Json<HookView>, ApiError> {
     let id = hook_id(&id)?;

@@ -18,7 +18,7 @@ use serde::Deserialize;
 
 use super::caller::{ConfigRead, ConfigWrite, MetricsRead, NodeCaller};
 use super::params::{Params, limit};
-use super::state::AdminState;
+use super::state::{AdminState, StoredHooks};
 use crate::api_error::ApiError;
 
 type AdminResult<T> = Result<Json<T>, ApiError>;
@@ -144,6 +144,7 @@ fn set_restart_gauge(s: &AdminState) {
 async fn wal(
     State(s): State<Arc<AdminState>>,
     _: NodeCaller<ConfigRead>,
+    _: StoredHooks,
 ) -> AdminResult<WalStatus> {
     let intake = s.intake.as_ref().map(|i| i.status());
     let wal = s

@@ -16,7 +16,7 @@ use serde::Deserialize;
 
 use super::caller::{DlqRead, DlqWrite, NodeCaller};
 use super::params::{Params, limit};
-use super::state::{AdminState, MAX_RESUME_POSITIONS};
+use super::state::{AdminState, MAX_RESUME_POSITIONS, StoredHooks};
 use crate::api_error::ApiError;
 
 pub fn router() -> Router<Arc<AdminState>> {
@@ -28,6 +28,7 @@ pub fn router() -> Router<Arc<AdminState>> {
 async fn source_deliveries(
     State(s): State<Arc<AdminState>>,
     _: NodeCaller<DlqRead>,
+    _: StoredHooks,
     Path(id): Path<String>,
 ) -> Result<Json<SourceDeliveries>, ApiError> {
     let counts = s.store(move |store| store.source_counts(&id)).await?;
@@ -44,6 +45,7 @@ struct DeadLetterQuery {
 async fn dead_letter_source(
     State(s): State<Arc<AdminState>>,
     _: NodeCaller<DlqWrite>,
+    _: StoredHooks,
     Path(id): Path<String>,
     Params(q): Params<DeadLetterQuery>,
 ) -> Result<Json<DeadLettered>, ApiError> {

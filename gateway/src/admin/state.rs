@@ -76,11 +76,28 @@ pub struct Jobs(pub Arc<Replayer>);
 impl FromRequestParts<Arc<AdminState>> for Jobs {
     type Rejection = ApiError;
 
-    async fn from_request_parts(_: &mut Parts, s: &Arc<AdminState>) -> Result<Self, ApiError> {
+    async fn from_request_parts(p: &mut Parts, s: &Arc<AdminState>) -> Result<Self, ApiError> {
+        StoredHooks::from_request_parts(p, s).await?;
         s.replayer
             .clone()
             .map(Jobs)
             .ok_or(ApiError::RoleNotEnabled { role: "dispatch" })
+    }
+}
+
+/// A route over stored hooks (the WAL, the DLQ, hooks, the archive, replays): `409
+/// wal_disabled` under `wal.type: none`, which stores none. Extracted after the caller, so an
+/// unknown caller learns nothing about the node.
+pub struct StoredHooks;
+
+impl FromRequestParts<Arc<AdminState>> for StoredHooks {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(_: &mut Parts, s: &Arc<AdminState>) -> Result<Self, ApiError> {
+        match s.config.live().config.wal.wal_type {
+            ankusa_config::WalType::None => Err(ApiError::WalDisabled),
+            _ => Ok(StoredHooks),
+        }
     }
 }
 

@@ -70,24 +70,12 @@ pub fn bind(
         .get(claim.sink as usize)
         .cloned()
         .unwrap_or_else(|| format!("sinks[{}]", claim.sink));
-    let span = tracing::info_span!(
-        target: telemetry::TARGET,
-        "deliver",
-        otel.kind = "producer",
-        source = %row.source_id,
-        tenant = %row.tenant,
-        hook_id = %claim.hook.id,
-        "sink.type" = sink.type_name(),
-        "sink.name" = %sink_name,
-        attempt = row.attempts + 1,
-        replay_id = row.replay_id.as_deref(),
-        outcome = Empty,
-        otel.status_code = Empty,
-    );
-    telemetry::set_remote_parent(
-        &span,
-        claim.hook.traceparent.as_deref(),
-        claim.hook.tracestate.as_deref(),
+    let span = deliver_span(
+        &claim.hook,
+        sink.type_name(),
+        &sink_name,
+        row.attempts + 1,
+        row.replay_id.as_deref(),
     );
     let ctx = DeliveryCtx {
         instance: live.config.node.instance.clone(),
@@ -112,6 +100,37 @@ pub fn bind(
         timeout,
         span,
     })
+}
+
+/// The `deliver` span of one attempt of `hook` (disabled unless traces are exported), a child
+/// of the context stored with the hook.
+pub fn deliver_span(
+    hook: &Envelope,
+    sink_type: &'static str,
+    sink_name: &str,
+    attempt: u32,
+    replay_id: Option<&str>,
+) -> Span {
+    let span = tracing::info_span!(
+        target: telemetry::TARGET,
+        "deliver",
+        otel.kind = "producer",
+        source = %hook.source_id,
+        tenant = %hook.tenant,
+        hook_id = %hook.id,
+        "sink.type" = sink_type,
+        "sink.name" = %sink_name,
+        attempt,
+        replay_id,
+        outcome = Empty,
+        otel.status_code = Empty,
+    );
+    telemetry::set_remote_parent(
+        &span,
+        hook.traceparent.as_deref(),
+        hook.tracestate.as_deref(),
+    );
+    span
 }
 
 /// Runs the attempt under its deadline. A timeout and a panic inside the sink are transient
@@ -160,7 +179,7 @@ pub async fn run(a: Attempt) -> Result<(), SinkError> {
 
 /// The `deliver` span's `outcome`: the class of the result, never its text (which may name a
 /// broker or quote an answer).
-fn outcome(r: &Result<(), SinkError>) -> &'static str {
+pub fn outcome(r: &Result<(), SinkError>) -> &'static str {
     match r {
         Ok(()) => "delivered",
         Err(SinkError::Permanent(_)) => "permanent",

@@ -220,6 +220,16 @@ impl Breakers {
         }
     }
 
+    /// When `key`'s breaker lets no attempt start now, the unix ms it may again: the end of
+    /// the open period, or a second from now while a probe is in flight.
+    pub fn blocked(&self, key: &SinkKey, now: u64) -> Option<u64> {
+        match self.map.get(key)?.state {
+            State::Open { until } if now < until => Some(until),
+            State::HalfOpen { probing: true } => Some(now.saturating_add(1_000)),
+            _ => None,
+        }
+    }
+
     /// Whether `key`'s breaker is open or half-open.
     pub fn is_open(&self, key: &SinkKey) -> bool {
         self.map.get(key).is_some_and(Breaker::is_open)

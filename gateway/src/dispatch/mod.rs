@@ -22,13 +22,13 @@
 //! `hook::NOT_STORED` (`forward`) and `lifecycle::Emitter` (dead letters and breaker
 //! transitions as events, once their outcome is written); nothing that imports it back.
 
-mod attempt;
+pub mod attempt;
 #[cfg(any(test, feature = "bench"))]
 mod bench;
 pub mod breaker;
 mod fairness;
 pub mod feedback;
-mod forward;
+pub mod forward;
 pub mod health;
 mod lanes;
 pub mod retry;

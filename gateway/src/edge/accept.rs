@@ -1,8 +1,9 @@
 //! The ingest stages once the body is read, in order: `verify` (`401`, or the hook is flagged
 //! under `accept_flag`, or diverted to the pen under `quarantine`), `rate_limit` (the tenant's,
 //! `429`), `record` (`hook::record`: dedupe key, lanes, sinks), `commit` (`503 dlq_full`, then
-//! group commit: `503` overload, intake or store failure) and `answer` (`201`, sent only after
-//! the hook's batch is fsynced).
+//! group commit: `503` overload, intake or store failure; under `wal.type: none` the publish to
+//! every sink, `503 sink_unavailable`) and `answer` (`201`, sent only after the hook's batch is
+//! fsynced, or every sink confirmed it).
 
 use std::sync::Arc;
 
@@ -16,12 +17,12 @@ use ankusa_core::{Verification, VerifyStatus};
 use ankusa_store::{IngestRecord, IngestResult};
 
 use super::admit::Target;
-use super::state::EdgeState;
+use super::state::{Ack, EdgeState};
 use super::{Answer, Refused};
 use crate::api_error::ApiError;
 use crate::commit::CommitError;
 use crate::hook::{self, Keyed};
-use crate::live::LiveSource;
+use crate::live::{Live, LiveSource};
 
 /// Bodies at least this large are verified on a blocking thread: an HMAC over megabytes would
 /// otherwise hold an async worker (and every connection queued on it) for milliseconds.
@@ -130,14 +131,27 @@ pub(super) fn record(
 
 /// Stage 7: the durable write. The DLQ is over a bound and nothing archived is left to evict:
 /// taking more hooks would grow it without end (or make the reaper delete what it must not).
+/// Under `wal.type: none`, the publish to every sink of the source (`direct`) instead.
 pub(super) async fn commit(
     edge: &EdgeState,
+    live: &Arc<Live>,
     record: IngestRecord,
 ) -> Result<IngestResult, Refused> {
+    let committer = match &edge.ack {
+        Ack::Commit(c) => c,
+        Ack::Direct(d) => {
+            return d.publish(live.clone(), record).await.map_err(|u| {
+                let e = ApiError::SinkUnavailable {
+                    retry_after: u.retry_after,
+                };
+                Refused::new("sink_unavailable", e)
+            });
+        }
+    };
     if edge.dlq.is_full() {
         return Err(Refused::new("dlq_full", ApiError::DlqFull).counted("dlq_full"));
     }
-    edge.commit.commit(record).await.map_err(|e| match e {
+    committer.commit(record).await.map_err(|e| match e {
         CommitError::Overload | CommitError::Expired => {
             Refused::new("overload", ApiError::Overload)
         }

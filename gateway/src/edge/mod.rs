@@ -9,17 +9,19 @@
 //! 5. `rate_limit` (`accept.rs`): the tenant's (`429`);
 //! 6. `record` (`accept.rs` → `hook::record`): dedupe key, ordering lanes, sinks;
 //! 7. `commit` (`accept.rs` → `commit.rs`): `503` dlq full, overload, intake or store failure;
+//!    under `wal.type: none` (`accept.rs` → `direct`) the publish to every sink instead: `503`
+//!    unless all confirmed;
 //! 8. `answer`: `201`.
 //!
 //! Nothing is stored before the commit, and a `201` is sent only after the hook's batch is
-//! fsynced. Every refusal is an `ApiError`; a refusal before the body is read closes the
+//! fsynced (under `wal.type: none`, only after every sink confirmed it). Every refusal is an `ApiError`; a refusal before the body is read closes the
 //! connection (what is left of the body would be read as the next request).
 //!
 //! With `telemetry.otlp`, a request is an `ingest` span (children `verify` and `commit`) whose
 //! parent is the request's `traceparent`, and the hook stores the `ingest` span's context so
 //! that its deliveries join the trace (`telemetry`).
 //!
-//! Imports `hook`, `commit`, `live`, `quarantine` (the pen), `archive::dlq_bounds` (the DLQ's
+//! Imports `hook`, `commit`, `direct`, `live`, `quarantine` (the pen), `archive::dlq_bounds` (the DLQ's
 //! bound), `api_error`, `metrics`, `telemetry`; `app.rs` builds its `EdgeState` and nothing
 //! imports the edge back.
 
@@ -45,7 +47,7 @@ use tracing::field::Empty;
 use crate::api_error::ApiError;
 use crate::telemetry;
 
-pub use state::{Clock, EdgeState, SystemClock};
+pub use state::{Ack, Clock, EdgeState, SystemClock};
 
 /// The ingest listener's router: `probes` (`/health`, `/ready`, with their own state) and
 /// every other request through the ingest stages.
@@ -193,7 +195,7 @@ async fn handle(edge: &EdgeState, req: Request, body_read: &mut bool) -> Result<
         record.envelope.traceparent = Some(tp);
     }
     span.record("hook_id", tracing::field::display(record.envelope.id));
-    let result = accept::commit(edge, record)
+    let result = accept::commit(edge, &live, record)
         .instrument(tracing::info_span!(target: telemetry::TARGET, "commit"))
         .await?;
     Ok(accept::answer(result, verification.flagged))

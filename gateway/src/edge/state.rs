@@ -10,6 +10,7 @@ use tokio::sync::Semaphore;
 use super::ratelimit::RateLimiter;
 use crate::archive::dlq_bounds::DlqGuard;
 use crate::commit::Committer;
+use crate::direct::Direct;
 use crate::live::ConfigHandle;
 use crate::metrics::Metrics;
 use crate::quarantine::Pen;
@@ -30,8 +31,8 @@ impl Clock for SystemClock {
 pub struct EdgeState {
     /// The config in force: each request takes its `Live` at its start.
     pub config: Arc<ConfigHandle>,
-    /// Group commit: where an accepted hook goes.
-    pub commit: Arc<Committer>,
+    /// Where an accepted hook goes.
+    pub ack: Ack,
     /// The quarantine pen (`on_verify_failure: quarantine`).
     pub pen: Arc<Pen>,
     /// The DLQ's bounds: `503 dlq_full` while over one with nothing archived to evict.
@@ -46,6 +47,14 @@ pub struct EdgeState {
     pub body_budget: Arc<Semaphore>,
     pub metrics: Arc<Metrics>,
     pub clock: Arc<dyn Clock>,
+}
+
+/// What a `201` waits for (`wal.type`).
+pub enum Ack {
+    /// `disk`, `dual`: group commit (and the intake log under `dual`).
+    Commit(Arc<Committer>),
+    /// `none`: every sink of the source confirmed the hook.
+    Direct(Arc<Direct>),
 }
 
 impl EdgeState {

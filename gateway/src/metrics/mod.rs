@@ -12,6 +12,7 @@ mod backup;
 pub mod collect;
 mod commit;
 mod config;
+mod direct;
 mod dispatch;
 mod dlq;
 mod ingest;
@@ -30,6 +31,7 @@ pub use archive::ArchiveMetrics;
 pub use backup::BackupMetrics;
 pub use commit::CommitMetrics;
 pub use config::ConfigMetrics;
+pub use direct::DirectMetrics;
 pub use dispatch::DispatchMetrics;
 pub use dlq::DlqMetrics;
 pub use ingest::IngestMetrics;
@@ -50,6 +52,7 @@ pub struct Metrics {
     pub config: ConfigMetrics,
     pub store: StoreMetrics,
     pub dispatch: DispatchMetrics,
+    pub direct: DirectMetrics,
     pub sinks: SinkMetrics,
     pub listeners: ListenerMetrics,
     pub replay: ReplayMetrics,
@@ -72,6 +75,7 @@ impl Metrics {
             config: ConfigMetrics::new(&r),
             store: StoreMetrics::new(&r),
             dispatch: DispatchMetrics::new(&r),
+            direct: DirectMetrics::new(&r),
             sinks: SinkMetrics::new(&r),
             listeners: ListenerMetrics::new(&r),
             replay: ReplayMetrics::new(&r),
