@@ -22,8 +22,8 @@ pub use node::{
 };
 pub use replay::{
     ArchiveWindow, CreateReplay, DEFAULT_MAX_LAG_MS, DEFAULT_PAUSE_AFTER_DEAD, DEFAULT_RATE,
-    JobList, JobState, JobView, KIND_ARCHIVE, KIND_DLQ, KIND_QUARANTINE, MAX_ARCHIVE_SINKS,
-    MAX_RATE, PatchReplay, ReplayJob, TopLevelFilter, check_rate,
+    JobList, JobState, JobView, KIND_ARCHIVE, KIND_DLQ, KIND_LIFECYCLE, KIND_QUARANTINE,
+    MAX_ARCHIVE_SINKS, MAX_RATE, PatchReplay, ReplayJob, TopLevelFilter, check_rate,
 };
 pub use store::{
     CorruptRow, CorruptRows, DeliveryCounts, PenEntry, QuarantinePage, QuarantinePurged, WalStatus,

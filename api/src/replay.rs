@@ -123,6 +123,9 @@ pub const KIND_DLQ: &str = "dlq";
 pub const KIND_QUARANTINE: &str = "quarantine";
 /// Archived hooks received in a window, sent again (to all or some of their source's sinks).
 pub const KIND_ARCHIVE: &str = "archive";
+/// Lifecycle events of the audit trail over `since`/`until` (event time), re-emitted to the
+/// lifecycle sinks with their original ids.
+pub const KIND_LIFECYCLE: &str = "lifecycle";
 
 /// `CreateReplay`'s filter keys given at the top level of the body.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -186,7 +186,10 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
             store.clone(),
             d.clone(),
             settled,
-            metrics.clone(),
+            crate::replay::Reports {
+                metrics: metrics.clone(),
+                events: Some(events.clone()),
+            },
             handle.clone(),
             pen.clone(),
             archive.clone(),
@@ -266,6 +269,7 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
             body_budget: EdgeState::body_budget(config.http.max_inflight_body_bytes),
             metrics: metrics.clone(),
             clock: clock.clone(),
+            lifecycle: Some(events.clone()),
         });
         let addr = SocketAddr::new(config.http.ip, config.http.port);
         let listener = TcpListener::bind(addr)

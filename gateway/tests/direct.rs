@@ -152,7 +152,11 @@ async fn a_201_means_both_brokers_hold_the_hook_and_a_broker_down_is_503() {
         assert_eq!(keys, ["id", "status"], "the body is exactly {{id, status}}");
         assert_eq!(body["status"], "accepted");
         let id = body["id"].as_str().unwrap().to_string();
-        assert_eq!(b.drain_rabbit().await, vec![id.clone()], "RabbitMQ holds it");
+        assert_eq!(
+            b.drain_rabbit().await,
+            vec![id.clone()],
+            "RabbitMQ holds it"
+        );
         assert_eq!(
             b.stream_ids().await.last(),
             Some(&id),
@@ -380,12 +384,10 @@ async fn a_source_without_a_durable_sink_is_refused_at_load_and_on_reload() {
 async fn a_large_body_is_claim_checked_before_the_publish() {
     use sha2::Digest;
     let b = Brokers::start("claim").await;
-    let config = b
-        .config("dispatch: {breaker_failures: 0}\n")
-        .replace(
-            "        confirm_timeout_ms: 1000\n",
-            "        confirm_timeout_ms: 1000\n        inline_max_bytes: 4096\n",
-        );
+    let config = b.config("dispatch: {breaker_failures: 0}\n").replace(
+        "        confirm_timeout_ms: 1000\n",
+        "        confirm_timeout_ms: 1000\n        inline_max_bytes: 4096\n",
+    );
     let g = Gateway::start(&config);
     let c = client();
     let body: Vec<u8> = (0..100_000u32)

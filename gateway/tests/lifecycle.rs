@@ -461,3 +461,93 @@ async fn a_hanging_lifecycle_sink_holds_no_room_of_the_hooks() {
         "{wal}"
     );
 }
+
+#[tokio::test]
+async fn a_lifecycle_replay_redelivers_a_window_with_the_original_event_ids() {
+    let lc = Receiver::start(|_, _| Reply::status(200)).await;
+    let hooks = Receiver::start(|_, _| Reply::status(200)).await;
+    let src = |ids: &[&str]| {
+        ids.iter()
+            .map(|id| format!("  {id}:\n    sinks: [{}]\n", http_sink(&hooks.url("/h"))))
+            .collect::<String>()
+    };
+    let g = Gateway::start(&config(&lc.url("/lc"), "", "", &src(&["a"])));
+    let c = client();
+
+    // Two changes, two windows: b in the first, c in the second.
+    let t0 = now_ms();
+    g.write_config(&config(&lc.url("/lc"), "", "", &src(&["a", "b"])));
+    wait_events(&lc, "io.ankusa.source.created", 1, Duration::from_secs(20)).await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let t1 = now_ms();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    g.write_config(&config(&lc.url("/lc"), "", "", &src(&["a", "b", "c"])));
+    let first = wait_events(&lc, "io.ankusa.source.created", 2, Duration::from_secs(20)).await;
+    let by_subject = |s: &str| {
+        first
+            .iter()
+            .find(|(e, _)| e.subject() == Some(s))
+            .map(|(e, v)| (e.id().to_string(), v.clone()))
+            .expect("an event")
+    };
+    let (b_id, b_event) = by_subject("b");
+    let (c_id, _) = by_subject("c");
+    let before = lc.count();
+
+    // A filter of another kind is refused, naming it.
+    let r = g
+        .admin_post(
+            &c,
+            "/v1/replays",
+            &json!({"kind": "lifecycle", "since": t0, "source_id": "a"}),
+        )
+        .await;
+    assert_eq!(r.status(), 400);
+    let r = g
+        .admin_post(&c, "/v1/replays", &json!({"kind": "lifecycle"}))
+        .await;
+    assert_eq!(r.status(), 400, "since is required");
+
+    let r = g
+        .admin_post(
+            &c,
+            "/v1/replays",
+            &json!({"kind": "lifecycle", "since": t0, "until": t1}),
+        )
+        .await;
+    assert_eq!(r.status(), 202, "a job created");
+    let job: Value = r.json().await.unwrap();
+    let job_id = job["id"].as_str().unwrap().to_string();
+    let done = wait_job_done(&c, &g, &job_id).await;
+    assert_eq!(done["released"], 1, "{done}");
+
+    // The window's one event arrives again, the same id and the same bytes; c's does not.
+    let got = wait_events(
+        &lc,
+        "io.ankusa.replay.succeeded",
+        1,
+        Duration::from_secs(20),
+    )
+    .await;
+    let again: Vec<&(Event, Value)> = got[before..]
+        .iter()
+        .filter(|(e, _)| e.ty() == "io.ankusa.source.created")
+        .collect();
+    assert_eq!(again.len(), 1, "{again:?}");
+    assert_eq!(again[0].0.id(), b_id);
+    assert_ne!(again[0].0.id(), c_id);
+    assert_eq!(again[0].1, b_event, "the same event");
+    let succeeded = of_type(&got, "io.ankusa.replay.succeeded")[0];
+    assert_eq!(succeeded["subject"], job_id.as_str());
+    assert_eq!(succeeded["data"]["kind"], "lifecycle");
+    // The re-emit is not a new trail event: the trail still holds the two (plus the job's own).
+    let page = trail(&c, &g, "?type=io.ankusa.source.created").await;
+    assert_eq!(ids(&page).len(), 2, "{page}");
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_millis() as u64
+}

@@ -22,7 +22,8 @@
 //! that its deliveries join the trace (`telemetry`).
 //!
 //! Imports `hook`, `commit`, `direct`, `live`, `quarantine` (the pen), `archive::dlq_bounds` (the DLQ's
-//! bound), `api_error`, `metrics`, `telemetry`; `app.rs` builds its `EdgeState` and nothing
+//! bound), `api_error`, `metrics`, `telemetry`, `lifecycle::Emitter` (pen counts as events);
+//! `app.rs` builds its `EdgeState` and nothing
 //! imports the edge back.
 
 mod accept;

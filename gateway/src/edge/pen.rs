@@ -22,6 +22,7 @@ use super::state::EdgeState;
 use super::{Answer, Refused};
 use crate::api_error::ApiError;
 use crate::hook;
+use crate::lifecycle::EventType;
 use crate::live::{Live, LiveSource};
 use crate::quarantine::PenError;
 
@@ -71,6 +72,7 @@ pub(super) async fn hold(edge: &EdgeState, live: &Live, h: Held<'_>) -> Result<A
     );
     let encoded = ankusa_store::encode_envelope(&envelope);
     let id = envelope.id;
+    let envelope_tenant = envelope.tenant.clone();
     let write = PenWrite {
         summary: PenSummary {
             id,
@@ -88,6 +90,9 @@ pub(super) async fn hold(edge: &EdgeState, live: &Live, h: Held<'_>) -> Result<A
     match edge.pen.hold_with_token(write, &limits, now_us).await {
         Ok(()) => {
             tracing::debug!(source = %source.id, %id, reason = h.reason, "hook quarantined");
+            if let Some(events) = &edge.lifecycle {
+                events.count(EventType::QuarantineHeld, &envelope_tenant, &source.id, 1);
+            }
             let body = Quarantined {
                 id,
                 quarantined: true,

@@ -11,6 +11,7 @@ use super::ratelimit::RateLimiter;
 use crate::archive::dlq_bounds::DlqGuard;
 use crate::commit::Committer;
 use crate::direct::Direct;
+use crate::lifecycle::Emitter;
 use crate::live::ConfigHandle;
 use crate::metrics::Metrics;
 use crate::quarantine::Pen;
@@ -47,6 +48,8 @@ pub struct EdgeState {
     pub body_budget: Arc<Semaphore>,
     pub metrics: Arc<Metrics>,
     pub clock: Arc<dyn Clock>,
+    /// Hooks held in the pen, counted per interval as lifecycle events.
+    pub lifecycle: Option<Emitter>,
 }
 
 /// What a `201` waits for (`wal.type`).

@@ -144,3 +144,82 @@ impl Emitter {
             .inc();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ankusa_config::{Config, LifecycleConfig, LogSinkConfig, SinkConfig};
+    use ankusa_sinks::SinkBuilder;
+
+    fn emitter(max_per_minute: Option<u32>) -> (Emitter, mpsc::Receiver<Event>, Arc<Metrics>) {
+        let c = Config {
+            lifecycle: max_per_minute.map(|m| {
+                let mut l =
+                    LifecycleConfig::with_sinks(vec![SinkConfig::Log(LogSinkConfig::default())]);
+                l.max_per_minute = m;
+                l
+            }),
+            ..Default::default()
+        };
+        let sinks = Arc::new(SinkBuilder::new());
+        let live = Live::build(c, String::new(), 1, &sinks).expect("builds");
+        let handle = ConfigHandle::new(live, None, sinks);
+        let metrics = Arc::new(Metrics::new());
+        let (e, rx) = Emitter::channel(handle, metrics.clone());
+        (e, rx, metrics)
+    }
+
+    fn ev(kind: EventType) -> Event {
+        Event::new(kind, "s", None, json!({}))
+    }
+
+    #[test]
+    fn the_ceiling_is_per_type_and_per_minute() {
+        let (e, mut rx, m) = emitter(Some(2));
+        assert!(e.emit(ev(EventType::HookDeadLettered)));
+        assert!(e.emit(ev(EventType::HookDeadLettered)));
+        assert!(
+            !e.emit(ev(EventType::HookDeadLettered)),
+            "third of the minute"
+        );
+        assert!(
+            e.emit(ev(EventType::BreakerOpened)),
+            "another type has its own"
+        );
+        assert_eq!(m.lifecycle.dropped.with_label_values(&["rate"]).get(), 1);
+        assert!(
+            e.admit(EventType::HookDeadLettered, 2, now_ms() + 60_000),
+            "next minute"
+        );
+        let mut n = 0;
+        while rx.try_recv().is_ok() {
+            n += 1;
+        }
+        assert_eq!(n, 3);
+    }
+
+    #[test]
+    fn off_emits_nothing() {
+        let (e, mut rx, _) = emitter(None);
+        assert!(!e.emit(ev(EventType::SourceCreated)));
+        e.count(EventType::QuarantineHeld, "t", "s", 3);
+        e.flush_counts(60);
+        assert!(rx.try_recv().is_err());
+    }
+
+    #[test]
+    fn counts_are_summed_per_interval_and_only_non_zero_ones_emitted() {
+        let (e, mut rx, _) = emitter(Some(60));
+        e.count(EventType::QuarantineHeld, "acme", "gh", 2);
+        e.count(EventType::QuarantineHeld, "acme", "gh", 3);
+        e.count(EventType::QuarantineReleased, "acme", "gh", 0);
+        e.flush_counts(60);
+        let got = rx.try_recv().expect("one event");
+        assert_eq!(got.kind, EventType::QuarantineHeld);
+        assert_eq!(got.tenant.as_deref(), Some("acme"));
+        assert_eq!(got.data["count"], 5);
+        assert!(rx.try_recv().is_err(), "nothing for a zero count");
+        e.flush_counts(60);
+        assert!(rx.try_recv().is_err(), "a new interval starts empty");
+    }
+}

@@ -2,8 +2,11 @@
 //! delivery queue (`dlq`), releases of quarantined hooks that verify now (`quarantine`: each
 //! pen entry judged by its source's current verifier, a pass committed as a hook with its
 //! original id in one synced batch with the pen delete and the job's cursor), and re-sends of
-//! archived hooks received in a window (`archive`). A hook a replay commits is built by
-//! `hook::record`, as the edge builds it.
+//! archived hooks received in a window (`archive`), and re-emits of lifecycle events from the
+//! audit trail with their original ids (`lifecycle`). A hook a replay commits is built by
+//! `hook::record`, as the edge builds it (a lifecycle event's by `lifecycle::writer::record`).
+//! A job that completes, fails (completes with segments it could not read) or pauses is a
+//! lifecycle event (`io.ankusa.replay.*`).
 //!
 //! A create request is checked into its job by `request`. The replayer is the only writer of
 //! job records (`job_record`: the API's job to and from the store's record). Each tick it
@@ -15,8 +18,8 @@
 //! The request and job types are the admin API's (`ankusa-api`).
 //!
 //! Imports `dispatch` (to wake it, read its lag, take its reports), `archive`, `quarantine`
-//! (the pen's counters), `hook`, `live`, `metrics`, `telemetry` (its span target); none of
-//! them imports it.
+//! (the pen's counters), `hook`, `lifecycle` (events, the trail's hooks), `live`, `metrics`,
+//! `telemetry` (its span target); none of them imports it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -24,7 +27,8 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use ankusa_api::{
-    CreateReplay, FilterError, JobState, JobView, KIND_ARCHIVE, KIND_QUARANTINE, ReplayJob,
+    CreateReplay, FilterError, JobState, JobView, KIND_ARCHIVE, KIND_LIFECYCLE, KIND_QUARANTINE,
+    ReplayJob,
 };
 use ankusa_core::now_ms;
 use ankusa_store::{IngestRecord, JobSettled, Store, StoreError};
@@ -34,6 +38,7 @@ use crate::archive::Archive;
 use crate::blocking::blocking;
 use crate::dispatch::Dispatcher;
 use crate::dispatch::feedback::{FeedbackRx, Tally};
+use crate::lifecycle::{Emitter, Event, EventType};
 use crate::live::ConfigHandle;
 use crate::metrics::Metrics;
 use crate::quarantine::Pen;
@@ -43,6 +48,7 @@ use job_record::{from_stored, to_stored};
 pub mod archive;
 mod dlq;
 mod job_record;
+mod lifecycle;
 pub mod quarantine;
 mod request;
 
@@ -143,6 +149,12 @@ impl Jobs {
     }
 }
 
+/// What the replayer reports to: the metrics, and the lifecycle events of its jobs.
+pub struct Reports {
+    pub metrics: Arc<Metrics>,
+    pub events: Option<Emitter>,
+}
+
 pub struct Replayer {
     store: Arc<Store>,
     dispatcher: Arc<Dispatcher>,
@@ -154,6 +166,8 @@ pub struct Replayer {
     archive: Option<Arc<Archive>>,
     jobs: Mutex<Jobs>,
     wake: tokio::sync::Notify,
+    /// Jobs finished, failed or paused, as lifecycle events.
+    events: Option<Emitter>,
 }
 
 impl Replayer {
@@ -162,11 +176,12 @@ impl Replayer {
         store: Arc<Store>,
         dispatcher: Arc<Dispatcher>,
         feedback: FeedbackRx,
-        metrics: Arc<Metrics>,
+        reports: Reports,
         config: Arc<ConfigHandle>,
         pen: Arc<Pen>,
         archive: Option<Arc<Archive>>,
     ) -> Result<Arc<Replayer>, StoreError> {
+        let Reports { metrics, events } = reports;
         let s = store.clone();
         let stored = blocking(move || s.list_jobs()).await?;
         let mut jobs = HashMap::new();
@@ -188,6 +203,7 @@ impl Replayer {
                 feedback,
             }),
             wake: tokio::sync::Notify::new(),
+            events,
         });
         tokio::spawn(r.clone().run());
         Ok(r)
@@ -196,7 +212,8 @@ impl Replayer {
     /// Creates a job, or returns the existing one for the same `job_id`, kind and filter.
     /// Returns (view, created).
     pub async fn create(&self, req: CreateReplay) -> Result<(JobView, bool), ReplayError> {
-        let new = request::check(req, self.archive.is_some())?;
+        let lifecycle_on = self.config.live().lifecycle.is_some();
+        let new = request::check(req, self.archive.is_some(), lifecycle_on)?;
         let mut jobs = self.jobs.lock().await;
         if let Some(existing) = jobs.map.get(&new.id) {
             if new.same_as(&existing.job) {
@@ -288,6 +305,9 @@ impl Replayer {
                 rt.job.reason = None;
                 rt.settled.consecutive_dead = 0;
             }
+            if target == JobState::Paused {
+                self.job_event(&rt.job, EventType::ReplayPaused);
+            }
             let store = self.store.clone();
             let job = rt.job.clone();
             blocking(move || store.put_job(&to_stored(&job))).await?;
@@ -348,6 +368,7 @@ impl Replayer {
                 ));
                 rt.job.updated_at = now_ms();
                 tracing::warn!(job = %rt.job.id, "replay job paused itself: its deliveries keep dead-lettering");
+                self.job_event(&rt.job, EventType::ReplayPaused);
                 let store = self.store.clone();
                 let job = rt.job.clone();
                 blocking(move || store.put_job(&to_stored(&job))).await?;
@@ -386,21 +407,61 @@ impl Replayer {
                 spent = tracing::field::Empty,
             );
             let kind = rt.job.kind.clone();
+            let before = rt.job.state;
             let step = async {
                 match kind.as_str() {
                     KIND_ARCHIVE => self.archive_step(rt, n).await,
                     KIND_QUARANTINE => self.release_step(rt, n).await,
+                    KIND_LIFECYCLE => self.lifecycle_step(rt, n).await,
                     _ => self.dlq_step(rt, n).await,
                 }
             };
             let spent = tracing::Instrument::instrument(step, span.clone()).await?;
             span.record("spent", spent);
+            match (before, rt.job.state) {
+                (JobState::Running, JobState::Completed) => {
+                    // An archive job that could not read some segments did not send them.
+                    let kind = if rt.job.corrupt_segments > 0 {
+                        EventType::ReplayFailed
+                    } else {
+                        EventType::ReplaySucceeded
+                    };
+                    self.job_event(&rt.job, kind);
+                }
+                (JobState::Running, JobState::Paused) => {
+                    self.job_event(&rt.job, EventType::ReplayPaused)
+                }
+                _ => {}
+            }
             rt.tokens -= spent as f64;
             if spent == 0 {
                 rt.tokens = 0.0;
             }
         }
         Ok(())
+    }
+}
+
+impl Replayer {
+    /// A job's state change as a lifecycle event: the job's tenant filter is its tenant.
+    fn job_event(&self, job: &ReplayJob, kind: EventType) {
+        let Some(events) = &self.events else {
+            return;
+        };
+        events.emit(Event::new(
+            kind,
+            job.id.clone(),
+            job.filter.tenant.clone(),
+            serde_json::json!({
+                "job": job.id,
+                "kind": job.kind,
+                "state": job.state.as_str(),
+                "moved": job.moved,
+                "released": job.released,
+                "skipped": job.skipped,
+                "reason": job.reason,
+            }),
+        ));
     }
 }
 

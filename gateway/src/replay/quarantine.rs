@@ -16,6 +16,7 @@ use super::job_record::{from_stored, to_stored};
 use super::{JobRt, Replayer};
 use crate::blocking::blocking;
 use crate::hook::{self, Keyed};
+use crate::lifecycle::EventType;
 use crate::live::LiveSource;
 use crate::metrics::Metrics;
 
@@ -105,6 +106,11 @@ impl Replayer {
             job.state = JobState::Completed;
         }
         let tenants = super::tenants_of(&records);
+        // (tenant, source) of each hook leaving the pen: counted per interval once committed.
+        let leaving: Vec<(String, String)> = records
+            .iter()
+            .map(|r| (r.envelope.tenant.clone(), r.envelope.source_id.clone()))
+            .collect();
         let store = self.store.clone();
         let at = now_ms();
         let (released, job) = blocking(move || {
@@ -115,6 +121,11 @@ impl Replayer {
         })
         .await?;
         self.pen.removed(released.removed);
+        if let Some(events) = &self.events {
+            for (tenant, source) in &leaving {
+                events.count(EventType::QuarantineReleased, tenant, source, 1);
+            }
+        }
         if released.accepted > 0 {
             self.metrics
                 .replay

@@ -6,7 +6,7 @@
 
 use ankusa_api::{
     ArchiveWindow, CreateReplay, DEFAULT_MAX_LAG_MS, DEFAULT_PAUSE_AFTER_DEAD, DEFAULT_RATE,
-    DeadFilter, JobState, KIND_ARCHIVE, KIND_DLQ, KIND_QUARANTINE, ReplayJob,
+    DeadFilter, JobState, KIND_ARCHIVE, KIND_DLQ, KIND_LIFECYCLE, KIND_QUARANTINE, ReplayJob,
 };
 
 use super::{ReplayError, invalid};
@@ -26,15 +26,26 @@ impl NewJob {
     /// Whether `job` is this request made earlier (same id, kind, filter and window): a create
     /// repeated with its `job_id` returns the job it made.
     pub fn same_as(&self, job: &ReplayJob) -> bool {
-        job.kind == self.kind && job.filter == self.filter && job.archive == self.window
+        // A lifecycle job without `until` took its creation time as `until`.
+        let until_defaulted = self.kind == KIND_LIFECYCLE && self.filter.until.is_none();
+        let mut filter = self.filter.clone();
+        if until_defaulted {
+            filter.until = job.filter.until;
+        }
+        job.kind == self.kind && job.filter == filter && job.archive == self.window
     }
 
     /// The job, running from `now`.
     pub fn into_job(self, now: u64) -> ReplayJob {
+        let mut filter = self.filter;
+        if self.kind == KIND_LIFECYCLE && filter.until.is_none() {
+            // The window ends where the job starts: events it emits itself are not re-sent.
+            filter.until = Some(now);
+        }
         ReplayJob {
             id: self.id,
             kind: self.kind,
-            filter: self.filter,
+            filter,
             rate: self.rate,
             max_lag_ms: self.max_lag_ms,
             pause_after_dead: self.pause_after_dead,
@@ -54,15 +65,45 @@ impl NewJob {
     }
 }
 
-/// Checks a create request; `archive`: this node has an archive (`storage`).
-pub(super) fn check(req: CreateReplay, archive: bool) -> Result<NewJob, ReplayError> {
-    if ![KIND_DLQ, KIND_QUARANTINE, KIND_ARCHIVE].contains(&req.kind.as_str()) {
+/// Checks a create request; `archive`: this node has an archive (`storage`); `lifecycle`: it
+/// has `lifecycle` on.
+pub(super) fn check(
+    req: CreateReplay,
+    archive: bool,
+    lifecycle: bool,
+) -> Result<NewJob, ReplayError> {
+    if ![KIND_DLQ, KIND_QUARANTINE, KIND_ARCHIVE, KIND_LIFECYCLE].contains(&req.kind.as_str()) {
         return Err(invalid(
             "kind",
-            "unsupported kind; this release replays kind dlq, archive or quarantine",
+            "unsupported kind; this release replays kind dlq, archive, quarantine or lifecycle",
         ));
     }
     let filter = req.filter()?;
+    // A trail event is chosen by its time (`since`, `until`) and tenant only.
+    if req.kind == KIND_LIFECYCLE {
+        if !lifecycle {
+            return Err(invalid(
+                "kind",
+                "kind lifecycle needs lifecycle events (lifecycle is not configured on this node)",
+            ));
+        }
+        for (set, field) in [
+            (filter.source_id.is_some(), "source_id"),
+            (filter.id.is_some(), "id"),
+            (filter.sink.is_some(), "sink"),
+            (filter.error_class.is_some(), "error_class"),
+        ] {
+            if set {
+                return Err(invalid(
+                    field,
+                    "is not a filter of kind lifecycle (use since, until and tenant)",
+                ));
+            }
+        }
+        if filter.since.is_none() {
+            return Err(invalid("since", "is required for kind lifecycle (unix ms)"));
+        }
+    }
     let window = req.archive_window()?;
     // An archived hook is chosen by its source, tenant, id and receive time (`from`, `to`):
     // it has no dead time, sink or error class of its own.
