@@ -551,3 +551,27 @@ fn now_ms() -> u64 {
         .expect("clock after 1970")
         .as_millis() as u64
 }
+
+#[tokio::test]
+async fn a_reload_that_turns_lifecycle_on_emits_the_changes_it_makes() {
+    let lc = Receiver::start(|_, _| Reply::status(200)).await;
+    let off =
+        "egress: {allow_http: true, allow_loopback: true}\nsources:\n  a: {sinks: [{type: log}]}\n";
+    let g = Gateway::start(off);
+    let c = client();
+    g.write_config(&config(
+        &lc.url("/lc"),
+        "",
+        "",
+        "  a: {sinks: [{type: log}]}\n  n: {sinks: [{type: log}]}\n",
+    ));
+    let r = c
+        .post(g.admin_url("/v1/config/reload"))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    let got = wait_events(&lc, "io.ankusa.source.created", 1, Duration::from_secs(20)).await;
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].0.subject(), Some("n"));
+}

@@ -83,7 +83,13 @@ pub fn record(source: &LiveSource, e: &AuditEvent) -> Option<IngestRecord> {
 
 impl Writer {
     async fn write(&self, events: Vec<Event>) {
-        let live = self.config.live();
+        let mut live = self.config.live();
+        if live.lifecycle.is_none() {
+            // A reload emits under the config it installs just before installing it: give the
+            // swap a moment before calling `lifecycle` off.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            live = self.config.live();
+        }
         let Some(source) = live.lifecycle.clone() else {
             // Turned off by a reload after these were queued.
             self.dropped("off", events.len() as u64);
@@ -179,7 +185,8 @@ async fn sweep_loop(w: Arc<Writer>) {
                 }
             }
         }
-        if let Ok(n) = w.store.audit_count() {
+        let store = w.store.clone();
+        if let Ok(n) = blocking(move || store.audit_count()).await {
             w.metrics.lifecycle.trail_events.set(n);
         }
         tokio::time::sleep(SWEEP_EVERY).await;
