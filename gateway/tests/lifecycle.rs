@@ -320,7 +320,14 @@ async fn a_dead_lettered_hook_emits_exactly_one_event_and_breakers_emit_their_tr
     let g = Gateway::start(&config(&lc.url("/lc"), "", extra, &sources));
     let c = client();
 
-    let id = post_hook(&c, &g, "/webhooks/gone", "{}").await;
+    // The hook carries a trace context: its event carries it as the `traceparent` extension.
+    let tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    let r = post_with_header(&c, &g.url("/webhooks/gone"), "traceparent", tp).await;
+    assert_eq!(r.status(), 201);
+    let id = r.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let got = wait_events(
         &lc,
         "io.ankusa.hook.dead_lettered",
@@ -329,6 +336,15 @@ async fn a_dead_lettered_hook_emits_exactly_one_event_and_breakers_emit_their_tr
     )
     .await;
     let dead = of_type(&got, "io.ankusa.hook.dead_lettered");
+    let (ev, _) = got
+        .iter()
+        .find(|(e, _)| e.ty() == "io.ankusa.hook.dead_lettered")
+        .unwrap();
+    assert_eq!(
+        ev.extension("traceparent").map(|v| v.to_string()),
+        Some(tp.to_string()),
+        "the Distributed Tracing extension"
+    );
     let d = &dead[0]["data"];
     assert_eq!(dead[0]["subject"], id.as_str());
     assert_eq!(d["hook_id"], id.as_str());
