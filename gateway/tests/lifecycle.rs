@@ -591,3 +591,55 @@ async fn a_reload_that_turns_lifecycle_on_emits_the_changes_it_makes() {
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].0.subject(), Some("n"));
 }
+
+#[tokio::test]
+async fn a_lifecycle_row_that_dies_is_in_the_dlq_and_emits_no_event_of_its_own() {
+    // The lifecycle receiver refuses everything permanently.
+    let lc = Receiver::start(|_, _| Reply::status(410)).await;
+    let g = Gateway::start(&config(
+        &lc.url("/lc"),
+        "",
+        "",
+        "  a: {sinks: [{type: log}]}\n",
+    ));
+    let c = client();
+    g.write_config(&config(
+        &lc.url("/lc"),
+        "",
+        "",
+        "  a: {sinks: [{type: log}]}\n  b: {sinks: [{type: log}]}\n",
+    ));
+    let r = c
+        .post(g.admin_url("/v1/config/reload"))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    // Its row dies at the first attempt and is listed as the lifecycle source's.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let dlq = loop {
+        let d = g.admin_json(&c, "/v1/dlq").await;
+        if d["entries"].as_array().is_some_and(|e| !e.is_empty()) {
+            break d;
+        }
+        assert!(Instant::now() < deadline, "never dead: {d}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(dlq["entries"][0]["source_id"], "ankusa:lifecycle");
+    assert_eq!(dlq["entries"][0]["tenant"], "ankusa:lifecycle");
+    // No `hook.dead_lettered` for it: the trail holds only the config event.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let page = trail(&c, &g, "").await;
+    let types: Vec<&str> = page["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types, ["io.ankusa.source.created"], "{page}");
+    assert_eq!(
+        lc.count(),
+        1,
+        "one attempt, no retry of a permanent refusal"
+    );
+}
