@@ -9,6 +9,13 @@
 //! the namespace can mount its Secrets anyway; this keeps such a pod from steering the
 //! operator's work or its configs.)
 //!
+//! A direct Gateway's pods (`spec.durability.mode: direct`) have no ordinals: a pod counts
+//! when its controller owner reference names, by name and uid, a ReplicaSet whose own
+//! controller owner reference names the Gateway's Deployment by name and uid, its name is that
+//! ReplicaSet's name and a suffix, and it is among the oldest `replicas` of that ReplicaSet
+//! (the larger of its spec and status counts), so a planted pod claiming the ReplicaSet does
+//! not widen the set beyond what the ReplicaSet runs.
+//!
 //! Also how to reach one of those pods: whether it is ready, and its admin API target with the
 //! Gateway's token and TLS trust ([`AdminAccess`]).
 //!
@@ -19,7 +26,7 @@ use std::sync::Arc;
 
 use ankusa_crds::Gateway;
 use k8s_openapi::Resource as _;
-use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
@@ -115,12 +122,89 @@ pub async fn gateway_pods_of(
     Ok(pods)
 }
 
-/// A Gateway's pods, reading its StatefulSet first.
+/// A Gateway's pods, reading its StatefulSet (or, direct, its Deployment) first.
 pub async fn gateway_pods(client: &Client, gw: &Gateway) -> Result<Vec<Pod>> {
-    let api: Api<StatefulSet> =
-        Api::namespaced(client.clone(), &gw.namespace().unwrap_or_default());
+    let ns = gw.namespace().unwrap_or_default();
+    if gw.is_direct() {
+        let api: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+        let d = api.get_opt(&resources::deployment_name(gw)).await?;
+        return direct_pods_of(client, gw, d.as_ref()).await;
+    }
+    let api: Api<StatefulSet> = Api::namespaced(client.clone(), &ns);
     let sts = api.get_opt(&resources::statefulset_name(gw)).await?;
     gateway_pods_of(client, gw, sts.as_ref()).await
+}
+
+/// Whether `owner` is `o`'s controller, by kind, name and uid.
+fn controlled_by<K: k8s_openapi::Resource>(
+    o: &kube::api::ObjectMeta,
+    name: &str,
+    uid: &str,
+) -> bool {
+    o.owner_references.iter().flatten().any(|r| {
+        r.controller == Some(true)
+            && r.kind == K::KIND
+            && r.api_version == K::API_VERSION
+            && r.name == name
+            && r.uid == uid
+    })
+}
+
+/// The pods of a direct Gateway given its Deployment (see the module header), sorted by name.
+pub async fn direct_pods_of(
+    client: &Client,
+    gw: &Gateway,
+    deployment: Option<&Deployment>,
+) -> Result<Vec<Pod>> {
+    let Some(d) = deployment.filter(|d| resources::owned_by(&d.metadata, gw)) else {
+        return Ok(Vec::new());
+    };
+    let Some(d_uid) = d.metadata.uid.as_deref() else {
+        return Ok(Vec::new());
+    };
+    let ns = gw.namespace().unwrap_or_default();
+    let selector = resources::selector_string(gw);
+    let sets: Vec<ReplicaSet> = Api::<ReplicaSet>::namespaced(client.clone(), &ns)
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items
+        .into_iter()
+        .filter(|rs| controlled_by::<Deployment>(&rs.metadata, &d.name_any(), d_uid))
+        .collect();
+    let all: Vec<Pod> = Api::<Pod>::namespaced(client.clone(), &ns)
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items;
+    Ok(pods_of_sets(&sets, all))
+}
+
+/// The pods each ReplicaSet controls, at most as many as it runs, oldest first.
+fn pods_of_sets(sets: &[ReplicaSet], all: Vec<Pod>) -> Vec<Pod> {
+    let mut out = Vec::new();
+    for rs in sets {
+        let (Some(uid), name) = (rs.metadata.uid.as_deref(), rs.name_any()) else {
+            continue;
+        };
+        let bound = rs
+            .spec
+            .as_ref()
+            .and_then(|s| s.replicas)
+            .unwrap_or(0)
+            .max(rs.status.as_ref().map_or(0, |s| s.replicas))
+            .max(0) as usize;
+        let prefix = format!("{name}-");
+        let mut mine: Vec<&Pod> = all
+            .iter()
+            .filter(|p| {
+                p.name_any().starts_with(&prefix)
+                    && controlled_by::<ReplicaSet>(&p.metadata, &name, uid)
+            })
+            .collect();
+        mine.sort_by_key(|p| (p.metadata.creation_timestamp.clone(), p.name_any()));
+        out.extend(mine.into_iter().take(bound).cloned());
+    }
+    out.sort_by_key(|p| p.name_any());
+    out
 }
 
 #[cfg(test)]

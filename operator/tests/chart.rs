@@ -271,14 +271,15 @@ fn rbac_is_least_privilege() {
                 .map(|v| v.as_str().unwrap())
                 .collect();
             // Owner references delete what a Gateway owns; the exceptions are the
-            // NetworkPolicy, PodDisruptionBudget and monitors a Gateway switches off while it
-            // lives on, and a gateway pod whose volume claim is gone (so the StatefulSet
-            // recreates it on a new volume).
+            // NetworkPolicy, PodDisruptionBudget, autoscaler and monitors a Gateway switches
+            // off while it lives on, and a gateway pod whose volume claim is gone (so the
+            // StatefulSet recreates it on a new volume).
             assert!(!verbs.contains(&"deletecollection"), "{rule}");
             assert!(
                 !verbs.contains(&"delete")
                     || resources == ["networkpolicies"]
                     || resources == ["poddisruptionbudgets"]
+                    || resources == ["horizontalpodautoscalers"]
                     || resources == ["servicemonitors", "podmonitors"]
                     || resources == ["pods"],
                 "the operator deletes nothing else: {rule}"

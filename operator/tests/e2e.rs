@@ -2346,3 +2346,6 @@ mod api_truth;
 
 #[path = "e2e/operate.rs"]
 mod operate;
+
+#[path = "e2e/direct.rs"]
+mod direct;

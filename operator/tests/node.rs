@@ -1179,6 +1179,10 @@ async fn suite() {
     // Its brokers serve the pods' intake log and backups until the suite ends (f rolls them).
     let _drill_brokers = lost_volume_drill(&node, &client, &dir, &receiver_ip, &mut report).await;
     report.insert("g_s", secs(t_g.elapsed()).into());
+    // ---- i. a direct Gateway: a Deployment without volumes, a pod deleted under load ------
+    let t_i = Instant::now();
+    direct::direct_drill(&node, &mut report).await;
+    report.insert("i_s", secs(t_i.elapsed()).into());
     // webhooks-0 is on a new volume now: the upgrade below must keep these.
     let vols = volumes(&node).await;
 
@@ -1619,3 +1623,6 @@ async fn pdb_refuses_a_second_eviction(node: &RealNode) {
     .unwrap_or_else(|e| panic!("{e}"));
     gateway_pods_ready(node, &image, Duration::from_secs(180)).await;
 }
+
+#[path = "node/direct.rs"]
+mod direct;

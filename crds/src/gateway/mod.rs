@@ -14,8 +14,11 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+mod autoscaling;
 mod operate;
 mod status;
+
+pub use autoscaling::AutoscalingSpec;
 
 pub use operate::{DisruptionSpec, MonitorSpec, MonitoringSpec, OtlpSettings, TelemetrySettings};
 pub use status::{
@@ -131,21 +134,40 @@ pub struct GatewaySpec {
     /// `mode: disk`, no backups.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub durability: Option<DurabilitySpec>,
+    /// A HorizontalPodAutoscaler over the pods, for `durability.mode: direct` only (a direct
+    /// Gateway is a stateless Deployment; a disk or dual Gateway's pods each own a volume and
+    /// are scaled by `replicas`). Given, it owns the replica count and `replicas` is ignored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaling: Option<AutoscalingSpec>,
 }
 
 /// `spec.durability`: the gateway's `wal`, `intake` and `backup` sections, per pod.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
 #[x_kube(
     validation = Rule::new("(has(self.mode) && self.mode == 'dual') == has(self.intake)")
-        .message("durability.intake is required for mode dual, and only for it")
+        .message("durability.intake is required for mode dual, and only for it"),
+    validation = Rule::new("!has(self.backup) || !has(self.mode) || self.mode != 'direct'")
+        .message("durability.backup is for modes disk and dual (a direct Gateway stores no hook)"),
+    validation = Rule::new("(has(self.mode) && self.mode == 'direct') || !(has(self.publishTimeoutMs) || has(self.retryAfterS))")
+        .message("durability.publishTimeoutMs and retryAfterS are for mode direct only")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct DurabilitySpec {
-    /// `disk` (default: a hook is acked once synced to the pod's own volume) or `dual` (acked
+    /// `disk` (default: a hook is acked once synced to the pod's own volume), `dual` (acked
     /// once synced there AND confirmed by the intake log, so losing the volume loses nothing
-    /// acked).
+    /// acked) or `direct` (no store: acked once every sink of its source confirmed it; the pods
+    /// are a Deployment with no volume). The mode of an existing Gateway cannot change.
     #[serde(default)]
     pub mode: DurabilityMode,
+    /// `mode: direct`: the one deadline (ms, 100 to 60000, default 8000) for every sink of a
+    /// hook to confirm it; past it the provider gets `503` and retries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 100, max = 60000))]
+    pub publish_timeout_ms: Option<u64>,
+    /// `mode: direct`: the `Retry-After` (seconds, 1 to 3600, default 2) of that `503`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 3600))]
+    pub retry_after_s: Option<u32>,
     /// The intake log of `mode: dual`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub intake: Option<IntakeSpec>,
@@ -164,6 +186,8 @@ pub enum DurabilityMode {
     Disk,
     /// After the synced commit AND a confirmed publish to the intake log.
     Dual,
+    /// No store: after every sink of the hook's source confirmed it (`wal.type: none`).
+    Direct,
 }
 
 /// The intake log's kind.

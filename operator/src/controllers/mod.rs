@@ -15,7 +15,7 @@ use std::sync::Arc;
 use ankusa_crds::names::{GATEWAY_LABEL, MANAGED_BY, MANAGED_BY_LABEL, USABLE, USABLE_LABEL};
 use ankusa_crds::{Gateway, ReplayJob, Sink, Source};
 use futures::StreamExt;
-use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::Api;
@@ -139,6 +139,7 @@ pub async fn run(
         );
         Controller::new(api::<Gateway>(&ctx, ns), wc())
             .owns(api::<StatefulSet>(&ctx, ns), managed())
+            .owns(api::<Deployment>(&ctx, ns), managed())
             .owns(api::<Service>(&ctx, ns), managed())
             .owns(api::<NetworkPolicy>(&ctx, ns), managed())
             .watches(api::<Pod>(&ctx, ns), managed(), |p: Pod| {

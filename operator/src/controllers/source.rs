@@ -130,6 +130,18 @@ async fn cleanup(src: &Source, ctx: &Ctx) -> Result<Action> {
         // The whole Gateway goes, volumes and all: nothing to wait for.
         return Ok(Action::await_change());
     }
+    if gw.is_direct() {
+        // A direct Gateway's pods queue nothing: the Source goes at once.
+        ctx.event(
+            src,
+            EventType::Normal,
+            "Drained",
+            "direct Gateway: no deliveries are queued on its pods; removed from the config"
+                .to_string(),
+        )
+        .await;
+        return Ok(Action::await_change());
+    }
     let id = render::source_id(src);
     let dead_letter = wants_dead_letter(src);
     let access = admin_access(ctx, &gw).await?;

@@ -14,7 +14,9 @@ use ankusa_config::{
     BackupConfig, BackupStoreConfig, BlobStoreType, Config, IntakeConfig, WalConfig, WalType,
 };
 use ankusa_crds::sink::SinkType;
-use ankusa_crds::{BackupSpec, DurabilityMode, Gateway, IntakeSpec, IntakeType, SinkSpec};
+use ankusa_crds::{
+    BackupSpec, DurabilityMode, DurabilitySpec, Gateway, IntakeSpec, IntakeType, SinkSpec,
+};
 use kube::ResourceExt;
 
 use crate::render::archive::{S3Fields, s3_store};
@@ -42,19 +44,46 @@ pub fn durability(gw: &Gateway, secrets: &SecretValues) -> Result<Durability, St
         (DurabilityMode::Dual, None) => {
             return Err(format!("{AT}.intake: is required for mode dual"));
         }
-        (DurabilityMode::Disk, Some(_)) => {
-            return Err(format!("{AT}.intake: is for mode dual only (mode is disk)"));
+        (DurabilityMode::Disk | DurabilityMode::Direct, Some(_)) => {
+            return Err(format!("{AT}.intake: is for mode dual only"));
         }
         (DurabilityMode::Dual, Some(i)) => {
             out.wal.wal_type = WalType::Dual;
             out.intake = Some(intake_config(i, secrets)?);
         }
-        (DurabilityMode::Disk, None) => {}
+        (DurabilityMode::Disk | DurabilityMode::Direct, None) => {}
+    }
+    if d.mode == DurabilityMode::Direct {
+        direct_wal(d, &mut out.wal)?;
+        return Ok(out);
+    }
+    if d.publish_timeout_ms.is_some() || d.retry_after_s.is_some() {
+        return Err(format!(
+            "{AT}.publishTimeoutMs, {AT}.retryAfterS: are for mode direct only"
+        ));
     }
     if let Some(b) = d.backup.as_ref().filter(|b| b.enabled) {
         out.backup = backup_config(gw, b, secrets)?;
     }
     Ok(out)
+}
+
+/// `mode: direct`: `wal.type: none` with its deadline and `Retry-After`. No backup: the pods
+/// keep no hook to back up.
+fn direct_wal(d: &DurabilitySpec, wal: &mut WalConfig) -> Result<(), String> {
+    if d.backup.as_ref().is_some_and(|b| b.enabled) {
+        return Err(format!(
+            "{AT}.backup: is for modes disk and dual (a direct Gateway stores no hook)"
+        ));
+    }
+    wal.wal_type = WalType::None;
+    if let Some(v) = d.publish_timeout_ms {
+        wal.publish_timeout_ms = v;
+    }
+    if let Some(v) = d.retry_after_s {
+        wal.retry_after_s = v;
+    }
+    Ok(())
 }
 
 /// The intake log: a Sink of type `kafka` (or `nats` for JetStream) rendered by
@@ -220,8 +249,11 @@ fn camel(snake: &str) -> String {
 /// what the user wrote (`intake.kafka.brokers` → `spec.durability.intake.options.brokers`).
 pub fn durability_field(config_field: &str) -> String {
     let f = config_field.trim_end_matches('.');
-    if f == "wal" || f.starts_with("wal.") {
-        return format!("{AT}.mode");
+    match f {
+        "wal.publish_timeout_ms" => return format!("{AT}.publishTimeoutMs"),
+        "wal.retry_after_s" => return format!("{AT}.retryAfterS"),
+        _ if f == "wal" || f.starts_with("wal.") => return format!("{AT}.mode"),
+        _ => {}
     }
     if let Some(rest) = f.strip_prefix("intake") {
         let rest = rest.trim_start_matches('.');

@@ -173,6 +173,12 @@ pub fn render_base(inputs: &Inputs, secrets_used: &mut BTreeSet<String>) -> Resu
             e.message
         )
     })?;
+    direct_rules(gw)?;
+    if gw.is_direct() && !claim_check_asked(gw) {
+        // A direct pod's claims live on an emptyDir, gone with the pod: bodies stay inline
+        // unless the Gateway asks for claims knowing that (docs/operator.md).
+        base.claim_check.enabled = false;
+    }
     secrets_used.extend(durability_secret_names(gw).map(String::from));
     let d = durability(gw, inputs.secrets)?;
     base.wal = d.wal;
@@ -192,4 +198,27 @@ pub fn render_base(inputs: &Inputs, secrets_used: &mut BTreeSet<String>) -> Resu
         )
     })?;
     Ok(base)
+}
+
+/// What a direct Gateway cannot have, and what only a direct Gateway can: each refusal names
+/// its field.
+fn direct_rules(gw: &Gateway) -> Result<(), String> {
+    if gw.is_direct() {
+        if gw.spec.archive.is_some() {
+            return Err("spec.archive: is for durability modes disk and dual (a direct Gateway stores no hook)".into());
+        }
+    } else if gw.spec.autoscaling.is_some() {
+        return Err("spec.autoscaling: is for spec.durability.mode direct (the pods of a disk or dual Gateway each own a volume; scale them with spec.replicas)".into());
+    }
+    Ok(())
+}
+
+/// Whether `spec.settings.claim_check.enabled` is set to true.
+fn claim_check_asked(gw: &Gateway) -> bool {
+    gw.spec
+        .settings
+        .claim_check
+        .as_ref()
+        .and_then(|c| c.enabled)
+        .unwrap_or(false)
 }

@@ -16,6 +16,12 @@ pub fn statefulset_name(gw: &Gateway) -> String {
     gw.name_any()
 }
 
+/// Name of a direct Gateway's Deployment (and of its HorizontalPodAutoscaler): the Gateway's
+/// name, like the StatefulSet of the other modes (a Gateway has one or the other).
+pub fn deployment_name(gw: &Gateway) -> String {
+    gw.name_any()
+}
+
 pub fn headless_service_name(gw: &Gateway) -> String {
     format!("{}-pods", gw.name_any())
 }

@@ -1,13 +1,12 @@
-//! The StatefulSet of a Gateway: one pod per ordinal, each with its own data volume, reading
-//! `/etc/ankusa/<pod>.yaml` from the config Secret (hot-reloaded on change, no restart), its
-//! admin serving certificate mounted, hardened to the Pod Security "restricted" profile; the
-//! durability digest on its pod template; and what of an existing StatefulSet must be kept
-//! (volume claim templates are immutable); and the digest of the restart-pinned sections of the
-//! rendered config (`restart_fingerprint`), so a change the gateway applies only at start
-//! rolls the pods. Production defaults where the Gateway says nothing: container resources
-//! (`default_resources`) and a spread of the pods over nodes (`default_spread`).
+//! The StatefulSet of a disk or dual Gateway: one pod per ordinal, each with its own data
+//! volume, reading `/etc/ankusa/<pod>.yaml` from the config Secret (hot-reloaded on change, no
+//! restart), on the shared pod template (`pod_template`); the durability digest on that
+//! template; what of an existing StatefulSet must be kept (volume claim templates are
+//! immutable); and the digest of the restart-pinned sections of the rendered config
+//! (`restart_fingerprint`), so a change the gateway applies only at start rolls the pods.
 //!
-//! May import: `resources::names`, `ankusa_crds`, `ankusa_config` (the config's types only).
+//! May import: `resources::{names, pod_template}`, `ankusa_crds`, `ankusa_config` (the
+//! config's types only).
 
 use std::collections::BTreeMap;
 
@@ -15,281 +14,15 @@ use ankusa_crds::Gateway;
 use ankusa_crds::names::*;
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec, StatefulSetUpdateStrategy};
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
-    HTTPGetAction, KeyToPath, ObjectFieldSelector, PersistentVolumeClaim,
-    PersistentVolumeClaimSpec, PodSecurityContext, PodSpec, PodTemplateSpec, Probe,
-    ResourceRequirements, SeccompProfile, SecretVolumeSource, SecurityContext,
-    TopologySpreadConstraint, Volume, VolumeMount, VolumeResourceRequirements,
+    PersistentVolumeClaim, PersistentVolumeClaimSpec, VolumeResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::resources::names::{
-    ADMIN_TLS_MOUNT, admin_tls_secret_name, config_secret_name, headless_service_name, meta,
-    object_labels, selector_labels, statefulset_name,
+    headless_service_name, meta, object_labels, selector_labels, statefulset_name,
 };
-
-fn field_env(name: &str, path: &str) -> EnvVar {
-    EnvVar {
-        name: name.into(),
-        value_from: Some(EnvVarSource {
-            field_ref: Some(ObjectFieldSelector {
-                field_path: path.into(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
-fn value_env(name: &str, value: &str) -> EnvVar {
-    EnvVar {
-        name: name.into(),
-        value: Some(value.into()),
-        ..Default::default()
-    }
-}
-
-fn http_probe(path: &str, period: i32, failures: i32, initial: i32) -> Probe {
-    Probe {
-        http_get: Some(HTTPGetAction {
-            path: Some(path.into()),
-            port: IntOrString::String("admin".into()),
-            // The admin listener is HTTPS only; the kubelet does not verify probe certificates.
-            scheme: Some("HTTPS".into()),
-            ..Default::default()
-        }),
-        initial_delay_seconds: (initial > 0).then_some(initial),
-        period_seconds: Some(period),
-        timeout_seconds: Some(2),
-        failure_threshold: Some(failures),
-        ..Default::default()
-    }
-}
-
-/// The non-root user and group of the image `scripts/images` builds; the data volume is made
-/// writable for it through `fsGroup`.
-pub const GATEWAY_UID: i64 = 65532;
-
-/// Pod-level hardening: the Pod Security "restricted" profile (non-root with a fixed UID/GID,
-/// the runtime's default seccomp profile), and the data volume group-owned by the gateway's
-/// group, so a fresh volume is writable without running anything as root. `OnRootMismatch`
-/// skips the recursive chown of a large store on every restart.
-fn pod_security_context() -> PodSecurityContext {
-    PodSecurityContext {
-        run_as_non_root: Some(true),
-        run_as_user: Some(GATEWAY_UID),
-        run_as_group: Some(GATEWAY_UID),
-        fs_group: Some(GATEWAY_UID),
-        fs_group_change_policy: Some("OnRootMismatch".into()),
-        seccomp_profile: Some(SeccompProfile {
-            type_: "RuntimeDefault".into(),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
-/// Container-level hardening: read-only root (the gateway writes only its data volume and
-/// `/tmp`), no privilege escalation, no capabilities.
-fn container_security_context() -> SecurityContext {
-    SecurityContext {
-        run_as_non_root: Some(true),
-        allow_privilege_escalation: Some(false),
-        read_only_root_filesystem: Some(true),
-        capabilities: Some(Capabilities {
-            drop: Some(vec!["ALL".into()]),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
-/// The container resources of a Gateway without `spec.resources`: requests of `250m` CPU and
-/// `512Mi` memory (what a pod at a few hundred hooks a second uses, RocksDB's block cache and
-/// memtables included, so the scheduler places it where that is free), a memory limit of `1Gi`
-/// (a leak or a runaway batch is killed and restarted rather than starving the node; the store
-/// survives the restart), and no CPU limit (CFS throttling would stall commits and blow the
-/// ack deadline while the node has idle CPU).
-pub fn default_resources() -> ResourceRequirements {
-    let q = |v: &str| Quantity(v.into());
-    ResourceRequirements {
-        requests: Some(BTreeMap::from([
-            ("cpu".to_string(), q("250m")),
-            ("memory".to_string(), q("512Mi")),
-        ])),
-        limits: Some(BTreeMap::from([("memory".to_string(), q("1Gi"))])),
-        ..Default::default()
-    }
-}
-
-/// The spread of a Gateway without `spec.podTemplate.topologySpreadConstraints`: its pods over
-/// nodes (`kubernetes.io/hostname`, at most one more on any node than on another), preferred,
-/// not required (`ScheduleAnyway`): a cluster with fewer nodes than replicas still runs them
-/// all.
-pub fn default_spread(gw: &Gateway) -> Vec<TopologySpreadConstraint> {
-    vec![TopologySpreadConstraint {
-        max_skew: 1,
-        topology_key: "kubernetes.io/hostname".into(),
-        when_unsatisfiable: "ScheduleAnyway".into(),
-        label_selector: Some(LabelSelector {
-            match_labels: Some(selector_labels(gw)),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }]
-}
-
-/// The gateway container: its ports, probes on the admin listener (HTTPS), the config,
-/// admin certificate, data and `/tmp` mounts.
-fn container(gw: &Gateway, default_image: &str) -> Container {
-    let spec = &gw.spec;
-    Container {
-        name: "gateway".into(),
-        image: Some(
-            spec.image
-                .clone()
-                .unwrap_or_else(|| default_image.to_string()),
-        ),
-        image_pull_policy: spec.image_pull_policy.clone(),
-        args: Some(vec![
-            "--config".into(),
-            format!("{CONFIG_MOUNT}/$(POD_NAME).yaml"),
-        ]),
-        env: Some(vec![
-            field_env("POD_NAME", "metadata.name"),
-            field_env("POD_NAMESPACE", "metadata.namespace"),
-            value_env(
-                "ANKUSA_ADMIN_TLS_CERT_FILE",
-                &format!("{ADMIN_TLS_MOUNT}/tls.crt"),
-            ),
-            value_env(
-                "ANKUSA_ADMIN_TLS_KEY_FILE",
-                &format!("{ADMIN_TLS_MOUNT}/tls.key"),
-            ),
-        ]),
-        ports: Some(vec![
-            ContainerPort {
-                name: Some("http".into()),
-                container_port: spec.ports.http.into(),
-                protocol: Some("TCP".into()),
-                ..Default::default()
-            },
-            ContainerPort {
-                name: Some("admin".into()),
-                container_port: spec.ports.admin.into(),
-                protocol: Some("TCP".into()),
-                ..Default::default()
-            },
-            ContainerPort {
-                name: Some("claims".into()),
-                container_port: spec.ports.claims.into(),
-                protocol: Some("TCP".into()),
-                ..Default::default()
-            },
-        ]),
-        readiness_probe: Some(http_probe("/ready", 5, 3, 0)),
-        liveness_probe: Some(http_probe("/health", 10, 6, 10)),
-        resources: Some(spec.resources.clone().unwrap_or_else(default_resources)),
-        security_context: Some(container_security_context()),
-        volume_mounts: Some(vec![
-            VolumeMount {
-                name: "config".into(),
-                mount_path: CONFIG_MOUNT.into(),
-                read_only: Some(true),
-                ..Default::default()
-            },
-            VolumeMount {
-                name: "admin-tls".into(),
-                mount_path: ADMIN_TLS_MOUNT.into(),
-                read_only: Some(true),
-                ..Default::default()
-            },
-            VolumeMount {
-                name: DATA_VOLUME.into(),
-                mount_path: DATA_MOUNT.into(),
-                ..Default::default()
-            },
-            VolumeMount {
-                name: "tmp".into(),
-                mount_path: "/tmp".into(),
-                ..Default::default()
-            },
-        ]),
-        ..Default::default()
-    }
-}
-
-/// The pod: the container, hardened, with the config Secret, the admin certificate and a
-/// bounded `/tmp` as volumes (the data volume comes from the claim template).
-fn pod_spec(gw: &Gateway, container: Container) -> PodSpec {
-    let spec = &gw.spec;
-    PodSpec {
-        containers: vec![container],
-        termination_grace_period_seconds: Some(spec.termination_grace_period_seconds),
-        automount_service_account_token: Some(false),
-        service_account_name: spec.pod_template.service_account_name.clone(),
-        security_context: Some(pod_security_context()),
-        affinity: spec.pod_template.affinity.clone(),
-        tolerations: (!spec.pod_template.tolerations.is_empty())
-            .then(|| spec.pod_template.tolerations.clone()),
-        node_selector: (!spec.pod_template.node_selector.is_empty())
-            .then(|| spec.pod_template.node_selector.clone()),
-        priority_class_name: spec.pod_template.priority_class_name.clone(),
-        topology_spread_constraints: Some(
-            spec.pod_template
-                .topology_spread_constraints
-                .clone()
-                .unwrap_or_else(|| default_spread(gw)),
-        )
-        .filter(|c| !c.is_empty()),
-        image_pull_secrets: (!spec.pod_template.image_pull_secrets.is_empty())
-            .then(|| spec.pod_template.image_pull_secrets.clone()),
-        volumes: Some(vec![
-            Volume {
-                name: "config".into(),
-                secret: Some(SecretVolumeSource {
-                    secret_name: Some(config_secret_name(gw)),
-                    default_mode: Some(0o440),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            },
-            Volume {
-                name: "admin-tls".into(),
-                secret: Some(SecretVolumeSource {
-                    secret_name: Some(admin_tls_secret_name(gw)),
-                    default_mode: Some(0o440),
-                    items: Some(vec![
-                        KeyToPath {
-                            key: "tls.crt".into(),
-                            path: "tls.crt".into(),
-                            ..Default::default()
-                        },
-                        KeyToPath {
-                            key: "tls.key".into(),
-                            path: "tls.key".into(),
-                            ..Default::default()
-                        },
-                    ]),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            },
-            Volume {
-                name: "tmp".into(),
-                empty_dir: Some(EmptyDirVolumeSource {
-                    size_limit: Some(Quantity("64Mi".into())),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            },
-        ]),
-        ..Default::default()
-    }
-}
+use crate::resources::pod_template::{annotation, pod_template, set_annotation};
 
 /// The data volume's claim template.
 fn data_claim(gw: &Gateway) -> PersistentVolumeClaim {
@@ -320,11 +53,6 @@ fn data_claim(gw: &Gateway) -> PersistentVolumeClaim {
 /// `/etc/ankusa/<pod>.yaml` from the config Secret (hot-reloaded on change, no restart).
 pub fn statefulset(gw: &Gateway, default_image: &str) -> StatefulSet {
     let spec = &gw.spec;
-    let mut labels = spec.pod_template.labels.clone();
-    labels.extend(object_labels(gw));
-    let annotations = spec.pod_template.annotations.clone();
-    let pod_spec = pod_spec(gw, container(gw, default_image));
-    let claim = data_claim(gw);
     StatefulSet {
         metadata: meta(gw, statefulset_name(gw)),
         spec: Some(StatefulSetSpec {
@@ -340,15 +68,8 @@ pub fn statefulset(gw: &Gateway, default_image: &str) -> StatefulSet {
                 match_labels: Some(selector_labels(gw)),
                 ..Default::default()
             },
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(labels),
-                    annotations: (!annotations.is_empty()).then_some(annotations),
-                    ..Default::default()
-                }),
-                spec: Some(pod_spec),
-            },
-            volume_claim_templates: Some(vec![claim]),
+            template: pod_template(gw, default_image),
+            volume_claim_templates: Some(vec![data_claim(gw)]),
             ..Default::default()
         }),
         ..Default::default()
@@ -438,31 +159,13 @@ pub fn restart_fingerprint_of(sts: &StatefulSet) -> Option<String> {
 }
 
 fn set_template_annotation(sts: &mut StatefulSet, key: &str, value: Option<&str>) {
-    let Some(meta) = sts.spec.as_mut().and_then(|s| s.template.metadata.as_mut()) else {
-        return;
-    };
-    let mut annotations = meta.annotations.take().unwrap_or_default();
-    match value {
-        Some(v) => {
-            annotations.insert(key.to_string(), v.to_string());
-        }
-        None => {
-            annotations.remove(key);
-        }
+    if let Some(spec) = sts.spec.as_mut() {
+        set_annotation(&mut spec.template, key, value);
     }
-    meta.annotations = (!annotations.is_empty()).then_some(annotations);
 }
 
 fn template_annotation(sts: &StatefulSet, key: &str) -> Option<String> {
-    sts.spec
-        .as_ref()?
-        .template
-        .metadata
-        .as_ref()?
-        .annotations
-        .as_ref()?
-        .get(key)
-        .cloned()
+    annotation(&sts.spec.as_ref()?.template, key)
 }
 
 /// Volume claim templates cannot change on a StatefulSet: keep the existing ones and say so.
@@ -492,6 +195,7 @@ pub fn keep_claim_templates(
 mod tests {
     use super::*;
     use crate::testing::object;
+    use k8s_openapi::api::core::v1::PodSpec;
     use serde_json::json;
 
     fn gw(size: &str) -> Gateway {

@@ -186,6 +186,21 @@ pub fn blocked_status(gw: &Gateway, reason: &'static str, msg: &str, now: &str) 
     }
 }
 
+/// How many pods the Gateway should run: `spec.replicas`, or, under a direct Gateway's
+/// autoscaler, the pods it runs kept within the autoscaler's bounds.
+pub fn desired_replicas(gw: &Gateway, running: i32) -> i32 {
+    match &gw.spec.autoscaling {
+        Some(a) if gw.is_direct() => {
+            let min = a
+                .min_replicas
+                .unwrap_or(ankusa_crds::AutoscalingSpec::DEFAULT_MIN_REPLICAS)
+                .min(a.max_replicas);
+            running.clamp(min, a.max_replicas)
+        }
+        _ => gw.spec.replicas,
+    }
+}
+
 /// A condition as (status, reason, message).
 type Cond = (bool, &'static str, String);
 
@@ -198,8 +213,8 @@ pub fn gateway_status(
     old: &GatewayStatus,
     now: &str,
 ) -> GatewayStatus {
-    let desired = gw.spec.replicas;
     let replicas = pods.len() as i32;
+    let desired = desired_replicas(gw, replicas);
     let ready = pods.iter().filter(|p| p.ready).count() as i32;
     let programmed = pods.iter().filter(|p| p.programmed).count() as i32;
     let ready_c = if let Some(e) = &rendered.error {

@@ -269,6 +269,27 @@ pub fn refused_status(
     }
 }
 
+/// [`refused_status`] whose `Ready` and `Degraded` conditions carry `reason` (say
+/// `DirectGateway`) instead of `Failed`, for a refusal a client should tell apart.
+pub fn refused_status_because(
+    old: &ReplayJobStatus,
+    reason: &str,
+    why: &str,
+    job_id: &str,
+    generation: Option<i64>,
+    now: &str,
+) -> ReplayJobStatus {
+    let mut st = refused_status(old, why, job_id, generation, now);
+    for c in st
+        .conditions
+        .iter_mut()
+        .filter(|c| c.type_ == "Ready" || c.type_ == "Degraded")
+    {
+        c.reason = Some(reason.to_string());
+    }
+    st
+}
+
 /// What the pods said of a started job, for [`job_status`].
 #[derive(Debug, Clone)]
 pub struct JobReport {
@@ -543,5 +564,11 @@ mod tests {
         let degraded = r.conditions.iter().find(|c| c.type_ == "Degraded").unwrap();
         assert!(degraded.is_true());
         assert_eq!(degraded.reason.as_deref(), Some("Failed"));
+        let d = refused_status_because(&old, "DirectGateway", "direct", "j", Some(1), "T");
+        assert_eq!(d.phase, Some(ReplayPhase::Failed));
+        for t in ["Ready", "Degraded"] {
+            let c = d.conditions.iter().find(|c| c.type_ == t).unwrap();
+            assert_eq!(c.reason.as_deref(), Some("DirectGateway"), "{t}");
+        }
     }
 }

@@ -27,6 +27,7 @@ use serde_json::json;
 use tokio::sync::{Mutex, Notify, watch};
 use tokio::task::JoinHandle;
 
+use crate::kubelet_ip::{now, pod_ip};
 use crate::process;
 
 #[derive(Debug, Clone)]
@@ -38,7 +39,7 @@ pub struct KubeletConfig {
     pub root: PathBuf,
     /// What every container runs (the image is ignored).
     pub bin: PathBuf,
-    /// Pod `<name>-<ordinal>` gets 127.0.0.(ip_base + ordinal).
+    /// Pod `<name>-<ordinal>` gets 127.0.0.(ip_base + ordinal); others, see `pod_ip`.
     pub ip_base: u8,
     /// Extra environment for every process (e.g. `RUST_LOG`).
     pub env: Vec<(String, String)>,
@@ -196,22 +197,6 @@ impl Drop for FakeKubelet {
     }
 }
 
-fn ordinal(pod: &str) -> Option<u8> {
-    pod.rsplit_once('-')?.1.parse().ok()
-}
-
-fn pod_ip(base: u8, pod: &str) -> Option<String> {
-    let n = base.checked_add(ordinal(pod)?)?;
-    (n < 255).then(|| format!("127.0.0.{n}"))
-}
-
-fn now() -> String {
-    k8s_openapi::jiff::Timestamp::now()
-        .round(k8s_openapi::jiff::Unit::Second)
-        .map(|t| t.to_string())
-        .unwrap_or_default()
-}
-
 impl Inner {
     async fn lock_for(&self, pod: &str) -> Arc<Mutex<()>> {
         self.locks
@@ -341,8 +326,7 @@ impl Inner {
     async fn start_pod(self: Arc<Self>, pod: &Pod) -> anyhow::Result<PodRt> {
         let name = pod.name_any();
         let uid = pod.uid().unwrap_or_default();
-        let ip = pod_ip(self.cfg.ip_base, &name)
-            .ok_or_else(|| anyhow::anyhow!("pod {name} has no ordinal to derive an IP from"))?;
+        let ip = pod_ip(self.cfg.ip_base, &name).ok_or_else(|| anyhow::anyhow!("{name}: no IP"))?;
         let spec = pod.spec.clone().unwrap_or_default();
         let container = spec
             .containers

@@ -34,6 +34,7 @@ pub mod brokers;
 pub mod controlplane;
 pub mod harness;
 pub mod kubelet;
+mod kubelet_ip;
 #[cfg(feature = "brokers")]
 pub mod nats_server;
 pub mod node;

@@ -4,12 +4,11 @@
 //! to the cluster) and the PodDisruptionBudget (`disruption`), then the StatefulSet, carrying
 //! the digests of the durability settings and of every other restart-pinned key (a change
 //! there rolls the pods), then the Prometheus Operator monitors (`monitoring`, whose outcome
-//! is a condition, never a failure). Last, pods whose volume claim is gone are replaced.
+//! is a condition, never a failure). Last, pods whose volume claim is gone are replaced. A
+//! direct Gateway gets its Deployment and autoscaler (`direct`) in the StatefulSet's place.
 //!
 //! May import: `context`, `ownership`, `render`, `resources`, and the earlier stages' types
 //! (`guard`, `inputs`), `network_policy`, `disruption`, `monitoring`, `volumes`.
-
-use std::collections::BTreeMap;
 
 use ankusa_crds::Gateway;
 use k8s_openapi::api::apps::v1::StatefulSet;
@@ -21,7 +20,7 @@ use crate::context::{Ctx, Result, apply_params};
 use crate::controllers::gateway::guard::Admitted;
 use crate::controllers::gateway::inputs::Loaded;
 use crate::controllers::gateway::monitoring::{self, Cond};
-use crate::controllers::gateway::{disruption, network_policy, volumes};
+use crate::controllers::gateway::{direct, disruption, network_policy, volumes};
 use crate::ownership::{self, Role};
 use crate::render;
 use crate::resources;
@@ -57,6 +56,14 @@ pub async fn apply(
     // Before the StatefulSet, so a new pod's admin port is never open to the cluster.
     network_policy::sync(ctx, &admitted.ns, gw).await?;
     disruption::sync(ctx, &admitted.ns, gw).await?;
+    if gw.is_direct() {
+        direct::apply(ctx, gw, admitted, inputs).await?;
+        let monitoring = monitoring::sync(ctx, &admitted.ns, gw).await;
+        return Ok(Applied {
+            storage_note: None,
+            monitoring,
+        });
+    }
     let storage_note = statefulset(ctx, gw, admitted, inputs).await?;
     let monitoring = monitoring::sync(ctx, &admitted.ns, gw).await;
     // Best effort: a failure here (an older chart's RBAC without volume claims) must not stop
@@ -77,16 +84,12 @@ async fn config_secret(
     admitted: &mut Admitted,
     inputs: &Loaded,
 ) -> Result<()> {
-    let files: BTreeMap<String, String> = inputs
-        .desired
-        .iter()
-        .map(|(p, c)| (resources::config_key(p), c.yaml.clone()))
-        .collect();
-    if files == inputs.existing_files {
+    let files = &inputs.files;
+    if *files == inputs.existing_files {
         return Ok(());
     }
     tracing::info!(gateway = %gw.name_any(), namespace = %admitted.ns, pods = files.len(), "config Secret updated");
-    let desired = resources::config_secret(gw, &files);
+    let desired = resources::config_secret(gw, files);
     ownership::write_secret(
         ctx,
         gw,

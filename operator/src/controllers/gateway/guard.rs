@@ -5,7 +5,10 @@
 //! message is new); one whose admin token is missing waits. Past the guard, the admin token,
 //! the admin CA and serving certificate (the pods mount the certificate, so this comes before
 //! the StatefulSet) and the scrape Secret (its token goes into the pods' config) are current,
-//! and the objects read on the way are handed on.
+//! and the objects read on the way are handed on. A Gateway whose durability mode no longer
+//! matches its workload (a StatefulSet for `direct`, a Deployment for `disk`/`dual`) is refused
+//! (`DurabilityModeChangeRefused`): the mode cannot change in place without dropping what the
+//! pods hold (docs/operator.md, "Direct Gateways").
 //!
 //! May import: `context`, `ownership`, `admin_tls`, `scrape`, `pods` (`AdminAccess`),
 //! `resources`, `status`, and `write` (the status write and its throttle key).
@@ -13,7 +16,7 @@
 use std::time::Duration;
 
 use ankusa_crds::Gateway;
-use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 use kube::runtime::controller::Action;
@@ -43,6 +46,8 @@ pub struct Admitted {
     pub config_secret: Option<Secret>,
     /// The StatefulSet as read (checked to be the Gateway's own).
     pub statefulset: Option<StatefulSet>,
+    /// A direct Gateway's Deployment as read (checked to be the Gateway's own).
+    pub deployment: Option<Deployment>,
 }
 
 pub enum Admission {
@@ -87,6 +92,13 @@ pub async fn admit(ctx: &Ctx, gw: &Gateway) -> Result<Admission> {
         refuse(ctx, gw, "ForeignObject", msg).await?;
         return Ok(Admission::Stopped(Action::requeue(Duration::from_secs(10))));
     }
+    let deployment = Api::<Deployment>::namespaced(ctx.client.clone(), &ns)
+        .get_opt(&resources::deployment_name(gw))
+        .await?;
+    if let Some(msg) = workload_refusal(gw, statefulset.as_ref(), deployment.as_ref()) {
+        refuse(ctx, gw, msg.0, msg.1).await?;
+        return Ok(Admission::Stopped(Action::requeue(Duration::from_secs(30))));
+    }
     let token = match ownership::admin_token(ctx, gw, &mut ledger).await {
         Ok(t) => t,
         Err(Error::Invalid(msg)) => {
@@ -107,7 +119,42 @@ pub async fn admit(ctx: &Ctx, gw: &Gateway) -> Result<Admission> {
         scrape_token,
         config_secret,
         statefulset,
+        deployment,
     })))
+}
+
+/// Why the Gateway's workload cannot be applied: a Deployment of that name it does not own,
+/// or a workload of the other kind it does own (its durability mode changed).
+fn workload_refusal(
+    gw: &Gateway,
+    sts: Option<&StatefulSet>,
+    deployment: Option<&Deployment>,
+) -> Option<(&'static str, String)> {
+    let name = resources::deployment_name(gw);
+    if deployment.is_some_and(|d| !resources::owned_by(&d.metadata, gw)) {
+        return Some((
+            "ForeignObject",
+            format!(
+                "Deployment {name} already exists and is not owned by this Gateway; refusing to take it over (delete or rename it, or give the Gateway another name)"
+            ),
+        ));
+    }
+    let owned_sts = sts.is_some_and(|s| resources::owned_by(&s.metadata, gw));
+    let owned_deployment = deployment.is_some_and(|d| resources::owned_by(&d.metadata, gw));
+    let refusal = if gw.is_direct() && owned_sts {
+        "spec.durability.mode: is direct, but this Gateway runs as a StatefulSet whose pods each \
+         keep a store (mode disk or dual); the mode cannot change in place without dropping the \
+         hooks those stores hold. Set the mode back, or create a new Gateway in direct mode, move \
+         the Sources to it and delete this one once its pods drained (docs/operator.md)"
+    } else if !gw.is_direct() && owned_deployment {
+        "spec.durability.mode: is disk or dual, but this Gateway runs as a direct Deployment \
+         without volumes; the mode cannot change in place. Set the mode back to direct, or create \
+         a new Gateway with the mode you want, move the Sources to it and delete this one \
+         (docs/operator.md)"
+    } else {
+        return None;
+    };
+    Some(("DurabilityModeChangeRefused", refusal.to_string()))
 }
 
 /// Stops a Gateway before anything is applied: `Degraded` with `reason`, and a Warning Event

@@ -17,7 +17,7 @@ use kube::api::{Api, ListParams};
 
 use crate::context::{Ctx, Result};
 use crate::controllers::gateway::guard::Admitted;
-use crate::pods::gateway_pods_of;
+use crate::pods::{direct_pods_of, gateway_pods_of};
 use crate::render::{
     self, Inputs, PodConfig, Rendered, SecretValues, desired_configs, parse_rendered,
     referenced_secrets,
@@ -35,6 +35,9 @@ pub struct Loaded {
     pub pods: Vec<Pod>,
     /// The config each pod should run, by pod name.
     pub desired: BTreeMap<String, PodConfig>,
+    /// The config Secret's files as they should be (`<pod>.yaml` per ordinal, or a direct
+    /// Gateway's one shared `<gateway>.yaml`).
+    pub files: BTreeMap<String, String>,
 }
 
 pub async fn load(ctx: &Ctx, gw: &Gateway, admitted: &Admitted) -> Result<Loaded> {
@@ -62,6 +65,18 @@ pub async fn load(ctx: &Ctx, gw: &Gateway, admitted: &Admitted) -> Result<Loaded
         scrape_token: Some(&admitted.scrape_token),
         previous: previous.as_ref(),
     });
+    if gw.is_direct() {
+        let pods = direct_pods_of(&ctx.client, gw, admitted.deployment.as_ref()).await?;
+        let (desired, files) = direct_configs(gw, &rendered, &pods, &existing_files);
+        return Ok(Loaded {
+            sources,
+            rendered,
+            existing_files,
+            pods,
+            desired,
+            files,
+        });
+    }
     let pods = gateway_pods_of(&ctx.client, gw, admitted.statefulset.as_ref()).await?;
     let ordinals = pods
         .iter()
@@ -70,13 +85,41 @@ pub async fn load(ctx: &Ctx, gw: &Gateway, admitted: &Admitted) -> Result<Loaded
         .map_or(0, |o| o + 1);
     let pod_names = resources::pod_names(gw, gw.spec.replicas.max(ordinals));
     let desired = desired_configs(&rendered, &pod_names, &existing_files);
+    let files = desired
+        .iter()
+        .map(|(p, c)| (resources::config_key(p), c.yaml.clone()))
+        .collect();
     Ok(Loaded {
         sources,
         rendered,
         existing_files,
         pods,
         desired,
+        files,
     })
+}
+
+/// A direct Gateway's one config (`<gateway>.yaml`, `node.instance` set per pod from its
+/// name by the environment, which the reported hash does not cover) and, for each pod, that
+/// config as what it should run.
+fn direct_configs(
+    gw: &Gateway,
+    rendered: &Rendered,
+    pods: &[Pod],
+    existing: &BTreeMap<String, String>,
+) -> (BTreeMap<String, PodConfig>, BTreeMap<String, String>) {
+    let name = gw.name_any();
+    let Some(shared) =
+        desired_configs(rendered, std::slice::from_ref(&name), existing).remove(&name)
+    else {
+        return Default::default();
+    };
+    let desired = pods
+        .iter()
+        .map(|p| (p.name_any(), shared.clone()))
+        .collect();
+    let files = BTreeMap::from([(resources::config_key(&name), shared.yaml)]);
+    (desired, files)
 }
 
 async fn fetch_secrets(ctx: &Ctx, ns: &str, names: &BTreeSet<String>) -> Result<SecretValues> {

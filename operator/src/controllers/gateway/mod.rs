@@ -24,6 +24,7 @@
 //! and `dynamic`.
 
 mod children;
+mod direct;
 mod disruption;
 mod dynamic;
 mod events;

@@ -22,7 +22,9 @@ use crate::controllers::replay::ttl::{Ttl, ttl};
 use crate::pods::gateway_pods;
 use crate::render::replay::build_request;
 use crate::status::now_rfc3339;
-use crate::status::replay::{JobReport, job_status, pending_status, refused_status, request_kind};
+use crate::status::replay::{
+    JobReport, job_status, pending_status, refused_status, refused_status_because, request_kind,
+};
 
 pub const CONTROLLER: &str = "replayjob";
 
@@ -41,6 +43,13 @@ pub async fn apply(rj: &ReplayJob, ctx: &Ctx, key: &str) -> Result<Action> {
         return gateway_missing(ctx, rj, &old, &now).await;
     };
     let job_id = rj.uid().unwrap_or_default();
+    if gw.is_direct() && old.phase.is_none() {
+        let why = format!(
+            "Gateway {} is direct (spec.durability.mode: direct): its pods keep no hook, so there is nothing to replay; replay from the sinks' own retention instead",
+            gw.name_any()
+        );
+        return refuse(ctx, rj, &old, "DirectGateway", &why, &job_id, &now).await;
+    }
     let sources = Api::<Source>::namespaced(ctx.client.clone(), &ns)
         .list(&ListParams::default())
         .await?
@@ -52,7 +61,7 @@ pub async fn apply(rj: &ReplayJob, ctx: &Ctx, key: &str) -> Result<Action> {
         (Some(stored), Ok(cur)) => (stored.clone(), *stored != cur),
         (Some(stored), Err(_)) => (stored.clone(), true),
         (None, Ok(cur)) => (cur, false),
-        (None, Err(e)) => return refuse(ctx, rj, &old, &e, &job_id, &now).await,
+        (None, Err(e)) => return refuse(ctx, rj, &old, "InvalidSpec", &e, &job_id, &now).await,
     };
     let body: CreateReplay = serde_json::from_value(request.clone())
         .map_err(|e| Error::Invalid(format!("status.request is not a replay request: {e}")))?;
@@ -99,13 +108,18 @@ async fn refuse(
     ctx: &Ctx,
     rj: &ReplayJob,
     old: &ReplayJobStatus,
+    reason: &'static str,
     why: &str,
     job_id: &str,
     now: &str,
 ) -> Result<Action> {
-    ctx.event(rj, EventType::Warning, "InvalidSpec", why.to_string())
+    ctx.event(rj, EventType::Warning, reason, why.to_string())
         .await;
-    let status = refused_status(old, why, job_id, rj.metadata.generation, now);
+    let status = if reason == "InvalidSpec" {
+        refused_status(old, why, job_id, rj.metadata.generation, now)
+    } else {
+        refused_status_because(old, reason, why, job_id, rj.metadata.generation, now)
+    };
     ctx.patch_status(rj, CONTROLLER, &status).await?;
     Ok(Action::await_change())
 }
