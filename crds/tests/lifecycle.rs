@@ -58,7 +58,8 @@ fn the_number_of_sinks_is_checked_by_cel_and_by_the_operator() {
         let gw = gateway_with(json!({"sinks": refs(n)}));
         let err = kube::core::cel::validate_cel(&gw).expect_err(&n.to_string());
         assert!(
-            err.to_string().contains("lifecycle.sinks must name 1 to 16 Sinks"),
+            err.to_string()
+                .contains("lifecycle.sinks must name 1 to 16 Sinks"),
             "{n}: {err}"
         );
         let e = gw.spec.lifecycle.as_ref().unwrap().check().unwrap_err();

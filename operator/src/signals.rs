@@ -240,7 +240,10 @@ mod tests {
     fn a_burst_is_announced_once_per_window_with_its_count() {
         let t0 = Instant::now();
         let mut w = DlqWatch::default();
-        assert_eq!(w.observe(&dlq(&[("gw-0", Some(10)), ("gw-1", Some(5))]), t0), None);
+        assert_eq!(
+            w.observe(&dlq(&[("gw-0", Some(10)), ("gw-1", Some(5))]), t0),
+            None
+        );
         // 60 + 30 rows in a minute: not yet.
         assert_eq!(
             w.observe(&dlq(&[("gw-0", Some(70)), ("gw-1", Some(35))]), t0 + MIN),
@@ -248,7 +251,10 @@ mod tests {
         );
         // 10 more: 100 over both pods, one Event.
         let b = w
-            .observe(&dlq(&[("gw-0", Some(80)), ("gw-1", Some(35))]), t0 + 2 * MIN)
+            .observe(
+                &dlq(&[("gw-0", Some(80)), ("gw-1", Some(35))]),
+                t0 + 2 * MIN,
+            )
             .expect("a burst");
         assert_eq!(b.added, 100);
         assert_eq!(b.over, 2 * MIN);
@@ -266,7 +272,10 @@ mod tests {
         }
         // The window after the Event closed: one Event with all of it.
         let b = w
-            .observe(&dlq(&[("gw-0", Some(1080)), ("gw-1", Some(35))]), t0 + 7 * MIN)
+            .observe(
+                &dlq(&[("gw-0", Some(1080)), ("gw-1", Some(35))]),
+                t0 + 7 * MIN,
+            )
             .expect("the next window's burst");
         assert_eq!(b.added, 1000);
         assert_eq!(b.over, 5 * MIN);
@@ -291,14 +300,20 @@ mod tests {
         for i in 1..=4u32 {
             let rows = i64::from(i) * 60;
             assert_eq!(
-                w.observe(&dlq(&[("gw-0", Some(rows)), ("gw-1", Some(500))]), t0 + 5 * MIN * i),
+                w.observe(
+                    &dlq(&[("gw-0", Some(rows)), ("gw-1", Some(500))]),
+                    t0 + 5 * MIN * i
+                ),
                 None,
                 "window {i}"
             );
         }
         // gw-1 does not answer, then answers with what it had: no growth.
         let t = t0 + 21 * MIN;
-        assert_eq!(w.observe(&dlq(&[("gw-0", Some(240)), ("gw-1", None)]), t), None);
+        assert_eq!(
+            w.observe(&dlq(&[("gw-0", Some(240)), ("gw-1", None)]), t),
+            None
+        );
         assert_eq!(
             w.observe(&dlq(&[("gw-0", Some(240)), ("gw-1", Some(500))]), t + MIN),
             None
@@ -336,12 +351,20 @@ mod tests {
     fn breakers_across_pods_make_one_open_and_one_close() {
         let mut w = BreakerWatch::default();
         assert!(
-            w.observe(&[("gw-0", open(&[])), ("gw-1", open(&[])), ("gw-2", open(&[]))])
-                .is_empty()
+            w.observe(&[
+                ("gw-0", open(&[])),
+                ("gw-1", open(&[])),
+                ("gw-2", open(&[]))
+            ])
+            .is_empty()
         );
         // Opens on two pods at once: one change, with the spread.
         assert_eq!(
-            w.observe(&[("gw-0", open(&["k"])), ("gw-1", open(&["k"])), ("gw-2", open(&[]))]),
+            w.observe(&[
+                ("gw-0", open(&["k"])),
+                ("gw-1", open(&["k"])),
+                ("gw-2", open(&[]))
+            ]),
             vec![BreakerChange::Opened {
                 sink: "k".into(),
                 open_on: 2,
@@ -355,12 +378,20 @@ mod tests {
         );
         // gw-1 answers: still open on gw-2.
         assert!(
-            w.observe(&[("gw-0", open(&[])), ("gw-1", open(&[])), ("gw-2", open(&["k"]))])
-                .is_empty()
+            w.observe(&[
+                ("gw-0", open(&[])),
+                ("gw-1", open(&[])),
+                ("gw-2", open(&["k"]))
+            ])
+            .is_empty()
         );
         // Closed everywhere: one change; another sink opens in the same poll.
         assert_eq!(
-            w.observe(&[("gw-0", open(&["a"])), ("gw-1", open(&[])), ("gw-2", open(&[]))]),
+            w.observe(&[
+                ("gw-0", open(&["a"])),
+                ("gw-1", open(&[])),
+                ("gw-2", open(&[]))
+            ]),
             vec![
                 BreakerChange::Opened {
                     sink: "a".into(),
@@ -383,9 +414,24 @@ mod tests {
         let t0 = Instant::now();
         m.gateway("ns/a").dlq.observe(&dlq(&[("a-0", Some(0))]), t0);
         m.gateway("ns/b").dlq.observe(&dlq(&[("b-0", Some(0))]), t0);
-        assert!(m.gateway("ns/a").dlq.observe(&dlq(&[("a-0", Some(100))]), t0 + MIN).is_some());
-        assert!(m.gateway("ns/b").dlq.observe(&dlq(&[("b-0", Some(99))]), t0 + MIN).is_none());
+        assert!(
+            m.gateway("ns/a")
+                .dlq
+                .observe(&dlq(&[("a-0", Some(100))]), t0 + MIN)
+                .is_some()
+        );
+        assert!(
+            m.gateway("ns/b")
+                .dlq
+                .observe(&dlq(&[("b-0", Some(99))]), t0 + MIN)
+                .is_none()
+        );
         m.forget("ns/a");
-        assert!(m.gateway("ns/a").dlq.observe(&dlq(&[("a-0", Some(500))]), t0 + 2 * MIN).is_none());
+        assert!(
+            m.gateway("ns/a")
+                .dlq
+                .observe(&dlq(&[("a-0", Some(500))]), t0 + 2 * MIN)
+                .is_none()
+        );
     }
 }

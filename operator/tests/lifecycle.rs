@@ -8,6 +8,7 @@
 use std::sync::{Arc, Mutex};
 
 use ankusa_config::{Config, SinkConfig};
+use ankusa_crds::GatewayPodStatus;
 use ankusa_crds::{Gateway, Sink, Source};
 use ankusa_operator::context::{Ctx, Settings};
 use ankusa_operator::controllers::{gateway, gateways_of_sink};
@@ -15,7 +16,6 @@ use ankusa_operator::metrics::Metrics;
 use ankusa_operator::render::{self, Inputs, Outcome, SecretValues, referenced_secrets};
 use ankusa_operator::status::gateway::gateway_status;
 use ankusa_operator::status::lifecycle::{LIFECYCLE_EVENTS, lifecycle_condition};
-use ankusa_crds::GatewayPodStatus;
 use common::{meta, object, secrets};
 use http::{Request, Response};
 use http_body_util::BodyExt;
@@ -91,11 +91,18 @@ fn the_lifecycle_sinks_render_into_every_pods_lifecycle_section() {
     assert!(r.secrets_used.contains("signing"));
     // Both Sinks are rendered for this Gateway: their status counts them.
     assert_eq!(r.sinks.keys().collect::<Vec<_>>(), vec!["audit", "events"]);
-    assert!(r.sinks.values().all(|s| s.error.is_none() && s.used_by.is_empty()));
+    assert!(
+        r.sinks
+            .values()
+            .all(|s| s.error.is_none() && s.used_by.is_empty())
+    );
     for pod in ["gw-0", "gw-1"] {
         let c = r.for_pod(pod).expect("a config");
         let l = c.lifecycle.as_ref().expect("a lifecycle section");
-        assert_eq!((l.retention_days, l.max_events, l.max_per_minute), (7, 5000, 10));
+        assert_eq!(
+            (l.retention_days, l.max_events, l.max_per_minute),
+            (7, 5000, 10)
+        );
         assert_eq!(l.sinks.len(), 2);
         match &l.sinks[0] {
             SinkConfig::Http(h) => {
@@ -112,7 +119,10 @@ fn the_lifecycle_sinks_render_into_every_pods_lifecycle_section() {
     let c = r.for_pod("gw-0").unwrap();
     let back = render::parse_rendered(&c.to_yaml()).expect("parses");
     let l = back.lifecycle.expect("kept");
-    assert_eq!((l.retention_days, l.max_events, l.max_per_minute), (30, 100_000, 60));
+    assert_eq!(
+        (l.retention_days, l.max_events, l.max_per_minute),
+        (30, 100_000, 60)
+    );
     // No `spec.lifecycle`: no section, no condition.
     let gw = gateway(json!({"replicas": 2}));
     let r = render_with(&gw, &[], &sinks, &signing(), None);
@@ -156,10 +166,22 @@ fn a_missing_sink_leaves_lifecycle_out_and_says_so_without_refusing_the_gateway(
     let (ok, reason, msg) = lifecycle_condition(&gw, &r).expect("a condition");
     assert!(!ok);
     assert_eq!(reason, "NotConfigured");
-    assert!(msg.starts_with("spec.lifecycle.sinks[1]: Sink nope not found"), "{msg}");
+    assert!(
+        msg.starts_with("spec.lifecycle.sinks[1]: Sink nope not found"),
+        "{msg}"
+    );
     let st = gateway_status(&gw, &r, ready_pods(), None, &Default::default(), "T");
-    let find = |t: &str| st.conditions.iter().find(|c| c.type_ == t).cloned().unwrap();
-    assert!(find("Ready").is_true(), "lifecycle never makes the Gateway not Ready");
+    let find = |t: &str| {
+        st.conditions
+            .iter()
+            .find(|c| c.type_ == t)
+            .cloned()
+            .unwrap()
+    };
+    assert!(
+        find("Ready").is_true(),
+        "lifecycle never makes the Gateway not Ready"
+    );
     let d = find("Degraded");
     assert!(d.is_true());
     assert_eq!(d.reason.as_deref(), Some("LifecycleNotRendered"));
@@ -180,30 +202,44 @@ fn a_sink_that_stops_rendering_keeps_the_pods_previous_section() {
         panic!("{:?}", r.lifecycle)
     };
     assert!(
-        e.starts_with("spec.lifecycle.sinks[0]: Sink events: secretRefs.secret: Secret signing not found"),
+        e.starts_with(
+            "spec.lifecycle.sinks[0]: Sink events: secretRefs.secret: Secret signing not found"
+        ),
         "{e}"
     );
-    assert_eq!(r.sinks["events"].error.as_deref().map(|e| e.contains("signing")), Some(true));
+    assert_eq!(
+        r.sinks["events"]
+            .error
+            .as_deref()
+            .map(|e| e.contains("signing")),
+        Some(true)
+    );
     assert_eq!(r.for_pod("gw-0").unwrap().lifecycle, previous.lifecycle);
     let (ok, reason, msg) = lifecycle_condition(&gw, &r).unwrap();
     assert_eq!((ok, reason), (false, "PreviousKept"));
-    assert!(msg.ends_with("the pods keep the lifecycle section they ran before"), "{msg}");
+    assert!(
+        msg.ends_with("the pods keep the lifecycle section they ran before"),
+        "{msg}"
+    );
     assert!(!msg.contains(SIGNING));
 }
 
 #[test]
 fn lifecycle_sinks_follow_every_rule_of_a_sources_sinks() {
-    // The egress policy: a loopback receiver is refused, named by field and Sink, no URL.
+    // The egress policy: a loopback broker is refused, named by field and Sink, no address.
     let local = sink(
         "local",
-        json!({"type": "http", "http": {"url": "https://127.0.0.1:9000/events", "allow_unsigned": true}}),
+        json!({"type": "nats", "nats": {"servers": ["nats://127.0.0.1:4222"], "subject": "ankusa.lifecycle"}}),
     );
     let gw = with_lifecycle(json!({"sinks": [{"name": "local"}]}));
     let r = render_with(&gw, &[], &[local], &signing(), None);
     let Some(Outcome::Missing(e)) = &r.lifecycle else {
         panic!("{:?}", r.lifecycle)
     };
-    assert!(e.starts_with("spec.lifecycle.sinks[0] (Sink local)"), "{e}");
+    assert!(
+        e.starts_with("spec.lifecycle.sinks[0] (Sink local).servers"),
+        "{e}"
+    );
     assert!(!e.contains("127.0.0.1"), "{e}");
     // The pods' ambient identity, unless the Gateway allows it.
     let sqs = sink(
@@ -212,11 +248,14 @@ fn lifecycle_sinks_follow_every_rule_of_a_sources_sinks() {
                                       "region": "us-east-1"}}),
     );
     let gw = with_lifecycle(json!({"sinks": [{"name": "queue"}]}));
-    let r = render_with(&gw, &[], &[sqs.clone()], &signing(), None);
+    let r = render_with(&gw, &[], std::slice::from_ref(&sqs), &signing(), None);
     let Some(Outcome::Missing(e)) = &r.lifecycle else {
         panic!("{:?}", r.lifecycle)
     };
-    assert!(e.starts_with("spec.lifecycle.sinks[0]: Sink queue: sqs.access_key_id"), "{e}");
+    assert!(
+        e.starts_with("spec.lifecycle.sinks[0]: Sink queue: sqs.access_key_id"),
+        "{e}"
+    );
     let gw = gateway(json!({"lifecycle": {"sinks": [{"name": "queue"}]},
                             "settings": {"egress": {"allowAmbientIdentity": true}}}));
     let r = render_with(&gw, &[], &[sqs], &signing(), None);
@@ -232,7 +271,10 @@ fn lifecycle_sinks_follow_every_rule_of_a_sources_sinks() {
     let Some(Outcome::Missing(e)) = &r.lifecycle else {
         panic!("{:?}", r.lifecycle)
     };
-    assert!(e.contains("options.sasl.token_file: a file path is not accepted"), "{e}");
+    assert!(
+        e.contains("options.sasl.token_file: a file path is not accepted"),
+        "{e}"
+    );
     assert!(!e.contains("/etc/ankusa"), "{e}");
 }
 
@@ -477,7 +519,10 @@ fn world(s: &Seen, port: u16) -> Option<(u16, Value)> {
 
 /// (type, reason, kind and name of the object it is about, note) of each Event posted since
 /// `from`.
-fn events_since(seen: &Arc<Mutex<Vec<Seen>>>, from: usize) -> Vec<(String, String, String, String)> {
+fn events_since(
+    seen: &Arc<Mutex<Vec<Seen>>>,
+    from: usize,
+) -> Vec<(String, String, String, String)> {
     seen.lock().unwrap()[from..]
         .iter()
         .filter(|s| s.method == "POST" && s.path.contains("/events"))
@@ -525,17 +570,32 @@ async fn dead_letter_bursts_and_breakers_are_announced_once_across_the_pods() {
     // Both pods hold the lifecycle sink's breaker open: one Event, on the Sink, with the spread.
     let ev = reconcile(report(10, Some(true))).await;
     assert_eq!(ev.len(), 1, "{ev:?}");
-    assert_eq!((ev[0].0.as_str(), ev[0].1.as_str()), ("Warning", "BreakerOpened"));
+    assert_eq!(
+        (ev[0].0.as_str(), ev[0].1.as_str()),
+        ("Warning", "BreakerOpened")
+    );
     assert_eq!(ev[0].2, "Sink/k");
-    assert!(ev[0].3.starts_with("circuit breaker open on 2 of 2 pods of Gateway gw"), "{ev:?}");
+    assert!(
+        ev[0]
+            .3
+            .starts_with("circuit breaker open on 2 of 2 pods of Gateway gw"),
+        "{ev:?}"
+    );
     let written = seen.lock().unwrap().clone();
     let status = written
         .iter()
         .rev()
-        .find(|s| s.method == "PATCH" && s.path.contains("/gateways/gw/status") && s.body["status"]["conditions"].is_array())
+        .find(|s| {
+            s.method == "PATCH"
+                && s.path.contains("/gateways/gw/status")
+                && s.body["status"]["conditions"].is_array()
+        })
         .expect("Gateway status written");
     let conds = status.body["status"]["conditions"].as_array().unwrap();
-    let lc = conds.iter().find(|c| c["type"] == "LifecycleEvents").expect("LifecycleEvents");
+    let lc = conds
+        .iter()
+        .find(|c| c["type"] == "LifecycleEvents")
+        .expect("LifecycleEvents");
     assert_eq!(lc["status"], "True", "{lc}");
     assert_eq!(lc["message"], "lifecycle events go to Sink k");
     // The pods' lifecycle failures reach the Sink's entry, named after it.
@@ -546,14 +606,25 @@ async fn dead_letter_bursts_and_breakers_are_announced_once_across_the_pods() {
     // 60 more dead rows on each pod (120 in all), breaker still open: one burst, no repeat.
     let ev = reconcile(report(70, Some(true))).await;
     assert_eq!(ev.len(), 1, "{ev:?}");
-    assert_eq!((ev[0].0.as_str(), ev[0].1.as_str(), ev[0].2.as_str()), ("Warning", "DeadLetterBurst", "Gateway/gw"));
-    assert!(ev[0].3.starts_with("120 deliveries dead-lettered in the last 1 min on gw-0 (+60), gw-1 (+60)"), "{ev:?}");
+    assert_eq!(
+        (ev[0].0.as_str(), ev[0].1.as_str(), ev[0].2.as_str()),
+        ("Warning", "DeadLetterBurst", "Gateway/gw")
+    );
+    assert!(
+        ev[0].3.starts_with(
+            "120 deliveries dead-lettered in the last 1 min on gw-0 (+60), gw-1 (+60)"
+        ),
+        "{ev:?}"
+    );
     assert!(!ev[0].3.contains("redis.internal"), "{ev:?}");
 
     // Hundreds more within the window and the breaker closes: only the close is announced.
     let ev = reconcile(report(400, None)).await;
     assert_eq!(ev.len(), 1, "{ev:?}");
-    assert_eq!((ev[0].0.as_str(), ev[0].1.as_str(), ev[0].2.as_str()), ("Normal", "BreakerClosed", "Sink/k"));
+    assert_eq!(
+        (ev[0].0.as_str(), ev[0].1.as_str(), ev[0].2.as_str()),
+        ("Normal", "BreakerClosed", "Sink/k")
+    );
 
     // Nothing changes: nothing is announced.
     let ev = reconcile(report(400, None)).await;

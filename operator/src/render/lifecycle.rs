@@ -80,8 +80,7 @@ fn current(
                 .into(),
         );
     }
-    let by_name: BTreeMap<String, &Sink> =
-        inputs.sinks.iter().map(|s| (s.name_any(), s)).collect();
+    let by_name: BTreeMap<String, &Sink> = inputs.sinks.iter().map(|s| (s.name_any(), s)).collect();
     let mut sinks = Vec::with_capacity(spec.sinks.len());
     let mut secrets = BTreeSet::new();
     let mut first_error = None;
@@ -139,7 +138,12 @@ fn validate_with(base: &Config, section: &LifecycleConfig) -> Result<(), ConfigE
 /// the Gateway's base still takes it (a Gateway turned `direct` takes none).
 fn previous_ok(prev: &LifecycleConfig, base: &Config) -> Result<(), String> {
     for (i, sink) in prev.sinks.iter().enumerate() {
-        files::refuse_file_options(sink, &format!("lifecycle.sinks[{i}].options"), None, "a Sink")?;
+        files::refuse_file_options(
+            sink,
+            &format!("lifecycle.sinks[{i}].options"),
+            None,
+            "a Sink",
+        )?;
     }
     validate_with(base, prev).map_err(|e| format!("refused by the gateway's validation: {e}"))
 }

@@ -19,7 +19,10 @@ pub const LIFECYCLE_NOT_RENDERED: &str = "LifecycleNotRendered";
 
 /// `LifecycleEvents` as (status, reason, message); `None` without `spec.lifecycle`, or when
 /// the Gateway's own config is refused (its `Ready` says why).
-pub fn lifecycle_condition(gw: &Gateway, rendered: &Rendered) -> Option<(bool, &'static str, String)> {
+pub fn lifecycle_condition(
+    gw: &Gateway,
+    rendered: &Rendered,
+) -> Option<(bool, &'static str, String)> {
     let spec = gw.spec.lifecycle.as_ref()?;
     Some(match rendered.lifecycle.as_ref()? {
         Outcome::Current => (

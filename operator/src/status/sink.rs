@@ -256,7 +256,10 @@ mod tests {
     #[test]
     fn a_gateways_lifecycle_uses_the_sink_too() {
         let sources = [source("a", &["redis"])];
-        let gateways = [gateway("gw", &["http", "redis"]), gateway("other", &["http"])];
+        let gateways = [
+            gateway("gw", &["http", "redis"]),
+            gateway("other", &["http"]),
+        ];
         let used = users(&sink(), &sources, &gateways);
         assert_eq!(used, vec!["a", "gw/lifecycle"]);
         let m = in_use_message(&used);

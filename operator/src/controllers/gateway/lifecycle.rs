@@ -60,7 +60,10 @@ pub fn open_sinks(failing: &[SinkFailure], sources: &[&Source]) -> BTreeSet<Stri
         .filter_map(|f| {
             f.name.clone().or_else(|| {
                 let src = sources.iter().find(|s| source_id(s) == f.source)?;
-                src.spec.sinks.get(usize::from(f.sink)).map(|r| r.name.clone())
+                src.spec
+                    .sinks
+                    .get(usize::from(f.sink))
+                    .map(|r| r.name.clone())
             })
         })
         .collect()
@@ -83,7 +86,11 @@ pub fn remember(
         .map(|p| PodDlq {
             pod: &p.name,
             uid: p.uid.as_deref(),
-            rows: p.dlq.as_ref().map(|d| d.rows).filter(|_| answered_pod(&p.name)),
+            rows: p
+                .dlq
+                .as_ref()
+                .map(|d| d.rows)
+                .filter(|_| answered_pod(&p.name)),
         })
         .collect();
     let breakers: Vec<(&str, Option<BTreeSet<String>>)> = status
@@ -146,7 +153,9 @@ pub fn breaker_event(gw: &str, c: &BreakerChange) -> (EventType, &'static str, S
         BreakerChange::Closed { .. } => (
             EventType::Normal,
             "BreakerClosed",
-            format!("circuit breaker closed on every pod of Gateway {gw}: deliveries to this sink resume"),
+            format!(
+                "circuit breaker closed on every pod of Gateway {gw}: deliveries to this sink resume"
+            ),
         ),
     }
 }
@@ -239,10 +248,15 @@ mod tests {
         };
         let m = burst_message(&b);
         assert!(
-            m.starts_with("140 deliveries dead-lettered in the last 3 min on gw-0 (+20), gw-1 (+20)"),
+            m.starts_with(
+                "140 deliveries dead-lettered in the last 3 min on gw-0 (+20), gw-1 (+20)"
+            ),
             "{m}"
         );
-        assert!(m.contains("and 2 more pods") && m.contains("900 rows"), "{m}");
+        assert!(
+            m.contains("and 2 more pods") && m.contains("900 rows"),
+            "{m}"
+        );
         let (t, r, n) = breaker_event(
             "gw",
             &BreakerChange::Opened {
@@ -252,7 +266,10 @@ mod tests {
             },
         );
         assert_eq!((t, r), (EventType::Warning, "BreakerOpened"));
-        assert!(n.starts_with("circuit breaker open on 2 of 3 pods of Gateway gw"), "{n}");
+        assert!(
+            n.starts_with("circuit breaker open on 2 of 3 pods of Gateway gw"),
+            "{n}"
+        );
     }
 
     #[test]
@@ -273,7 +290,10 @@ mod tests {
         let fresh = || {
             vec![(
                 "gw-0".to_string(),
-                vec![failure(LIFECYCLE_SOURCE, 1, None, true), failure("orders", 1, None, true)],
+                vec![
+                    failure(LIFECYCLE_SOURCE, 1, None, true),
+                    failure("orders", 1, None, true),
+                ],
             )]
         };
         // The Sinks do not exist: the pods run no section of this spec, nothing is named.
@@ -286,7 +306,9 @@ mod tests {
         assert_eq!(failing[0].1[0].name.as_deref(), Some("ops"));
         assert_eq!(failing[0].1[1].name, None);
         assert_eq!(
-            open_sinks(&failing[0].1, &[]).into_iter().collect::<Vec<_>>(),
+            open_sinks(&failing[0].1, &[])
+                .into_iter()
+                .collect::<Vec<_>>(),
             vec!["ops"]
         );
     }
