@@ -193,6 +193,57 @@ mod tests {
     }
 
     #[test]
+    fn a_base_without_dispatch_takes_no_lifecycle_current_or_previous() {
+        let gw: ankusa_crds::Gateway = crate::testing::object(serde_json::json!({
+            "metadata": {"name": "gw", "namespace": "ns"},
+            "spec": {"lifecycle": {"sinks": [{"name": "audit"}]}},
+        }));
+        let audit: Sink = crate::testing::object(serde_json::json!({
+            "metadata": {"name": "audit", "namespace": "ns", "generation": 1},
+            "spec": {"type": "log"},
+        }));
+        let previous = Config {
+            lifecycle: Some(LifecycleConfig::with_sinks(vec![
+                ankusa_config::SinkConfig::Log(Default::default()),
+            ])),
+            ..Default::default()
+        };
+        let sinks = [audit];
+        let secrets = Default::default();
+        let inputs = |previous| Inputs {
+            gateway: &gw,
+            sources: &[],
+            sinks: &sinks,
+            secrets: &secrets,
+            admin_token: "operator-admin-token-0123456789",
+            scrape_token: None,
+            previous,
+        };
+        let place_on = |wal: WalType, previous| {
+            let mut base = Config::default();
+            base.wal.wal_type = wal;
+            let mut out = crate::render::render(&inputs(None));
+            out.lifecycle = None;
+            place(&inputs(previous), false, &mut base, &mut out);
+            (base.lifecycle, out.lifecycle)
+        };
+        let (section, outcome) = place_on(WalType::default(), None);
+        assert_eq!(outcome, Some(Outcome::Current));
+        assert_eq!(section.map(|l| l.sinks.len()), Some(1));
+        // What `spec.durability.mode: direct` renders: no dispatch, so no lifecycle.
+        let (section, outcome) = place_on(WalType::None, Some(&previous));
+        assert!(section.is_none());
+        let Some(Outcome::Missing(e)) = outcome else {
+            panic!("{outcome:?}")
+        };
+        assert!(
+            e.starts_with("spec.lifecycle: not available with spec.durability.mode direct")
+                && e.contains("the section the pods ran before is refused too"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn refusals_name_the_sink_and_the_camel_case_bound() {
         let s = spec(&["audit", "ops"]);
         let e = ConfigError::field("lifecycle.sinks[1].servers[0]", "must not be loopback");
