@@ -3,7 +3,7 @@
 //! write every controller uses ([`Ctx::patch_status`]).
 //!
 //! May import: `admin` (the client it holds), `metrics`, `resources` (the policy in
-//! `Settings`). Nothing here knows a Gateway's pods (that is `pods`) or a status's content
+//! `Settings`), `signals` (the memory it holds). Nothing here knows a Gateway's pods (that is `pods`) or a status's content
 //! (that is `status`): every other module may import this one, so it imports none of them.
 
 use std::collections::HashMap;
@@ -18,6 +18,7 @@ use kube::{Client, Resource, ResourceExt};
 use crate::admin::AdminClient;
 use crate::metrics::Metrics;
 use crate::resources;
+use crate::signals;
 
 /// Field manager of everything the operator applies.
 pub const MANAGER: &str = "ankusa-operator";
@@ -86,6 +87,8 @@ pub struct Ctx {
     pub settings: Settings,
     /// Last pod poll per object (`kind/ns/name`), so a status write does not re-poll at once.
     pub last_poll: Mutex<HashMap<String, Instant>>,
+    /// What the pods' last polls said of DLQs and breakers, per Gateway (`crate::signals`).
+    pub signals: Mutex<signals::Memory>,
 }
 
 impl Ctx {
@@ -109,6 +112,7 @@ impl Ctx {
             admin: AdminClient::default(),
             settings,
             last_poll: Mutex::new(HashMap::new()),
+            signals: Mutex::new(signals::Memory::default()),
         }
     }
 

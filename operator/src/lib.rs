@@ -14,6 +14,8 @@
 //! - [`scrape`]: each Gateway's scrape Secret (the `metrics:read` token and the CA bundle);
 //! - [`context`]: what every reconciler shares (client, events, metrics, settings, the one
 //!   status write);
+//! - [`signals`]: the memory between polls that aggregates the pods' dead-letter bursts and
+//!   breaker transitions into a few Kubernetes Events (pure, a leaf);
 //! - [`controllers`]: one reconciler per kind, each staged as guard → inputs → children →
 //!   pods → status;
 //! - [`server`]: `/metrics` and `/health`; [`leader`]: Lease-based leader election;
@@ -38,6 +40,7 @@ pub mod resources;
 pub mod scrape;
 pub mod selftest;
 pub mod server;
+pub mod signals;
 pub mod status;
 #[cfg(test)]
 mod testing;

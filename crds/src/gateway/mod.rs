@@ -15,11 +15,12 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 mod autoscaling;
+mod lifecycle;
 mod operate;
 mod status;
 
 pub use autoscaling::AutoscalingSpec;
-
+pub use lifecycle::{LifecycleSpec, MAX_LIFECYCLE_SINKS};
 pub use operate::{DisruptionSpec, MonitorSpec, MonitoringSpec, OtlpSettings, TelemetrySettings};
 pub use status::{
     GatewayPodStatus, GatewayStatus, OwnedSecret, OwnershipRecord, PodArchiveStatus, PodDlqStatus,
@@ -122,6 +123,12 @@ pub struct GatewaySpec {
     /// default).
     #[serde(default)]
     pub monitoring: MonitoringSpec,
+    /// Lifecycle events of the pods (CloudEvents: sources changed, hooks dead-lettered,
+    /// breakers opened, replays finished): the Sinks they go to and the audit trail's bounds.
+    /// Absent: none. A Sink that does not render leaves the pods' lifecycle section as it was
+    /// (or out) and never refuses the Gateway.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lifecycle: Option<LifecycleSpec>,
     /// The archive: every pod packs the hooks it accepts into segments in a blob store (an S3
     /// bucket, or a directory on its own volume), so they can be sent again by a ReplayJob of
     /// kind `archive` and evicted from a full DLQ without being lost. Absent: no archive.

@@ -265,7 +265,8 @@ pub struct SinkStatus {
     /// Gateway pods of the Gateways whose Sources use the Sink.
     #[serde(default)]
     pub replicas: i32,
-    /// Sources delivering to this sink (comma-separated).
+    /// Sources delivering to this sink, and `<gateway>/lifecycle` for each Gateway sending its
+    /// lifecycle events to it (comma-separated).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub used_by: Option<String>,
     /// Gateway pods whose latest delivery attempt to this sink failed (the `Degraded`

@@ -1,9 +1,10 @@
 //! The four controllers and the watches that wake them.
 //!
 //! Gateway reconciles are triggered by the Gateway, what it owns (StatefulSet, Services,
-//! NetworkPolicy, the config Secret), its pods and volume claims (by label), its Sources, the Sinks those use, and every Secret
-//! they (or the Gateway) reference; the mappers read reflector stores of Sources, Sinks and
-//! Gateways kept by this module.
+//! NetworkPolicy, the config Secret), its pods and volume claims (by label), its Sources, the
+//! Sinks those use and those of its `spec.lifecycle`, and every Secret they (or the Gateway)
+//! reference; the mappers read reflector stores of Sources, Sinks and Gateways kept by this
+//! module.
 
 pub mod gateway;
 pub mod replay;
@@ -58,8 +59,13 @@ where
 
 use kube::runtime::reflector::reflector;
 
-/// Gateways using a Sink, through the Sources that deliver to it.
-pub fn gateways_of_sink(sink: &Sink, sources: &[Arc<Source>]) -> Vec<ObjectRef<Gateway>> {
+/// Gateways using a Sink: through the Sources that deliver to it, and those sending their
+/// lifecycle events to it (`spec.lifecycle.sinks`).
+pub fn gateways_of_sink(
+    sink: &Sink,
+    sources: &[Arc<Source>],
+    gateways: &[Arc<Gateway>],
+) -> Vec<ObjectRef<Gateway>> {
     let ns = sink.namespace().unwrap_or_default();
     let name = sink.name_any();
     let mut out: Vec<ObjectRef<Gateway>> = sources
@@ -68,6 +74,13 @@ pub fn gateways_of_sink(sink: &Sink, sources: &[Arc<Source>]) -> Vec<ObjectRef<G
         .filter(|s| s.spec.sinks.iter().any(|r| r.name == name))
         .map(|s| ObjectRef::new(&s.spec.gateway_ref.name).within(&ns))
         .collect();
+    out.extend(
+        gateways
+            .iter()
+            .filter(|g| g.namespace().as_deref() == Some(ns.as_str()))
+            .filter(|g| render::lifecycle_sink_names(g).any(|n| n == name))
+            .map(|g| ObjectRef::from_obj(g.as_ref())),
+    );
     out.sort_by(|a, b| a.name.cmp(&b.name));
     out.dedup();
     out
@@ -107,7 +120,7 @@ pub fn gateways_of_secret(
     }
     for k in sinks.iter().filter(|k| in_ns(k.namespace())) {
         if render::sink_secret_names(k).any(|n| n == name) {
-            out.extend(gateways_of_sink(k, sources));
+            out.extend(gateways_of_sink(k, sources, gateways));
         }
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
@@ -131,10 +144,11 @@ pub async fn run(
     let usable = || wc().labels(&format!("{USABLE_LABEL}={USABLE}"));
 
     let gateway_ctl = {
-        let (s1, s2, k1, g1) = (
+        let (s1, s2, k1, g1, g2) = (
             sources.clone(),
             sources.clone(),
             sinks.clone(),
+            gateways.clone(),
             gateways.clone(),
         );
         Controller::new(api::<Gateway>(&ctx, ns), wc())
@@ -162,7 +176,7 @@ pub async fn run(
                 Some(ObjectRef::<Gateway>::new(&s.spec.gateway_ref.name).within(&s.namespace()?))
             })
             .watches(api::<Sink>(&ctx, ns), wc(), move |k: Sink| {
-                gateways_of_sink(&k, &s1.state())
+                gateways_of_sink(&k, &s1.state(), &g2.state())
             })
             // Only Secrets that opted in, and the operator's own: not every Secret's data.
             .watches(api::<Secret>(&ctx, ns), usable(), {

@@ -1,7 +1,7 @@
 //! Sink: status from the Gateways that render it (`status.sinks` of each Gateway: how it was
 //! rendered, and which pods fail to deliver to it), and a finalizer that keeps a Sink while a
-//! Source still delivers to it (removing it would dead-letter that Source's queued deliveries
-//! as `sink_gone`). The statuses themselves are computed in `status::sink`.
+//! Source still delivers to it, or a Gateway sends its lifecycle events to it (removing it
+//! would dead-letter their queued deliveries as `sink_gone`). The statuses themselves are computed in `status::sink`.
 //!
 //! May import: `context`, `status`.
 
@@ -84,7 +84,7 @@ async fn apply(sink: &Sink, ctx: &Ctx) -> Result<Action> {
         .list(&ListParams::default())
         .await?
         .items;
-    let used_by = users(sink, &sources);
+    let used_by = users(sink, &sources, &gateways);
     let old = sink.status.clone().unwrap_or_default();
     // Once per generation: the deprecated `options` map still works, for one more release.
     if old.observed_generation != sink.metadata.generation
@@ -129,7 +129,11 @@ async fn cleanup(sink: &Sink, ctx: &Ctx) -> Result<Action> {
         .list(&ListParams::default())
         .await?
         .items;
-    let used_by = users(sink, &sources);
+    let gateways = Api::<Gateway>::namespaced(ctx.client.clone(), &ns)
+        .list(&ListParams::default())
+        .await?
+        .items;
+    let used_by = users(sink, &sources, &gateways);
     if used_by.is_empty() {
         return Ok(Action::await_change());
     }

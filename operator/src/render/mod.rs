@@ -4,9 +4,11 @@
 //! gateway's own `validate()`; the YAML the pods read is `Config::to_yaml()`, never a template.
 //!
 //! [`render`] runs, in order: the Gateway's base (`gateway`: settings, claim check, archive,
-//! durability; a refusal there refuses the Gateway), the Sinks its Sources use (`sink`, each
-//! once), its Sources (`source`, oldest first, each validated alone with the base), then the
-//! whole config once (`source::validate_whole`) and the rule that it names no file (`files`).
+//! durability; a refusal there refuses the Gateway), its `spec.lifecycle` (`lifecycle`,
+//! validated with the base; a refusal there only leaves the previous section or none), the
+//! Sinks its Sources use (`sink`, each once), its Sources (`source`, oldest first, each
+//! validated alone with the base), then the whole config once (`source::validate_whole`) and
+//! the rule that it names no file (`files`).
 //!
 //! A Source that cannot be rendered (a missing Secret, a bad option, a config the gateway would
 //! refuse) never disappears from the pods' config: dropping it would dead-letter its queued
@@ -15,7 +17,7 @@
 //!
 //! One module per concern: `rendered` (inputs and outputs, a leaf), `secrets` (Secret values
 //! and which Secrets each part reads), `credentials` (what counts as one in a Sink's options),
-//! `gateway`, `archive`, `durability`, `sink`, `source`, `files` (what a manifest may make a
+//! `gateway`, `archive`, `durability`, `lifecycle`, `sink`, `source`, `files` (what a manifest may make a
 //! pod read), `replay` (a ReplayJob's request). This file only runs them in order and
 //! re-exports what the controllers and tests use.
 //!
@@ -27,6 +29,7 @@ pub mod credentials;
 pub mod durability;
 pub mod files;
 pub mod gateway;
+pub mod lifecycle;
 pub mod rendered;
 pub mod replay;
 pub mod secrets;
@@ -44,10 +47,10 @@ pub use rendered::{
     parse_rendered, source_id, source_of,
 };
 pub use secrets::{
-    NOT_USABLE, durability_secret_names, gateway_secret_names, referenced_secrets, secret_value,
-    sink_secret_names, source_secret_names,
+    NOT_USABLE, durability_secret_names, gateway_secret_names, lifecycle_sink_names,
+    referenced_secrets, secret_value, sink_secret_names, source_secret_names,
 };
-pub use sink::{render_sink, render_sink_spec};
+pub use sink::{render_checked, render_sink, render_sink_spec};
 pub use source::render_source;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -60,6 +63,7 @@ pub fn render(inputs: &Inputs) -> Rendered {
         sources: BTreeMap::new(),
         sinks: BTreeMap::new(),
         secrets_used: BTreeSet::new(),
+        lifecycle: None,
     };
     let mut base = match gateway::render_base(inputs, &mut out.secrets_used) {
         Ok(base) => base,
@@ -68,8 +72,9 @@ pub fn render(inputs: &Inputs) -> Rendered {
             return out;
         }
     };
-    let sources = source::own_sources(inputs);
     let ambient_allowed = files::ambient_identity_allowed(inputs.gateway);
+    lifecycle::place(inputs, ambient_allowed, &mut base, &mut out);
+    let sources = source::own_sources(inputs);
     let sink_configs = sink::render_used(
         &sources,
         inputs.sinks,

@@ -54,7 +54,8 @@ pub struct SourceRender {
 #[derive(Debug, Clone, PartialEq)]
 pub struct SinkRender {
     pub generation: Option<i64>,
-    /// Sources (object names) that deliver to it.
+    /// Sources (object names) that deliver to it (empty for a Sink only `spec.lifecycle`
+    /// uses).
     pub used_by: Vec<String>,
     /// Why it could not be rendered.
     pub error: Option<String>,
@@ -68,10 +69,14 @@ pub struct Rendered {
     pub error: Option<String>,
     /// By Source object name.
     pub sources: BTreeMap<String, SourceRender>,
-    /// By Sink object name (sinks used by this gateway's sources).
+    /// By Sink object name (sinks used by this gateway's sources or its `spec.lifecycle`).
     pub sinks: BTreeMap<String, SinkRender>,
     /// Secrets whose values went into the config.
     pub secrets_used: BTreeSet<String>,
+    /// How `spec.lifecycle` made it into the config (`None`: the Gateway has none): from its
+    /// current spec, or (when that does not render) the section the pods last received, or
+    /// not at all; never a refusal of the Gateway.
+    pub lifecycle: Option<Outcome>,
 }
 
 impl Rendered {

@@ -1,6 +1,7 @@
 //! Secret values as rendering sees them, and which Secrets each part of a Gateway's config
 //! reads: the Gateway's own settings (claim-check tokens, archive and `spec.durability`
-//! credentials), its Sources' verify secrets and their Sinks' `secretRefs`/`secretHeaders`.
+//! credentials), its Sources' verify secrets and the `secretRefs`/`secretHeaders` of their
+//! Sinks and of the Sinks of its `spec.lifecycle`.
 //! The Gateway controller fetches exactly these (and only those labelled usable); its
 //! watches map a changed Secret back to the Gateways that read it.
 //!
@@ -97,11 +98,18 @@ pub fn durability_secret_names(gw: &Gateway) -> impl Iterator<Item = &str> {
     intake.chain(backup)
 }
 
-/// Secrets referenced by a Gateway's claim-check settings, its Sources and the Sinks they use.
+/// The Sinks a Gateway's `spec.lifecycle` refers to (names; their Secrets are read like a
+/// Source's sinks').
+pub fn lifecycle_sink_names(gw: &Gateway) -> impl Iterator<Item = &str> {
+    gw.spec.lifecycle.iter().flat_map(|l| l.sink_names())
+}
+
+/// Secrets referenced by a Gateway's own settings, its Sources, the Sinks they use and the
+/// Sinks of its `spec.lifecycle`.
 pub fn referenced_secrets(gw: &Gateway, sources: &[Source], sinks: &[Sink]) -> BTreeSet<String> {
     let name = gw.name_any();
     let mut out: BTreeSet<String> = gateway_secret_names(gw).map(String::from).collect();
-    let mut sink_names = BTreeSet::new();
+    let mut sink_names: BTreeSet<String> = lifecycle_sink_names(gw).map(String::from).collect();
     for s in sources.iter().filter(|s| source_of(s, &name)) {
         out.extend(source_secret_names(s).map(String::from));
         sink_names.extend(s.spec.sinks.iter().map(|r| r.name.clone()));

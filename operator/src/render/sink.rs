@@ -194,6 +194,24 @@ fn sink_from_object(
     })
 }
 
+/// [`render_sink`], then the rule on the pods' ambient cloud identity
+/// (`files::refuse_ambient_identity`): what every user of a Sink (a Source, the Gateway's
+/// `spec.lifecycle`) places in the config.
+pub fn render_checked(
+    sink: &Sink,
+    secrets: &SecretValues,
+    ambient_allowed: bool,
+) -> Result<SinkConfig, String> {
+    render_sink(sink, secrets).and_then(|c| {
+        files::refuse_ambient_identity(&c, ambient_allowed)
+            .map(|()| c)
+            .map_err(|e| match sink.spec.resolved_options() {
+                Ok((_, OptionsFrom::Typed)) => typed_field_error(e, sink.spec.type_.field()),
+                _ => e,
+            })
+    })
+}
+
 /// Each Sink the Sources use, rendered once: its config, or why it does not render, by Sink
 /// name. Records each in `out.sinks` with the Sources using it, and in `out.secrets_used` the
 /// Secrets of those that rendered. A Sink that does not exist is left out (the Source says so).
@@ -223,16 +241,7 @@ pub fn render_used(
                 entry.used_by.push(src.name_any());
             }
             if !configs.contains_key(&r.name) {
-                let rendered = render_sink(sink, secrets).and_then(|c| {
-                    files::refuse_ambient_identity(&c, ambient_allowed)
-                        .map(|()| c)
-                        .map_err(|e| match sink.spec.resolved_options() {
-                            Ok((_, OptionsFrom::Typed)) => {
-                                typed_field_error(e, sink.spec.type_.field())
-                            }
-                            _ => e,
-                        })
-                });
+                let rendered = render_checked(sink, secrets, ambient_allowed);
                 if let Err(e) = &rendered {
                     entry.error = Some(e.clone());
                 } else {

@@ -6,7 +6,7 @@
 //! with every poll ([`steady_part`]), so the controller can space out writes that change only
 //! that. Pure functions.
 //!
-//! May import: `status::conditions`, `render` (the rendered config's outcome), `resources`
+//! May import: `status::{conditions, lifecycle}`, `render` (the rendered config's outcome), `resources`
 //! (the selector), `ankusa_api` (the pods' status), `ankusa_crds`.
 
 use std::collections::BTreeMap;
@@ -23,6 +23,7 @@ use crate::resources;
 use crate::status::conditions::{
     Conds, condition, conditions, fraction, rfc3339_from_ms, same_conditions,
 };
+use crate::status::lifecycle::{LIFECYCLE_NOT_RENDERED, lifecycle_trouble};
 
 /// The archive and DLQ parts of a pod's `GET /v1/status`, as the Gateway's status shows them.
 pub fn pod_archive_dlq(s: &ankusa_api::Status) -> (Option<PodArchiveStatus>, Option<PodDlqStatus>) {
@@ -343,7 +344,7 @@ fn pods_where(pods: &[GatewayPodStatus], pred: impl Fn(&GatewayPodStatus) -> boo
 
 /// `Degraded`: the first trouble found, in this order: the render refused, pods' errors, an
 /// intake log down, a restart required, a DLQ full, archive uploads failing, backups stale,
-/// a storage change ignored.
+/// `spec.lifecycle` not rendered, a storage change ignored.
 fn degraded(
     gw: &Gateway,
     rendered: &Rendered,
@@ -434,6 +435,9 @@ fn degraded(
                  (status.pods[].backupLastError): {then}"
             ),
         );
+    }
+    if let Some(m) = lifecycle_trouble(gw, rendered) {
+        return (true, LIFECYCLE_NOT_RENDERED, m);
     }
     match storage_note {
         Some(n) => (true, "StorageChangeIgnored", n),

@@ -7,6 +7,7 @@
 //! - [`gateway`]: a Gateway's status from its render and its pods' reports;
 //! - [`source`]: a Source's status (programming, quarantine, drain, missing Gateway);
 //! - [`sink`]: a Sink's status from the Gateways that render it;
+//! - [`lifecycle`]: a Gateway's `LifecycleEvents` condition;
 //! - [`replay`]: a ReplayJob's phase and status from its per-pod records.
 //!
 //! May import: `render` (what was rendered), `resources` (names), `context::truncate`,
@@ -14,6 +15,7 @@
 
 pub mod conditions;
 pub mod gateway;
+pub mod lifecycle;
 pub mod replay;
 pub mod sink;
 pub mod source;

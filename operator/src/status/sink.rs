@@ -1,6 +1,6 @@
 //! A Sink's status, from the Gateways that render it (`status.sinks` of each: how it was
-//! rendered, on how many pods, and which pods fail to deliver to it) and the Sources that use
-//! it; and the status of a Sink whose deletion waits on the Sources still using it. Pure
+//! rendered, on how many pods, and which pods fail to deliver to it) and what uses it (Sources,
+//! and Gateways sending their lifecycle events there); and the status of a Sink whose deletion waits on the Sources still using it. Pure
 //! functions.
 //!
 //! May import: `status::conditions`, `ankusa_crds`.
@@ -11,15 +11,28 @@ use kube::ResourceExt;
 
 use crate::status::conditions::{Conds, conditions, fraction, same_conditions};
 
-/// Sources (names) that deliver to a Sink.
-pub fn users(sink: &Sink, sources: &[Source]) -> Vec<String> {
+/// What uses a Sink: the Sources that deliver to it (their names), then the Gateways that send
+/// their lifecycle events to it (`<gateway>/lifecycle`; no object name holds a `/`).
+pub fn users(sink: &Sink, sources: &[Source], gateways: &[Gateway]) -> Vec<String> {
     let name = sink.name_any();
-    sources
+    let sources = sources
         .iter()
         .filter(|s| s.spec.sinks.iter().any(|r| r.name == name))
-        .map(|s| s.name_any())
-        .collect()
+        .map(|s| s.name_any());
+    let gateways = gateways
+        .iter()
+        .filter(|g| {
+            g.spec
+                .lifecycle
+                .as_ref()
+                .is_some_and(|l| l.sink_names().any(|n| n == name))
+        })
+        .map(|g| format!("{}{LIFECYCLE_USER}", g.name_any()));
+    sources.chain(gateways).collect()
 }
+
+/// The suffix of a Gateway's entry among a Sink's users: its lifecycle events go there.
+pub const LIFECYCLE_USER: &str = "/lifecycle";
 
 /// The `Degraded` reason while some pod's latest delivery to the Sink failed.
 pub const DELIVERY_FAILING: &str = "DeliveryFailing";
@@ -159,11 +172,30 @@ pub fn changed(old: &SinkStatus, new: &SinkStatus) -> bool {
         || old.failing_pods != new.failing_pods
 }
 
-/// Why a Sink being deleted waits: the Sources still delivering to it.
+/// Why a Sink being deleted waits: the Sources still delivering to it, the Gateways still
+/// sending their lifecycle events to it.
 pub fn in_use_message(used_by: &[String]) -> String {
+    let (gateways, sources): (Vec<&str>, Vec<&str>) = used_by
+        .iter()
+        .map(String::as_str)
+        .partition(|u| u.ends_with(LIFECYCLE_USER));
+    let gateways: Vec<&str> = gateways
+        .iter()
+        .filter_map(|g| g.strip_suffix(LIFECYCLE_USER))
+        .collect();
+    let mut users = Vec::new();
+    if !sources.is_empty() {
+        users.push(format!("Source {}", sources.join(", ")));
+    }
+    if !gateways.is_empty() {
+        users.push(format!(
+            "the lifecycle events of Gateway {} (spec.lifecycle.sinks)",
+            gateways.join(", ")
+        ));
+    }
     format!(
-        "still used by Source {}: remove it from their sinks first (their queued deliveries would be dead-lettered as sink_gone)",
-        used_by.join(", ")
+        "still used by {}: remove it from their sinks first (their queued deliveries would be dead-lettered as sink_gone)",
+        users.join(" and ")
     )
 }
 
@@ -210,7 +242,41 @@ mod tests {
             source("b", &["http"]),
             source("c", &["http", "redis"]),
         ];
-        assert_eq!(users(&sink(), &sources), vec!["a", "c"]);
+        assert_eq!(users(&sink(), &sources, &[]), vec!["a", "c"]);
+    }
+
+    fn gateway(name: &str, lifecycle: &[&str]) -> Gateway {
+        let refs: Vec<_> = lifecycle.iter().map(|n| json!({"name": n})).collect();
+        object(json!({
+            "metadata": {"name": name, "namespace": "ns"},
+            "spec": {"lifecycle": {"sinks": refs}},
+        }))
+    }
+
+    #[test]
+    fn a_gateways_lifecycle_uses_the_sink_too() {
+        let sources = [source("a", &["redis"])];
+        let gateways = [
+            gateway("gw", &["http", "redis"]),
+            gateway("other", &["http"]),
+        ];
+        let used = users(&sink(), &sources, &gateways);
+        assert_eq!(used, vec!["a", "gw/lifecycle"]);
+        let m = in_use_message(&used);
+        assert!(
+            m.starts_with(
+                "still used by Source a and the lifecycle events of Gateway gw (spec.lifecycle.sinks): "
+            ),
+            "{m}"
+        );
+        let only = users(&sink(), &[], &gateways);
+        let st = sink_status(&sink(), &gateways, &only, &SinkStatus::default(), "T");
+        assert_eq!(st.used_by.as_deref(), Some("gw/lifecycle"));
+        let ready = find_condition(&st.conditions, "Ready").unwrap();
+        assert_ne!(ready.reason.as_deref(), Some("NotReferenced"));
+        assert!(
+            in_use_message(&only).starts_with("still used by the lifecycle events of Gateway gw ")
+        );
     }
 
     #[test]

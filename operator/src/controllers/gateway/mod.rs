@@ -16,12 +16,14 @@
 //!    (`monitoring`), and pods whose volume claim is gone (`volumes`); objects of API groups
 //!    found by discovery go through `dynamic`;
 //! 4. `observe`: each pod polled and, when it runs another config, pushed its own;
-//! 5. `publish`: the statuses (computed by `crate::status`), their Events (`events`), written
-//!    when they changed (`write`: the field manager and the write throttles).
+//! 5. `publish`: the statuses (computed by `crate::status`), their Events (`events`; the
+//!    lifecycle ones, aggregated over the pods, `lifecycle`), written when they changed
+//!    (`write`: the field manager and the write throttles).
 //!
-//! May import: `context`, `pods`, `ownership`, `admin_tls`, `render`, `resources`, `status`;
-//! a stage imports only the types of the stages before it, and the leaves `events`, `write`
-//! and `dynamic`.
+//! May import: `context`, `pods`, `ownership`, `admin_tls`, `render`, `resources`, `status`,
+//! `signals`;
+//! a stage imports only the types of the stages before it, and the leaves `events`,
+//! `lifecycle`, `write` and `dynamic`.
 
 mod children;
 mod direct;
@@ -30,6 +32,7 @@ mod dynamic;
 mod events;
 mod guard;
 mod inputs;
+mod lifecycle;
 mod monitoring;
 mod network_policy;
 mod observe;
@@ -53,7 +56,15 @@ pub async fn reconcile(gw: Arc<Gateway>, ctx: Arc<Ctx>) -> Result<Action> {
     // 1. Stop before anything is applied; else the admin token and TLS trust.
     let mut admitted = match guard::admit(&ctx, &gw).await? {
         Admission::Admitted(a) => a,
-        Admission::Stopped(action) => return Ok(action),
+        Admission::Stopped(action) => {
+            if gw.metadata.deletion_timestamp.is_some() {
+                ctx.signals
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .forget(&lifecycle::memory_key(&gw));
+            }
+            return Ok(action);
+        }
     };
     // 2. Sources, Sinks, their Secrets; the render; the pods.
     let inputs = inputs::load(&ctx, &gw, &admitted).await?;

@@ -28,6 +28,9 @@ pub struct Observed {
     pub failing: Vec<(String, Vec<SinkFailure>)>,
     /// The quarantine pen of each pod that reported one, by pod name.
     pub pens: Vec<(String, PenStatus)>,
+    /// The pods whose `GET /v1/status` answered (what the others did not say is unknown, not
+    /// nothing).
+    pub answered: Vec<String>,
 }
 
 /// Polls (and pushes) every pod; `desired` is each pod's config by pod name.
@@ -47,8 +50,12 @@ pub async fn pods(
         pods: Vec::with_capacity(polled.len()),
         failing: Vec::with_capacity(polled.len()),
         pens: Vec::new(),
+        answered: Vec::with_capacity(polled.len()),
     };
     for (pod, report) in polled {
+        if report.answered {
+            out.answered.push(pod.name.clone());
+        }
         out.failing.push((pod.name.clone(), report.failing));
         if let Some(pen) = report.pen {
             out.pens.push((pod.name.clone(), pen));
@@ -65,6 +72,8 @@ struct PodReport {
     failing: Vec<SinkFailure>,
     /// Its quarantine pen (a pod of a version without one reports none).
     pen: Option<PenStatus>,
+    /// It answered.
+    answered: bool,
 }
 
 /// Polls one pod (pushing its config when it runs another): what it runs, its archive and
@@ -95,6 +104,7 @@ async fn observe_pod(
     match status {
         Err(e) => st.last_error = Some(e.to_string()),
         Ok(s) => {
+            report.answered = true;
             report.failing = s.failing_sinks.clone();
             report.pen = s.quarantine.clone();
             pod_from_report(&mut st, &s);

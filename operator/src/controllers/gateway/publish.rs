@@ -4,10 +4,12 @@
 //! written when it changed. Counts that move with every hook or failed attempt (delivery
 //! errors, archive and DLQ counts, quarantine counts) are written at most every
 //! `write::DELIVERY_WRITE_EVERY`: each write wakes this controller and the Sink controller
-//! again.
+//! again. The Gateway's lifecycle side (`lifecycle`): its `LifecycleEvents` condition, its
+//! pods' lifecycle delivery errors named after their Sinks, and the aggregated Events of
+//! dead-letter bursts and breaker transitions.
 //!
 //! May import: `context`, `render`, `status`, and the earlier stages' types (`inputs`,
-//! `children`, `monitoring`, `observe`), `events`, `write`.
+//! `children`, `monitoring`, `observe`), `events`, `lifecycle`, `write`.
 
 use ankusa_crds::{Gateway, Source};
 use kube::ResourceExt;
@@ -16,6 +18,7 @@ use crate::context::{Ctx, Result};
 use crate::controllers::gateway::children::Applied;
 use crate::controllers::gateway::events::{gateway_events, source_events};
 use crate::controllers::gateway::inputs::Loaded;
+use crate::controllers::gateway::lifecycle::{self, name_lifecycle_failures};
 use crate::controllers::gateway::monitoring::MONITORING_READY;
 use crate::controllers::gateway::observe::Observed;
 use crate::controllers::gateway::write::{
@@ -24,6 +27,7 @@ use crate::controllers::gateway::write::{
 use crate::render::source_of;
 use crate::status::conditions::condition;
 use crate::status::gateway::{delivery_errors, gateway_status, is_ready, same_status};
+use crate::status::lifecycle::{LIFECYCLE_EVENTS, lifecycle_condition};
 use crate::status::now_rfc3339;
 use crate::status::source::{self as source_st, GatewayView, source_status};
 
@@ -61,8 +65,29 @@ pub async fn statuses(
             &now,
         ));
     }
-    delivery_errors(&mut status.sinks, &observed.failing, &own_sources);
+    if let Some(c) = lifecycle_condition(gw, rendered) {
+        status.conditions.push(condition(
+            &old.conditions,
+            LIFECYCLE_EVENTS,
+            c,
+            gw.metadata.generation,
+            &now,
+        ));
+    }
+    let mut failing = observed.failing;
+    name_lifecycle_failures(gw, rendered, &mut failing);
+    delivery_errors(&mut status.sinks, &failing, &own_sources);
     gateway_events(ctx, gw, &old, &status, rendered).await;
+    lifecycle::events(
+        ctx,
+        gw,
+        &old,
+        &status,
+        &failing,
+        &observed.answered,
+        &own_sources,
+    )
+    .await;
     let converged = is_ready(&status);
     let programmed = status.programmed_replicas;
     if !same_status(&old, &status) && status_write_due(ctx, gw, &old, &status) {
