@@ -1371,7 +1371,13 @@ const OPERATOR_RBAC: &str = "
     no delete services -n {ns}
     no create pods -n {ns}
     no create pods --subresource=exec -n {ns}
-    no create deployments.apps -n {ns}
+    yes create,patch deployments.apps -n {ns}
+    no delete deployments.apps -n {ns}
+    yes list replicasets.apps -n {ns}
+    no create,delete replicasets.apps -n {ns}
+    yes create,delete horizontalpodautoscalers.autoscaling -n {ns}
+    no create daemonsets.apps -n {ns}
+    no create jobs.batch -n {ns}
     no get configmaps -n {ns}
     no create,delete gateways.ankusa.dev -n {ns}
     no create rolebindings.rbac.authorization.k8s.io -n {ns}
