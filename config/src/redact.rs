@@ -85,6 +85,7 @@ const SHOWN: &[&str] = &[
     "lifecycle",
     "max_events",
     "max_per_minute",
+    "count_interval_s",
     // sources
     "tenant",
     "trust_url_tenant",

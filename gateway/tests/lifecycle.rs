@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
-use cloudevents::event::SpecVersion;
 use cloudevents::{AttributesReader, Event};
+use common::events::{self, of_type};
 use common::receiver::{Received, Receiver, Reply};
 use common::*;
 use serde_json::{Value, json};
@@ -46,60 +46,10 @@ sources:
     )
 }
 
-/// Every request's body parsed by the independent implementation, checked against the spec's
-/// required and optional attributes as this gateway fills them.
+/// Every request's body parsed by the independent implementation (`common::events`), with
+/// neither secret anywhere in it.
 fn cloudevents(received: &[Received]) -> Vec<(Event, Value)> {
-    received
-        .iter()
-        .map(|r| {
-            assert_eq!(
-                r.header("content-type").as_deref(),
-                Some("application/cloudevents+json"),
-                "structured mode"
-            );
-            let ev: Event = serde_json::from_slice(&r.body).unwrap_or_else(|e| {
-                panic!(
-                    "not a CloudEvent ({e}): {}",
-                    String::from_utf8_lossy(&r.body)
-                )
-            });
-            assert_eq!(ev.specversion(), SpecVersion::V10);
-            assert!(!ev.id().is_empty());
-            assert!(
-                ev.source().as_str().starts_with("/ankusa/"),
-                "{}",
-                ev.source()
-            );
-            assert!(ev.ty().starts_with("io.ankusa."));
-            assert!(ev.time().is_some(), "time is set");
-            assert!(ev.subject().is_some(), "subject is set");
-            assert_eq!(ev.datacontenttype(), Some("application/json"));
-            // Extension names: lower-case letters and digits only (CloudEvents 1.0, 3.1.4).
-            for (name, _) in ev.iter_extensions() {
-                assert!(
-                    name.chars()
-                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()),
-                    "extension {name}"
-                );
-            }
-            let raw: Value = serde_json::from_slice(&r.body).expect("JSON");
-            let id = uuid::Uuid::parse_str(ev.id()).expect("a UUID id");
-            assert_eq!(id.get_version_num(), 7, "UUIDv7");
-            let text = String::from_utf8_lossy(&r.body);
-            assert!(
-                !text.contains(VERIFY_SECRET) && !text.contains(SECRET),
-                "{text}"
-            );
-            (ev, raw)
-        })
-        .collect()
-}
-
-fn of_type<'a>(evs: &'a [(Event, Value)], ty: &str) -> Vec<&'a Value> {
-    evs.iter()
-        .filter(|(e, _)| e.ty() == ty)
-        .map(|(_, v)| v)
-        .collect()
+    events::cloudevents(received, &[VERIFY_SECRET, SECRET])
 }
 
 async fn trail(c: &reqwest::Client, g: &Gateway, query: &str) -> Value {
@@ -286,21 +236,7 @@ async fn a_config_change_emits_exactly_its_source_events_and_the_trail_survives_
 
 /// Polls the lifecycle receiver until `n` events of type `ty` arrived; all events so far.
 async fn wait_events(lc: &Receiver, ty: &str, n: usize, within: Duration) -> Vec<(Event, Value)> {
-    let deadline = Instant::now() + within;
-    loop {
-        let got = cloudevents(&lc.received());
-        if of_type(&got, ty).len() >= n {
-            return got;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "never {n} {ty}: {:?}",
-            got.iter()
-                .map(|(e, _)| e.ty().to_string())
-                .collect::<Vec<_>>()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    events::wait_events(lc, &[VERIFY_SECRET, SECRET], ty, n, within).await
 }
 
 #[tokio::test]

@@ -35,6 +35,10 @@ pub struct LifecycleConfig {
     /// dropped and counted (`ankusa_lifecycle_dropped_total{reason="rate"}`).
     #[serde(default = "default_max_per_minute")]
     pub max_per_minute: u32,
+    /// Seconds a quarantine count interval lasts (1 to 3600, default 60): the pen's `held`
+    /// and `released` counts are emitted once per interval, one event per (tenant, source).
+    #[serde(default = "default_count_interval_s")]
+    pub count_interval_s: u32,
 }
 
 fn default_retention_days() -> u32 {
@@ -49,6 +53,10 @@ fn default_max_per_minute() -> u32 {
     60
 }
 
+fn default_count_interval_s() -> u32 {
+    60
+}
+
 impl LifecycleConfig {
     /// A section with these sinks and every bound at its default.
     pub fn with_sinks(sinks: Vec<SinkConfig>) -> Self {
@@ -57,6 +65,7 @@ impl LifecycleConfig {
             retention_days: default_retention_days(),
             max_events: default_max_events(),
             max_per_minute: default_max_per_minute(),
+            count_interval_s: default_count_interval_s(),
         }
     }
 
@@ -94,6 +103,12 @@ impl LifecycleConfig {
             self.max_per_minute.into(),
             1,
             100_000,
+        )?;
+        in_range(
+            &format!("{path}.count_interval_s"),
+            self.count_interval_s.into(),
+            1,
+            3600,
         )
     }
 }
@@ -123,6 +138,7 @@ mod tests {
         assert_eq!(c.retention_days, 30);
         assert_eq!(c.max_events, 100_000);
         assert_eq!(c.max_per_minute, 60);
+        assert_eq!(c.count_interval_s, 60);
         c.validate("lifecycle").expect("defaults pass");
 
         let mut c = LifecycleConfig::with_sinks(vec![http()]);
@@ -137,6 +153,10 @@ mod tests {
         c.max_per_minute = 0;
         let e = c.validate("lifecycle").unwrap_err().to_string();
         assert!(e.contains("lifecycle.max_per_minute"), "{e}");
+        let mut c = LifecycleConfig::with_sinks(vec![http()]);
+        c.count_interval_s = 3601;
+        let e = c.validate("lifecycle").unwrap_err().to_string();
+        assert!(e.contains("lifecycle.count_interval_s"), "{e}");
         let c = LifecycleConfig::with_sinks(vec![]);
         let e = c.validate("lifecycle").unwrap_err().to_string();
         assert!(e.contains("lifecycle.sinks"), "{e}");

@@ -10,6 +10,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use ankusa_core::now_ms;
 use serde_json::json;
@@ -65,6 +66,13 @@ impl Emitter {
     /// Whether `lifecycle` is on in the config in force.
     pub fn enabled(&self) -> bool {
         self.inner.config.live().config.lifecycle.is_some()
+    }
+
+    /// `lifecycle.count_interval_s` in force; `None` when `lifecycle` is off.
+    pub fn count_interval(&self) -> Option<Duration> {
+        let live = self.inner.config.live();
+        let l = live.config.lifecycle.as_ref()?;
+        Some(Duration::from_secs(l.count_interval_s.into()))
     }
 
     /// Queues `e` for the trail and delivery; `false` when it was dropped (and counted).

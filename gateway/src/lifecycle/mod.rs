@@ -29,7 +29,8 @@ pub use event::{Event, EventType};
 
 use crate::live::ConfigHandle;
 
-/// How long a quarantine count interval is.
+/// How long a quarantine count interval is while `lifecycle` is off (nothing is counted then;
+/// the flusher only waits this long before looking at the config again).
 pub const COUNT_INTERVAL: Duration = Duration::from_secs(60);
 
 /// Emits `source.*` events for every reload or pushed config that changes sources (a refused
@@ -45,14 +46,14 @@ pub fn watch_reloads(handle: &ConfigHandle, emitter: Emitter) {
     }));
 }
 
-/// Emits the interval counts (`Emitter::count`) every `COUNT_INTERVAL`.
+/// Emits the interval counts (`Emitter::count`) every `lifecycle.count_interval_s`, read from
+/// the config in force at the start of each interval (a reload applies from the next one).
 pub fn spawn_count_flush(emitter: Emitter) {
     tokio::spawn(async move {
-        let mut tick = tokio::time::interval(COUNT_INTERVAL);
-        tick.tick().await;
         loop {
-            tick.tick().await;
-            emitter.flush_counts(COUNT_INTERVAL.as_secs());
+            let interval = emitter.count_interval().unwrap_or(COUNT_INTERVAL);
+            tokio::time::sleep(interval).await;
+            emitter.flush_counts(interval.as_secs());
         }
     });
 }

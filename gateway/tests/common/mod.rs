@@ -10,6 +10,9 @@ pub use ankusa_testkit::ports::free_port;
 #[allow(unused_imports)]
 pub use ankusa_testkit::scripted as receiver;
 
+/// Lifecycle events (CloudEvents) as a test receiver got them.
+pub mod events;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
