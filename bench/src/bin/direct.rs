@@ -5,7 +5,10 @@
 //! gateway in direct mode with one sink of that broker (1 KiB hooks signed with Standard
 //! Webhooks, 64 keep-alive connections; a `201` only after the broker confirmed); then the same
 //! gateway and sink under `wal.type: disk` (a `201` after the synced commit, delivery after).
-//! Prints accepted/s and p50/p99 per case and the direct/alone ratios (aim: >= 0.8).
+//! Prints accepted/s and p50/p99 per case and the direct/alone ratios (aim: >= 0.8), and per
+//! case the CPU each process used (the broker, the gateway, this load generator; from
+//! `/proc/<pid>/stat` over the case's whole run, warm-up included) as cores and as µs per
+//! accepted hook: on a small machine the three share the cores, which bounds the ratio.
 //!
 //! `cargo build --release --workspace --bins && ANKUSA_BIN=target/release/ankusa target/release/direct [seconds]`
 
@@ -23,6 +26,82 @@ const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const CONCURRENCY: usize = 64;
 const RABBIT: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
 const NATS: &str = "nats://127.0.0.1:4222";
+
+/// CPU seconds (user + system) process `pid` has used, from `/proc/<pid>/stat`.
+fn cpu_secs(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces) start at field 3, `state`.
+    let rest = stat.get(stat.rfind(')')? + 2..)?;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    // SAFETY: sysconf reads a constant of the running system.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    Some(ticks as f64 / hz)
+}
+
+/// The pids of processes named exactly `name`.
+fn pids_named(name: &str) -> Vec<u32> {
+    std::process::Command::new("pgrep")
+        .args(["-x", name])
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .filter_map(|l| l.trim().parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// CPU used by named groups of processes between `start` and `finish`.
+struct CpuProbe {
+    groups: Vec<(&'static str, Vec<u32>, f64)>,
+    t0: Instant,
+}
+
+impl CpuProbe {
+    fn start(groups: Vec<(&'static str, Vec<u32>)>) -> Self {
+        let groups = groups
+            .into_iter()
+            .map(|(n, pids)| {
+                let used = pids.iter().filter_map(|p| cpu_secs(*p)).sum();
+                (n, pids, used)
+            })
+            .collect();
+        CpuProbe {
+            groups,
+            t0: Instant::now(),
+        }
+    }
+
+    /// `{<group>_cores, <group>_us_per_hook}` for `rate` accepted hooks a second.
+    fn finish(self, rate: f64) -> serde_json::Map<String, serde_json::Value> {
+        let wall = self.t0.elapsed().as_secs_f64();
+        let mut out = serde_json::Map::new();
+        for (name, pids, before) in self.groups {
+            let used: f64 = pids.iter().filter_map(|p| cpu_secs(*p)).sum::<f64>() - before;
+            let cores = used / wall;
+            out.insert(
+                format!("{name}_cores"),
+                json!((cores * 100.0).round() / 100.0),
+            );
+            if rate > 0.0 {
+                out.insert(
+                    format!("{name}_us_per_hook"),
+                    json!((cores * 1e6 / rate * 10.0).round() / 10.0),
+                );
+            }
+        }
+        out
+    }
+}
+
+fn cpu_line(case: &str, cpu: serde_json::Map<String, serde_json::Value>) {
+    let mut line = serde_json::Map::new();
+    line.insert("case".into(), json!(format!("{case}_cpu")));
+    line.extend(cpu);
+    emit(serde_json::Value::Object(line));
+}
 
 fn suffix() -> String {
     format!(
@@ -104,10 +183,15 @@ fn main() -> anyhow::Result<()> {
     summary.insert("case".into(), json!("summary"));
 
     // The gateway with one sink, in `wal` mode `wal`.
-    let gateway = |wal: &str, sink: &str, case: &str| -> anyhow::Result<(f64, f64)> {
+    let gateway = |wal: &str, sink: &str, case: &str, broker: &str| -> anyhow::Result<(f64, f64)> {
         let g = start_gateway(&format!(
             "node: {{roles: [edge, dispatch]}}\nwal: {{type: {wal}}}\negress: {{allow_loopback: true}}\nsources:\n  bench:\n    verify: {{type: standard_webhooks, secret: \"{SECRET}\"}}\n    sinks:\n{sink}"
         ))?;
+        let probe = CpuProbe::start(vec![
+            ("broker", pids_named(broker)),
+            ("gateway", vec![g.child.0.id()]),
+            ("loadgen", vec![std::process::id()]),
+        ]);
         let mut r = rt.block_on(closed_loop(
             g.ingest,
             CONCURRENCY,
@@ -116,8 +200,10 @@ fn main() -> anyhow::Result<()> {
             None,
             make.clone(),
         ))?;
+        let cpu = probe.finish(r.per_sec());
         let p99 = r.latencies.quantile_ms(0.99);
         emit(r.line(case, CONCURRENCY));
+        cpu_line(case, cpu);
         Ok((r.per_sec(), p99))
     };
 
@@ -138,6 +224,10 @@ fn main() -> anyhow::Result<()> {
         .await?;
         anyhow::Ok((conn, ch))
     })?;
+    let probe = CpuProbe::start(vec![
+        ("broker", pids_named("beam.smp")),
+        ("loadgen", vec![std::process::id()]),
+    ]);
     let mut alone = rt.block_on(async {
         let pc = conn.create_channel().await?;
         pc.confirm_select(ConfirmSelectOptions::default()).await?;
@@ -174,10 +264,11 @@ fn main() -> anyhow::Result<()> {
     let alone_p99 = alone.latencies.quantile_ms(0.99);
     let alone_rate = alone.per_sec();
     emit(alone.line("rabbitmq_alone", CONCURRENCY));
+    cpu_line("rabbitmq_alone", probe.finish(alone_rate));
     let rabbit_sink =
         format!("      - type: rabbitmq\n        url: {RABBIT}\n        exchange: {exchange}\n");
-    let (direct, direct_p99) = gateway("none", &rabbit_sink, "direct_rabbitmq")?;
-    let (disk, disk_p99) = gateway("disk", &rabbit_sink, "disk_rabbitmq")?;
+    let (direct, direct_p99) = gateway("none", &rabbit_sink, "direct_rabbitmq", "beam.smp")?;
+    let (disk, disk_p99) = gateway("disk", &rabbit_sink, "disk_rabbitmq", "beam.smp")?;
     rt.block_on(ankusa_testkit::brokers::rabbit_teardown(
         &ch, &exchange, &queue,
     ))?;
@@ -214,6 +305,10 @@ fn main() -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("stream: {e}"))?;
         anyhow::Ok(js)
     })?;
+    let probe = CpuProbe::start(vec![
+        ("broker", pids_named("nats-server")),
+        ("loadgen", vec![std::process::id()]),
+    ]);
     let mut alone = rt.block_on({
         let (js, subject, payload) = (js.clone(), subject.clone(), payload.clone());
         closed_loop_op(duration, move |_| {
@@ -231,11 +326,12 @@ fn main() -> anyhow::Result<()> {
     let alone_p99 = alone.latencies.quantile_ms(0.99);
     let alone_rate = alone.per_sec();
     emit(alone.line("jetstream_alone", CONCURRENCY));
+    cpu_line("jetstream_alone", probe.finish(alone_rate));
     let nats_sink = format!(
         "      - type: nats\n        servers: [\"{NATS}\"]\n        subject: {subject}.gw\n"
     );
-    let (direct, direct_p99) = gateway("none", &nats_sink, "direct_jetstream")?;
-    let (disk, disk_p99) = gateway("disk", &nats_sink, "disk_jetstream")?;
+    let (direct, direct_p99) = gateway("none", &nats_sink, "direct_jetstream", "nats-server")?;
+    let (disk, disk_p99) = gateway("disk", &nats_sink, "disk_jetstream", "nats-server")?;
     let _ = rt.block_on(js.delete_stream(format!("BENCHDIRECT{sfx}")));
     for (k, v) in [
         ("jetstream_alone_per_s", alone_rate.round()),
