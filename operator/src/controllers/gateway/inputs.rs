@@ -65,30 +65,15 @@ pub async fn load(ctx: &Ctx, gw: &Gateway, admitted: &Admitted) -> Result<Loaded
         scrape_token: Some(&admitted.scrape_token),
         previous: previous.as_ref(),
     });
-    if gw.is_direct() {
+    let (pods, desired, files) = if gw.is_direct() {
         let pods = direct_pods_of(&ctx.client, gw, admitted.deployment.as_ref()).await?;
         let (desired, files) = direct_configs(gw, &rendered, &pods, &existing_files);
-        return Ok(Loaded {
-            sources,
-            rendered,
-            existing_files,
-            pods,
-            desired,
-            files,
-        });
-    }
-    let pods = gateway_pods_of(&ctx.client, gw, admitted.statefulset.as_ref()).await?;
-    let ordinals = pods
-        .iter()
-        .filter_map(|p| resources::ordinal(gw, &p.name_any()))
-        .max()
-        .map_or(0, |o| o + 1);
-    let pod_names = resources::pod_names(gw, gw.spec.replicas.max(ordinals));
-    let desired = desired_configs(&rendered, &pod_names, &existing_files);
-    let files = desired
-        .iter()
-        .map(|(p, c)| (resources::config_key(p), c.yaml.clone()))
-        .collect();
+        (pods, desired, files)
+    } else {
+        let pods = gateway_pods_of(&ctx.client, gw, admitted.statefulset.as_ref()).await?;
+        let (desired, files) = ordinal_configs(gw, &rendered, &pods, &existing_files);
+        (pods, desired, files)
+    };
     Ok(Loaded {
         sources,
         rendered,
@@ -97,6 +82,28 @@ pub async fn load(ctx: &Ctx, gw: &Gateway, admitted: &Admitted) -> Result<Loaded
         desired,
         files,
     })
+}
+
+/// The config of each ordinal up to the larger of `spec.replicas` and the pods that exist (a
+/// scale-down's pods keep theirs while they drain), and the config Secret's file per pod.
+fn ordinal_configs(
+    gw: &Gateway,
+    rendered: &Rendered,
+    pods: &[Pod],
+    existing: &BTreeMap<String, String>,
+) -> (BTreeMap<String, PodConfig>, BTreeMap<String, String>) {
+    let ordinals = pods
+        .iter()
+        .filter_map(|p| resources::ordinal(gw, &p.name_any()))
+        .max()
+        .map_or(0, |o| o + 1);
+    let pod_names = resources::pod_names(gw, gw.spec.replicas.max(ordinals));
+    let desired = desired_configs(rendered, &pod_names, existing);
+    let files = desired
+        .iter()
+        .map(|(p, c)| (resources::config_key(p), c.yaml.clone()))
+        .collect();
+    (desired, files)
 }
 
 /// A direct Gateway's one config (`<gateway>.yaml`, `node.instance` set per pod from its
