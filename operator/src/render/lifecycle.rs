@@ -20,7 +20,7 @@ use ankusa_crds::gateway::LifecycleSpec;
 use kube::ResourceExt;
 
 use crate::render::files;
-use crate::render::rendered::{Inputs, Outcome, Rendered, SinkRender};
+use crate::render::rendered::{Inputs, Outcome, Rendered};
 use crate::render::secrets::sink_secret_names;
 use crate::render::sink::render_checked;
 
@@ -90,14 +90,7 @@ fn current(
             first_error.get_or_insert(format!("{at}: Sink {} not found", r.name));
             continue;
         };
-        let entry = out
-            .sinks
-            .entry(r.name.clone())
-            .or_insert_with(|| SinkRender {
-                generation: sink.metadata.generation,
-                used_by: Vec::new(),
-                error: None,
-            });
+        let entry = out.sink_entry(sink);
         match render_checked(sink, inputs.secrets, ambient_allowed) {
             Ok(c) => {
                 sinks.push(c);

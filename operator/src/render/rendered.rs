@@ -61,6 +61,21 @@ pub struct SinkRender {
     pub error: Option<String>,
 }
 
+impl Rendered {
+    /// The record of Sink `sink`, made (unused, no error) the first time a Source or the
+    /// lifecycle names it.
+    pub fn sink_entry(&mut self, sink: &ankusa_crds::Sink) -> &mut SinkRender {
+        use kube::ResourceExt;
+        self.sinks
+            .entry(sink.name_any())
+            .or_insert_with(|| SinkRender {
+                generation: sink.metadata.generation,
+                used_by: Vec::new(),
+                error: None,
+            })
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Rendered {
     /// The config without `node.instance` (set per pod); `None` when the Gateway's own

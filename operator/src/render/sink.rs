@@ -17,7 +17,7 @@ use kube::ResourceExt;
 
 use crate::render::credentials::{check_sink_options, secret_ref_paths};
 use crate::render::files;
-use crate::render::rendered::{Rendered, SecretValues, SinkRender};
+use crate::render::rendered::{Rendered, SecretValues};
 use crate::render::secrets::{secret_value, sink_secret_names};
 
 /// Sets `a.b.c` in a JSON object, creating the intermediate objects.
@@ -229,14 +229,7 @@ pub fn render_used(
             let Some(sink) = by_name.get(&r.name) else {
                 continue;
             };
-            let entry = out
-                .sinks
-                .entry(r.name.clone())
-                .or_insert_with(|| SinkRender {
-                    generation: sink.metadata.generation,
-                    used_by: Vec::new(),
-                    error: None,
-                });
+            let entry = out.sink_entry(sink);
             if !entry.used_by.contains(&src.name_any()) {
                 entry.used_by.push(src.name_any());
             }
