@@ -141,6 +141,8 @@ def signature_cases():
     add("invalid_secret.none", with_(secrets=[]), sig_err("invalid_secret", "secrets"))
     add("invalid_secret.empty_string", with_(secrets=[""]), sig_err("invalid_secret", "secrets"))
     add("invalid_secret.bad_base64", with_(secrets=["whsec_!!!not base64"]), sig_err("invalid_secret", "secrets"))
+    add("invalid_secret.unpadded_base64", with_(secrets=["whsec_" + b64(bytes(range(31))).rstrip("=")]),
+        sig_err("invalid_secret", "secrets"), "base64 must be padded and canonical, as the gateway requires")
     add("invalid_secret.whsec_nothing", with_(secrets=["whsec_"]), sig_err("invalid_secret", "secrets"))
     add("invalid_secret.one_bad_of_two", with_(secrets=[REF_SECRET, "whsec_%%%"]), sig_err("invalid_secret", "secrets"),
         "a configuration error is never hidden by another secret that works")

@@ -14,6 +14,7 @@ pub mod admin;
 pub mod api_error;
 pub mod app;
 pub mod archive;
+pub mod asyncapi;
 pub mod backup;
 pub mod blob;
 mod blocking;

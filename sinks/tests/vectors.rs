@@ -15,6 +15,11 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 const PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vectors/producer.json");
+/// The same vectors as conformance cases every consumer SDK runs (conformance/README.md).
+const CONFORMANCE_PATH: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../conformance/cases/producer.json"
+);
 
 fn base_env() -> Envelope {
     let body = Bytes::from_static(br#"{"id":"evt_1","type":"invoice.paid"}"#);
@@ -153,6 +158,101 @@ fn generate() -> String {
     let mut s = serde_json::to_string_pretty(&doc).expect("JSON");
     s.push('\n');
     s
+}
+
+/// `conformance/cases/producer.json`: for each vector, `decode_message` must give back what the
+/// encoder was handed (the hook's fields, the body or the claim), and `trusted` and
+/// `idempotency_key` must answer as the format says.
+fn generate_conformance() -> String {
+    let doc: Value = serde_json::from_str(&generate()).expect("vectors are JSON");
+    let mut cases = Vec::new();
+    for v in doc["cases"].as_array().expect("cases") {
+        let name = v["name"].as_str().expect("name");
+        let input = &v["input"];
+        let raw = v["message"].as_str().expect("message");
+        let wire: Value = serde_json::from_str(raw).expect("message JSON");
+        let tenant = input["tenant"].as_str().expect("tenant");
+        let claim = match input["claim"]["urn"].as_str() {
+            Some(urn) => {
+                let (t, id) = urn
+                    .strip_prefix("urn:ankusa:claim:v1:")
+                    .and_then(|r| r.split_once(':'))
+                    .expect("claim URN");
+                json!({"urn": urn, "tenant": t, "claim_id": id})
+            }
+            None => Value::Null,
+        };
+        let body = match claim {
+            Value::Null => json!({"base64": input["body_base64"]}),
+            _ => Value::Null,
+        };
+        let decoded = json!({
+            "v": 1,
+            "id": input["id"],
+            "source_id": input["source_id"],
+            "tenant_id": if tenant == "default" { Value::Null } else { json!(tenant) },
+            "tenant": tenant,
+            "received_at": input["received_at"],
+            "content_type": wire["content_type"],
+            "size": wire["size"],
+            "sha256": wire["sha256"],
+            "dedupe_key": input["dedupe_key"],
+            "replay_id": input["replay_id"],
+            "idempotency_key": v["attributes"]["ankusa_idempotency_key"],
+            "verification": input["verification"],
+            "headers": wire["headers"],
+            "instance": input["instance"],
+            "region": input["region"],
+            "traceparent": input["traceparent"],
+            "tracestate": input["tracestate"],
+            "ordering_key": input["ordering_key"],
+            "body": body,
+            "claim": claim,
+        });
+        let message = json!({"message": {"text": raw}});
+        cases.push(json!({
+            "id": format!("producer.{name}.decode"), "feature": "producer",
+            "operation": "decode_message", "input": message, "expect": {"ok": decoded},
+        }));
+        let trusted = input["verification"] == json!({"status": "ok", "flagged": false});
+        cases.push(json!({
+            "id": format!("producer.{name}.trusted"), "feature": "producer",
+            "operation": "trusted", "input": message, "expect": {"ok": trusted},
+        }));
+        let key = v["attributes"]["ankusa_idempotency_key"].as_str().expect("key");
+        let with_replay = match input["replay_id"].as_str() {
+            Some(r) => format!("{key}#replay:{r}"),
+            None => key.to_string(),
+        };
+        cases.push(json!({
+            "id": format!("producer.{name}.idempotency_key"), "feature": "producer",
+            "operation": "idempotency_key",
+            "input": {"message": {"text": raw}, "include_replay": true},
+            "expect": {"ok": with_replay},
+        }));
+    }
+    let doc = json!({
+        "generated_by": "ankusa-sinks message::encode (ANKUSA_REGEN_VECTORS=1 cargo test -p ankusa-sinks --test vectors)",
+        "cases": cases,
+    });
+    let mut s = serde_json::to_string_pretty(&doc).expect("JSON");
+    s.push('\n');
+    s
+}
+
+#[test]
+fn conformance_producer_cases_match_the_encoder() {
+    let fresh = generate_conformance();
+    if std::env::var_os("ANKUSA_REGEN_VECTORS").is_some() {
+        std::fs::write(CONFORMANCE_PATH, &fresh).expect("write conformance/cases/producer.json");
+        return;
+    }
+    let on_disk = std::fs::read_to_string(CONFORMANCE_PATH).unwrap_or_default();
+    assert!(
+        on_disk == fresh,
+        "conformance/cases/producer.json drifted from the encoder; if the change is intended, run \
+         ANKUSA_REGEN_VECTORS=1 cargo test -p ankusa-sinks --test vectors and commit the file"
+    );
 }
 
 #[test]

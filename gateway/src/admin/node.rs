@@ -1,5 +1,6 @@
 //! The node's own routes: `GET /metrics` (scope `metrics:read`), `GET /v1/status`,
-//! `GET|PUT /v1/config`, `POST /v1/config/reload`, `GET /v1/wal` and `GET /v1/store/corrupt`.
+//! `GET|PUT /v1/config`, `POST /v1/config/reload`, `GET /v1/wal`, `GET /v1/store/corrupt` and
+//! `GET /asyncapi.json`.
 //! All are node-wide (`NodeCaller`): a tenant-limited token is refused.
 //!
 //! It imports the admin state and extractors, `api_error`, and the status types of the
@@ -31,6 +32,15 @@ pub fn router() -> Router<Arc<AdminState>> {
         .route("/v1/config/reload", post(reload_config))
         .route("/v1/wal", get(wal))
         .route("/v1/store/corrupt", get(corrupt_rows))
+        .route("/asyncapi.json", get(asyncapi))
+}
+
+/// The AsyncAPI 3.0 document of what this node publishes (`crate::asyncapi`).
+async fn asyncapi(
+    State(s): State<Arc<AdminState>>,
+    _: NodeCaller<ConfigRead>,
+) -> Json<serde_json::Value> {
+    Json(crate::asyncapi::document(&s.config.live().config))
 }
 
 async fn metrics(
