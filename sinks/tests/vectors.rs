@@ -219,7 +219,9 @@ fn generate_conformance() -> String {
             "id": format!("producer.{name}.trusted"), "feature": "producer",
             "operation": "trusted", "input": message, "expect": {"ok": trusted},
         }));
-        let key = v["attributes"]["ankusa_idempotency_key"].as_str().expect("key");
+        let key = v["attributes"]["ankusa_idempotency_key"]
+            .as_str()
+            .expect("key");
         let with_replay = match input["replay_id"].as_str() {
             Some(r) => format!("{key}#replay:{r}"),
             None => key.to_string(),

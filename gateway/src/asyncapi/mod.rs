@@ -129,14 +129,17 @@ fn channel_of(sink: &SinkConfig, source_id: &str, key: &str) -> Option<Channel> 
             "kafka",
             k.topic.clone(),
             k.brokers.first().map(|b| host_port(b, 9092)),
-            Some(("kafka", json!({"topic": k.topic, "bindingVersion": "0.5.0"}))),
+            Some((
+                "kafka",
+                json!({"topic": k.topic, "bindingVersion": "0.5.0"}),
+            )),
         ),
         SinkConfig::Rabbitmq(r) => {
             let routing_key = r
                 .routing_key
                 .clone()
                 .unwrap_or_else(|| format!("ankusa.{source_id}"));
-            let exchange_type = serde_json::to_value(&r.exchange_type)
+            let exchange_type = serde_json::to_value(r.exchange_type)
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_string))
                 .unwrap_or_else(|| "topic".into());
@@ -166,11 +169,16 @@ fn channel_of(sink: &SinkConfig, source_id: &str, key: &str) -> Option<Channel> 
         ),
         SinkConfig::Sqs(s) => {
             let url = s.queue_url.expose();
+            let name = queue_name_of(url);
+            let fifo = name.ends_with(".fifo");
             ch(
                 "sqs",
-                queue_name_of(url),
+                name.clone(),
                 url_host(url, 443),
-                Some(("sqs", json!({"queue": {"name": queue_name_of(url)}, "bindingVersion": "0.2.0"}))),
+                Some((
+                    "sqs",
+                    json!({"queue": {"name": name, "fifoQueue": fifo}, "bindingVersion": "0.2.0"}),
+                )),
             )
         }
         SinkConfig::GooglePubsub(p) => ch(
@@ -182,11 +190,9 @@ fn channel_of(sink: &SinkConfig, source_id: &str, key: &str) -> Option<Channel> 
                     .and_then(|e| url_host(e.expose(), 443))
                     .unwrap_or_else(|| "pubsub.googleapis.com:443".into()),
             ),
-            Some((
-                "googlepubsub",
-                json!({"topic": format!("projects/{}/topics/{}", p.project, p.topic),
-                       "bindingVersion": "0.2.0"}),
-            )),
+            // The address is the topic's full name; the binding's fields (schema settings,
+            // retention) are the topic's own configuration, which the sink does not know.
+            None,
         ),
     })
 }

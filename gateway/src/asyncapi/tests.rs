@@ -70,7 +70,10 @@ fn one_channel_per_queue_sink_and_none_for_http_or_log() {
     assert_eq!(chans["github-sink-0"]["address"], "hooks.github");
     assert_eq!(chans["github-sink-1"]["address"], "gh");
     assert_eq!(chans["github-sink-2"]["address"], "gh-hooks");
-    assert_eq!(chans["github-sink-3"]["address"], "projects/acme-prod/topics/gh");
+    assert_eq!(
+        chans["github-sink-3"]["address"],
+        "projects/acme-prod/topics/gh"
+    );
     assert_eq!(
         chans["lifecycle-sink-0"]["messages"]["message"]["$ref"],
         "#/components/messages/LifecycleMessage"
@@ -109,6 +112,9 @@ fn broker_addresses_keep_host_and_port_only() {
     assert_eq!(host_port("user:pw@h:1", 9), "h:1");
     assert_eq!(host_port("h", 9), "h:9");
     assert_eq!(host_port("tls://u:p@h:4443/x?y=1", 9), "h:4443");
-    assert_eq!(url_host("amqp://u:p@h/vhost", 5672).as_deref(), Some("h:5672"));
+    assert_eq!(
+        url_host("amqp://u:p@h/vhost", 5672).as_deref(),
+        Some("h:5672")
+    );
     assert_eq!(url_host("not a url", 1), None);
 }
