@@ -342,4 +342,36 @@ async fn the_admin_client_against_a_running_gateway_over_tls() {
         (e.code.as_str(), e.status, e.retryable),
         ("transport_error", None, true)
     );
+
+    // The example docs/sdk.md quotes, run as a user would, on a DLQ that holds letters.
+    post(&g, "/webhooks/doomed", &[], body).await;
+    eventually("a dead letter for the example", &g, async || {
+        let page = admin
+            .list_dlq(&DlqQuery {
+                tenant: Some("acme".into()),
+                ..Default::default()
+            })
+            .await
+            .ok()?;
+        (!page.entries.is_empty()).then_some(())
+    })
+    .await;
+    let example = std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.parent()?.join("examples/admin_replay")))
+        .filter(|p| p.exists())
+        .expect("cargo test builds the examples beside the tests");
+    let out = std::process::Command::new(example)
+        .arg("acme")
+        .env("ANKUSA_ADMIN_URL", &base)
+        .env("ANKUSA_ADMIN_TOKEN", ADMIN_TOKEN)
+        .env("ANKUSA_ADMIN_CA", &ca_file)
+        .output()
+        .expect("run examples/admin_replay");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("dead: ") && stdout.contains(" created"),
+        "examples/admin_replay: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
