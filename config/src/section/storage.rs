@@ -1,10 +1,11 @@
-//! `storage`: the archive, and the blob store shape (`local` or `s3`) that `backup.store`
-//! reuses.
+//! `storage`: the archive, and the blob store shape (`local`, `s3`, `gcs` or `azure`) that
+//! `backup.store` reuses.
 //!
 //! The archive packs every hook accepted while it is configured into segments in a blob store
-//! (a local directory or an S3-compatible bucket), so a hook can be fetched back by id, re-sent
-//! by a `kind: archive` replay, and evicted from a full DLQ without being lost. Imports only the
-//! leaves.
+//! (a local directory, an S3-compatible bucket, a GCS bucket or an Azure blob container), so a
+//! hook can be fetched back by id, re-sent by a `kind: archive` replay, and evicted from a full
+//! DLQ without being lost. Imports the leaves and `cloud_stores` (the `gcs` and `azure`
+//! sections).
 
 use std::path::PathBuf;
 
@@ -16,6 +17,7 @@ use schemars::JsonSchema;
 use crate::error::ConfigError;
 use crate::rules::{err, in_range};
 use crate::secrets::{Secret, SecretUrl};
+use crate::section::cloud_stores::{AzureStoreConfig, GcsStoreConfig};
 
 /// Segments roll at this many bytes by default (16 MiB).
 pub const DEFAULT_ROLL_BYTES: u64 = 16 * 1024 * 1024;
@@ -23,6 +25,9 @@ pub const DEFAULT_ROLL_BYTES: u64 = 16 * 1024 * 1024;
 /// larger), well under the 64 MiB a node reads back in one piece.
 pub const MAX_ROLL_BYTES: u64 = 32 * 1024 * 1024;
 
+/// The stores the operator renders (the CRDs' `spec.archive.type` and
+/// `spec.durability.backup.store.type`): a subset of `BlobStoreKind`, the stores the gateway
+/// reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(rename_all = "snake_case")]
@@ -31,6 +36,90 @@ pub enum BlobStoreType {
     Local,
     /// An S3-compatible bucket (AWS, MinIO, R2, ...).
     S3,
+}
+
+/// Which blob store a `storage` or `backup.store` block uses (its `type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum BlobStoreKind {
+    /// A directory on this node (`local.dir`).
+    Local,
+    /// An S3-compatible bucket (AWS, MinIO, R2, ...).
+    S3,
+    /// A Google Cloud Storage bucket.
+    Gcs,
+    /// An Azure Blob Storage container.
+    Azure,
+}
+
+impl BlobStoreKind {
+    /// The `type` value, which is also the name of the block's store section.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BlobStoreKind::Local => "local",
+            BlobStoreKind::S3 => "s3",
+            BlobStoreKind::Gcs => "gcs",
+            BlobStoreKind::Azure => "azure",
+        }
+    }
+}
+
+impl From<BlobStoreType> for BlobStoreKind {
+    fn from(t: BlobStoreType) -> Self {
+        match t {
+            BlobStoreType::Local => BlobStoreKind::Local,
+            BlobStoreType::S3 => BlobStoreKind::S3,
+        }
+    }
+}
+
+impl PartialEq<BlobStoreType> for BlobStoreKind {
+    fn eq(&self, other: &BlobStoreType) -> bool {
+        *self == BlobStoreKind::from(*other)
+    }
+}
+
+/// The store section a block's `type` names, borrowed from the block.
+#[derive(Debug, Clone, Copy)]
+pub enum StoreSection<'a> {
+    Local(&'a LocalStoreConfig),
+    S3(&'a S3StoreConfig),
+    Gcs(&'a GcsStoreConfig),
+    Azure(&'a AzureStoreConfig),
+}
+
+/// The four store sections of a `storage` or `backup.store` block, any of them absent.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sections<'a> {
+    pub local: Option<&'a LocalStoreConfig>,
+    pub s3: Option<&'a S3StoreConfig>,
+    pub gcs: Option<&'a GcsStoreConfig>,
+    pub azure: Option<&'a AzureStoreConfig>,
+}
+
+impl<'a> Sections<'a> {
+    /// The section `kind` names, if it is set.
+    pub(crate) fn get(self, kind: BlobStoreKind) -> Option<StoreSection<'a>> {
+        match kind {
+            BlobStoreKind::Local => self.local.map(StoreSection::Local),
+            BlobStoreKind::S3 => self.s3.map(StoreSection::S3),
+            BlobStoreKind::Gcs => self.gcs.map(StoreSection::Gcs),
+            BlobStoreKind::Azure => self.azure.map(StoreSection::Azure),
+        }
+    }
+
+    /// The names of the sections that are set.
+    fn set(self) -> impl Iterator<Item = BlobStoreKind> {
+        [
+            (BlobStoreKind::Local, self.local.is_some()),
+            (BlobStoreKind::S3, self.s3.is_some()),
+            (BlobStoreKind::Gcs, self.gcs.is_some()),
+            (BlobStoreKind::Azure, self.azure.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(k, set)| set.then_some(k))
+    }
 }
 
 /// When a hook is packed into a segment.
@@ -51,9 +140,9 @@ pub enum ArchiveAt {
 #[cfg_attr(feature = "schema", derive(JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct StorageConfig {
-    /// `local` or `s3`: which of the two store sections is read (and required).
+    /// `local`, `s3`, `gcs` or `azure`: which of the store sections is read (and required).
     #[serde(rename = "type")]
-    pub store_type: BlobStoreType,
+    pub store_type: BlobStoreKind,
     /// When a hook is archived: `settled` (default) or `ack`.
     #[serde(default)]
     pub archive_at: ArchiveAt,
@@ -76,6 +165,12 @@ pub struct StorageConfig {
     /// The S3-compatible bucket segments are uploaded to, for `type: s3`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub s3: Option<S3StoreConfig>,
+    /// The GCS bucket segments are uploaded to, for `type: gcs`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gcs: Option<GcsStoreConfig>,
+    /// The Azure blob container segments are uploaded to, for `type: azure`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub azure: Option<AzureStoreConfig>,
 }
 
 fn d_roll_bytes() -> u64 {
@@ -146,7 +241,21 @@ impl StorageConfig {
         if let Some(p) = &self.key_prefix {
             key_prefix(&f("key_prefix"), p)?;
         }
-        blob_store(path, self.store_type, &self.local, &self.s3)
+        blob_store(path, self.store_type, self.sections())
+    }
+
+    pub(crate) fn sections(&self) -> Sections<'_> {
+        Sections {
+            local: self.local.as_ref(),
+            s3: self.s3.as_ref(),
+            gcs: self.gcs.as_ref(),
+            azure: self.azure.as_ref(),
+        }
+    }
+
+    /// The store section `type` names (`None` only in a config that was not validated).
+    pub fn store(&self) -> Option<StoreSection<'_>> {
+        self.sections().get(self.store_type)
     }
 }
 
@@ -173,39 +282,36 @@ pub(crate) fn key_prefix(field: &str, p: &str) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// One store section matching `store_type` (`local` or `s3`) and none of the other, its
-/// fields named under `at` (`storage`, `backup.store`).
+/// One store section matching `store_type` and none of the others, its fields named under
+/// `at` (`storage`, `backup.store`).
 pub(crate) fn blob_store(
     at: &str,
-    store_type: BlobStoreType,
-    local: &Option<LocalStoreConfig>,
-    s3: &Option<S3StoreConfig>,
+    store_type: BlobStoreKind,
+    sections: Sections<'_>,
 ) -> Result<(), ConfigError> {
-    let (name, given, other) = match store_type {
-        BlobStoreType::Local => ("local", local.is_some(), ("s3", s3.is_some())),
-        BlobStoreType::S3 => ("s3", s3.is_some(), ("local", local.is_some())),
-    };
-    if other.1 {
+    let name = store_type.as_str();
+    if let Some(other) = sections.set().find(|k| *k != store_type) {
         return Err(err(
-            format!("{at}.{}", other.0),
+            format!("{at}.{}", other.as_str()),
             format!("is set but {at}.type is {name}"),
         ));
     }
-    if !given {
+    let Some(section) = sections.get(store_type) else {
         return Err(err(
             format!("{at}.{name}"),
             format!("is required when {at}.type is {name}"),
         ));
+    };
+    let here = format!("{at}.{name}");
+    match section {
+        StoreSection::Local(l) if !l.dir.is_absolute() => {
+            Err(err(format!("{here}.dir"), "must be an absolute path"))
+        }
+        StoreSection::Local(_) => Ok(()),
+        StoreSection::S3(s3) => s3.validate(&here),
+        StoreSection::Gcs(g) => g.validate(&here),
+        StoreSection::Azure(a) => a.validate(&here),
     }
-    if let (BlobStoreType::Local, Some(l)) = (store_type, local)
-        && !l.dir.is_absolute()
-    {
-        return Err(err(format!("{at}.local.dir"), "must be an absolute path"));
-    }
-    if let (BlobStoreType::S3, Some(s3)) = (store_type, s3) {
-        s3.validate(&format!("{at}.s3"))?;
-    }
-    Ok(())
 }
 
 impl S3StoreConfig {
@@ -309,6 +415,130 @@ mod tests {
         for (yaml, field) in cases {
             let e = load(yaml).expect_err(yaml);
             assert_eq!(e.field.as_deref(), Some(field), "{yaml}: {e}");
+        }
+    }
+
+    #[test]
+    fn gcs_and_azure_read_with_one_auth_mode_and_name_bad_fields() {
+        let c = load(
+            "storage:\n  type: gcs\n  gcs:\n    bucket: my-archive\n    endpoint: http://127.0.0.1:9023\n    anonymous: true\n",
+        )
+        .unwrap();
+        let s = c.storage.as_ref().unwrap();
+        assert_eq!(s.store_type, BlobStoreKind::Gcs);
+        assert!(
+            matches!(s.store(), Some(StoreSection::Gcs(g)) if g.anonymous && g.timeout_ms == 30_000)
+        );
+        let c = load("backup:\n  enabled: true\n  store:\n    type: azure\n    azure:\n      account: acct1\n      container: backups\n").unwrap();
+        let st = c.backup.store.as_ref().unwrap();
+        let Some(StoreSection::Azure(a)) = st.store() else {
+            panic!("{st:?}")
+        };
+        assert_eq!(a.service_url(), "https://acct1.blob.core.windows.net");
+        assert!(
+            a.sas_token.is_none() && a.account_key.is_none(),
+            "workload identity"
+        );
+
+        let sa = r#"'{"type": "service_account", "client_email": "a@b", "private_key": "pk"}'"#;
+        assert!(
+            load(&format!(
+                "storage:\n  type: gcs\n  gcs:\n    bucket: bkt\n    credentials: {sa}\n"
+            ))
+            .is_ok()
+        );
+        let cases = [
+            ("storage:\n  type: gcs\n", "storage.gcs"),
+            ("storage:\n  type: azure\n", "storage.azure"),
+            (
+                "storage:\n  type: gcs\n  gcs: {bucket: bkt}\n  s3: {bucket: bkt}\n",
+                "storage.s3",
+            ),
+            (
+                "storage:\n  type: s3\n  s3: {bucket: bkt}\n  azure: {account: acct, container: ctr}\n",
+                "storage.azure",
+            ),
+            (
+                "storage:\n  type: gcs\n  gcs: {bucket: Bad}\n",
+                "storage.gcs.bucket",
+            ),
+            (
+                "storage:\n  type: gcs\n  gcs: {bucket: bkt, anonymous: true}\n",
+                "storage.gcs.anonymous",
+            ),
+            (
+                "storage:\n  type: gcs\n  gcs: {bucket: bkt, anonymous: true, endpoint: 'http://h', credentials: /k.json}\n",
+                "storage.gcs.anonymous",
+            ),
+            (
+                "storage:\n  type: gcs\n  gcs: {bucket: bkt, credentials: rel/k.json}\n",
+                "storage.gcs.credentials",
+            ),
+            (
+                "storage:\n  type: gcs\n  gcs: {bucket: bkt, credentials: '{\"type\": \"user\"}'}\n",
+                "storage.gcs.credentials",
+            ),
+            (
+                "storage:\n  type: gcs\n  gcs: {bucket: bkt, endpoint: 'http://h/?x=1'}\n",
+                "storage.gcs.endpoint",
+            ),
+            (
+                "storage:\n  type: gcs\n  gcs: {bucket: bkt, timeout_ms: 0}\n",
+                "storage.gcs.timeout_ms",
+            ),
+            (
+                "storage:\n  type: azure\n  azure: {account: Acct, container: ctr}\n",
+                "storage.azure.account",
+            ),
+            (
+                "storage:\n  type: azure\n  azure: {account: acct, container: a--b}\n",
+                "storage.azure.container",
+            ),
+            (
+                "storage:\n  type: azure\n  azure: {account: acct, container: ctr, sas_token: 'sv=1&sig=x', account_key: a2V5}\n",
+                "storage.azure.account_key",
+            ),
+            (
+                "storage:\n  type: azure\n  azure: {account: acct, container: ctr, sas_token: 'sv=2021'}\n",
+                "storage.azure.sas_token",
+            ),
+            (
+                "storage:\n  type: azure\n  azure: {account: acct, container: ctr, account_key: 'not base64!'}\n",
+                "storage.azure.account_key",
+            ),
+            (
+                "storage:\n  type: azure\n  azure: {account: acct, container: ctr, endpoint: 'ftp://h'}\n",
+                "storage.azure.endpoint",
+            ),
+            (
+                "backup:\n  enabled: true\n  store:\n    type: azure\n    gcs: {bucket: bkt}\n",
+                "backup.store.gcs",
+            ),
+            (
+                "backup:\n  enabled: true\n  store:\n    type: gcs\n    gcs: {bucket: B}\n",
+                "backup.store.gcs.bucket",
+            ),
+        ];
+        for (yaml, field) in cases {
+            let e = load(yaml).expect_err(yaml);
+            assert_eq!(e.field.as_deref(), Some(field), "{yaml}: {e}");
+        }
+    }
+
+    #[test]
+    fn cloud_credentials_are_never_echoed() {
+        for yaml in [
+            "storage:\n  type: azure\n  azure: {account: acct, container: ctr, sas_token: 'sv=hunter2'}\n",
+            "storage:\n  type: azure\n  azure: {account: acct, container: ctr, account_key: 'hunter2!'}\n",
+            "storage:\n  type: azure\n  azure: {account: acct, container: ctr, sas_token: 'sig=hunter2', account_key: aHVudGVyMg==}\n",
+            "storage:\n  type: gcs\n  gcs: {bucket: bkt, credentials: 'hunter2'}\n",
+            "storage:\n  type: gcs\n  gcs: {bucket: bkt, credentials: '{\"type\": \"hunter2\"}'}\n",
+            "storage:\n  type: gcs\n  gcs: {bucket: bkt, credentials: '{hunter2'}\n",
+            "storage:\n  type: gcs\n  gcs: {bucket: bkt, endpoint: 'http://u:hunter2@h/'}\n",
+        ] {
+            let e = load(yaml).expect_err(yaml);
+            assert!(!e.to_string().contains("hunter2"), "{e}");
+            assert!(!format!("{e:?}").contains("hunter2"), "{e:?}");
         }
     }
 

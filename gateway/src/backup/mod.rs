@@ -110,13 +110,7 @@ impl BackupError {
 pub fn target(c: &Config) -> Result<(BlobStore, Layout), ConfigError> {
     // The blob store's errors lead with the key (`backup.store.local: ...`).
     let blob = match (&c.backup.store, &c.storage) {
-        (Some(s), _) => BlobStore::from_parts(
-            s.store_type,
-            s.local.as_ref(),
-            s.s3.as_ref(),
-            "backup.store",
-        )
-        .map_err(ConfigError::general)?,
+        (Some(s), _) => BlobStore::from_backup(s).map_err(ConfigError::general)?,
         (None, Some(st)) => BlobStore::from_config(st).map_err(ConfigError::general)?,
         (None, None) => {
             return Err(ConfigError::field(

@@ -4,7 +4,9 @@
 //! through `ankusa_sinks::aws`, the same code the SQS sink signs with.
 //!
 //! Transport errors and 408/429/500/502/503/504 are retried twice (after 200 ms, then 1 s);
-//! anything else is reported with S3's error code, never with the request's credentials.
+//! anything else is reported with S3's error code, never with the request's credentials
+//! (`rest.rs`, shared with the GCS and Azure stores). Query values are escaped as SigV4's
+//! canonical query string has them, so the signature covers the bytes S3 reads.
 
 use std::time::Duration;
 
@@ -13,6 +15,9 @@ use ankusa_sinks::aws::{CredentialSource, sign_headers_s3};
 use bytes::Bytes;
 
 use super::BlobError;
+use super::rest::{
+    code_word, cut_range, query_escape, status_error, transport_class, with_retries, xml_tag,
+};
 
 pub struct S3Store {
     http: reqwest::Client,
@@ -23,8 +28,6 @@ pub struct S3Store {
     path_style: bool,
     creds: CredentialSource,
 }
-
-const RETRY_DELAYS: [Duration; 2] = [Duration::from_millis(200), Duration::from_secs(1)];
 
 impl S3Store {
     pub fn new(cfg: &S3StoreConfig) -> Result<S3Store, String> {
@@ -124,19 +127,7 @@ impl S3Store {
             )
             .await?;
         // A store that ignores Range answers the whole object: cut the range out of it.
-        if body.len() == len as usize {
-            return Ok(body);
-        }
-        let start = offset as usize;
-        let end = start.saturating_add(len as usize);
-        if end <= body.len() {
-            return Ok(body.slice(start..end));
-        }
-        Err(BlobError::Transient {
-            op: "get",
-            key: key.to_string(),
-            message: "the ranged read returned a short body".into(),
-        })
+        cut_range("get", key, body, offset, len)
     }
 
     pub async fn delete(&self, key: &str) -> Result<(), BlobError> {
@@ -233,20 +224,10 @@ impl S3Store {
         extra: &[(&str, &str)],
         body: Bytes,
     ) -> Result<Bytes, BlobError> {
-        let mut attempt = 0;
-        loop {
-            match self
-                .once(op, method.clone(), key, url, extra, body.clone())
-                .await
-            {
-                Err(BlobError::Transient { message, .. }) if attempt < RETRY_DELAYS.len() => {
-                    tracing::debug!(op, key, %message, "blob request failed; retrying");
-                    tokio::time::sleep(RETRY_DELAYS[attempt]).await;
-                    attempt += 1;
-                }
-                other => return other,
-            }
-        }
+        with_retries(op, key, || {
+            self.once(op, method.clone(), key, url, extra, body.clone())
+        })
+        .await
     }
 
     async fn once(
@@ -305,14 +286,7 @@ impl S3Store {
             .map_err(|e| transient(format!("reading the answer: {}", transport_class(&e))))?;
         match status {
             200..=299 => Ok(bytes),
-            404 => Err(BlobError::NotFound {
-                op,
-                key: key.to_string(),
-            }),
-            408 | 429 | 500 | 502 | 503 | 504 => {
-                Err(transient(format!("{status} {}", s3_code(&bytes))))
-            }
-            _ => Err(refused(format!("{status} {}", s3_code(&bytes)))),
+            _ => Err(status_error(op, key, status, &s3_code(&bytes))),
         }
     }
 }
@@ -321,39 +295,7 @@ impl S3Store {
 /// request's values.
 fn s3_code(body: &[u8]) -> String {
     let text = String::from_utf8_lossy(&body[..body.len().min(4096)]);
-    text.split_once("<Code>")
-        .and_then(|(_, rest)| rest.split_once("</Code>"))
-        .map(|(code, _)| code)
-        .filter(|c| c.len() <= 64 && c.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.'))
-        .unwrap_or("(no error code)")
-        .to_string()
-}
-
-/// What kind of transport failure (the error's text may carry the URL).
-fn transport_class(e: &reqwest::Error) -> &'static str {
-    if e.is_timeout() {
-        "timeout"
-    } else if e.is_connect() {
-        "connect failed"
-    } else if e.is_body() || e.is_decode() {
-        "body"
-    } else {
-        "request failed"
-    }
-}
-
-/// A query value with everything but RFC 3986's unreserved characters percent-encoded, as
-/// SigV4's canonical query string has it (so the signature covers the same bytes S3 reads).
-fn query_escape(v: &str) -> String {
-    let mut out = String::with_capacity(v.len());
-    for b in v.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    code_word(xml_tag(&text, "Code").as_deref())
 }
 
 struct ListPage {
@@ -368,13 +310,7 @@ fn parse_list(body: &[u8]) -> Option<ListPage> {
     if !text.contains("ListBucketResult") {
         return None;
     }
-    let tag = |s: &str, name: &str| -> Option<String> {
-        let open = format!("<{name}>");
-        let close = format!("</{name}>");
-        let (_, rest) = s.split_once(&open)?;
-        let (v, _) = rest.split_once(&close)?;
-        Some(xml_unescape(v))
-    };
+    let tag = xml_tag;
     let mut objects = Vec::new();
     for part in text.split("<Contents>").skip(1) {
         let part = part.split("</Contents>").next()?;
@@ -388,14 +324,6 @@ fn parse_list(body: &[u8]) -> Option<ListPage> {
         truncated: tag(text, "IsTruncated").is_some_and(|v| v.trim() == "true"),
         next: tag(text, "NextContinuationToken"),
     })
-}
-
-fn xml_unescape(v: &str) -> String {
-    v.replace("&lt;", "<")
-        .replace("&gt;", ">")
-        .replace("&quot;", "\"")
-        .replace("&apos;", "'")
-        .replace("&amp;", "&")
 }
 
 fn md5_of(bytes: &[u8]) -> [u8; 16] {

@@ -574,3 +574,135 @@ pub async fn wait_job_done(c: &reqwest::Client, g: &Gateway, id: &str) -> serde_
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// Fails (never skips) when nothing listens on 127.0.0.1:`port`.
+fn assert_listening(port: u16, what: &str) {
+    let up = std::net::TcpStream::connect_timeout(
+        &std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+        Duration::from_secs(2),
+    )
+    .is_ok();
+    assert!(
+        up,
+        "{what} is not reachable on 127.0.0.1:{port}: run `tests/brokers/start.sh <statedir>` first"
+    );
+}
+
+/// fake-gcs-server (the GCS JSON API), started by `tests/brokers/start.sh`.
+pub const GCS_EMULATOR: &str = "http://127.0.0.1:9023";
+
+/// A fresh bucket named `<prefix>-<random>` on the GCS emulator; fails when it is not up.
+pub async fn gcs_bucket(c: &reqwest::Client, prefix: &str) -> String {
+    assert_listening(9023, "the GCS emulator (fake-gcs-server)");
+    let bucket = format!("{prefix}-{:08x}", fastrand::u32(..));
+    let made = c
+        .post(format!("{GCS_EMULATOR}/storage/v1/b?project=ankusa"))
+        .json(&serde_json::json!({ "name": bucket }))
+        .send()
+        .await
+        .expect("gcs emulator");
+    assert!(
+        made.status().is_success(),
+        "create bucket: {}",
+        made.status()
+    );
+    bucket
+}
+
+/// The `gcs:` block of `bucket` on the emulator (`anonymous`), each line indented by `indent`.
+pub fn gcs_yaml(bucket: &str, indent: &str) -> String {
+    [
+        "gcs:".to_string(),
+        format!("  bucket: {bucket}"),
+        format!("  endpoint: {GCS_EMULATOR}"),
+        "  anonymous: true".into(),
+    ]
+    .iter()
+    .map(|l| format!("{indent}{l}\n"))
+    .collect()
+}
+
+/// Azurite's blob service of its development account, started by `tests/brokers/start.sh`.
+pub const AZURITE: &str = "http://127.0.0.1:10000/devstoreaccount1";
+pub const AZURITE_ACCOUNT: &str = "devstoreaccount1";
+/// Azurite's published development key (in its documentation; not a secret).
+pub const AZURITE_KEY: &str =
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+
+/// An account SAS (version 2021-08-06: blob service; service, container and object; read,
+/// add, create, write, delete, list; until 2099) signed with `AZURITE_KEY` here, apart from
+/// the gateway's own Shared Key code.
+pub fn azurite_sas() -> String {
+    use base64::Engine;
+    use hmac::Mac;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let (sp, ss, srt, se, spr, sv) = (
+        "racwdl",
+        "b",
+        "sco",
+        "2099-01-01T00:00:00Z",
+        "https,http",
+        "2021-08-06",
+    );
+    // account, permissions, services, resource types, start, expiry, IP, protocol, version,
+    // encryption scope, each followed by a newline.
+    let to_sign = format!("{AZURITE_ACCOUNT}\n{sp}\n{ss}\n{srt}\n\n{se}\n\n{spr}\n{sv}\n\n");
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(&b64.decode(AZURITE_KEY).unwrap())
+        .expect("hmac key");
+    mac.update(to_sign.as_bytes());
+    let sig = b64.encode(mac.finalize().into_bytes());
+    let enc = |v: &str| url::form_urlencoded::byte_serialize(v.as_bytes()).collect::<String>();
+    format!(
+        "sv={sv}&ss={ss}&srt={srt}&sp={sp}&se={}&spr={}&sig={}",
+        enc(se),
+        enc(spr),
+        enc(&sig)
+    )
+}
+
+/// A fresh container named `<prefix>-<random>` on Azurite (made with `azurite_sas`); fails
+/// when Azurite is not up.
+pub async fn azurite_container(c: &reqwest::Client, prefix: &str) -> String {
+    assert_listening(10000, "Azurite");
+    let container = format!("{prefix}-{:08x}", fastrand::u32(..));
+    let made = c
+        .put(format!(
+            "{AZURITE}/{container}?restype=container&{}",
+            azurite_sas()
+        ))
+        .header("x-ms-version", "2021-08-06")
+        .send()
+        .await
+        .expect("azurite");
+    assert!(
+        made.status().is_success(),
+        "create container: {}",
+        made.status()
+    );
+    container
+}
+
+/// How a test's Azure store authorizes on Azurite.
+#[derive(Clone, Copy, Debug)]
+pub enum AzureAuth {
+    Sas,
+    SharedKey,
+}
+
+/// The `azure:` block of `container` on Azurite, each line indented by `indent`.
+pub fn azure_yaml(container: &str, auth: AzureAuth, indent: &str) -> String {
+    let cred = match auth {
+        AzureAuth::Sas => format!("  sas_token: \"{}\"", azurite_sas()),
+        AzureAuth::SharedKey => format!("  account_key: \"{AZURITE_KEY}\""),
+    };
+    [
+        "azure:".to_string(),
+        format!("  account: {AZURITE_ACCOUNT}"),
+        format!("  container: {container}"),
+        format!("  endpoint: {AZURITE}"),
+        cred,
+    ]
+    .iter()
+    .map(|l| format!("{indent}{l}\n"))
+    .collect()
+}
