@@ -84,7 +84,7 @@ pub use section::verify::{
 };
 pub use section::wal::{IntakeConfig, WalConfig, WalType};
 pub use sinks::*;
-pub use validate::{direct_sources, validate};
+pub use validate::{RETRY_EXCEEDS_CLAIM_EXPIRY, direct_sources, validate};
 
 /// Exit code of a process refused for its configuration (`EX_CONFIG` of sysexits.h).
 pub const EXIT_CONFIG: i32 = 78;

@@ -24,6 +24,8 @@ const SHOWN: &[&str] = &[
     "dispatch",
     "egress",
     "claim_check",
+    "bucket_expiry_days",
+    "redeem_grace_days",
     "retry",
     "pools",
     "verify",

@@ -190,7 +190,45 @@ fn source(c: &Config, id: &str, s: &SourceConfig) -> Result<(), ConfigError> {
             .with_override(Some(r))
             .validate(&format!("{p}.retry"))?;
     }
+    claim_expiry(c, &p, s)?;
     sinks_against_egress(c, &p, &s.sinks)
+}
+
+/// The error code (and message prefix) of a source whose deliveries could outlive its claims.
+pub const RETRY_EXCEEDS_CLAIM_EXPIRY: &str = "retry_exceeds_claim_expiry";
+
+/// A bucket's lifecycle rule deletes a claim `claim_check.bucket_expiry_days` after it was
+/// written, whether or not its hook is still retrying: with a declared rule, a source with a
+/// queue sink (the sinks that claim-check) must finish its retries, its DLQ retention and the
+/// redeem grace inside it.
+fn claim_expiry(c: &Config, p: &str, s: &SourceConfig) -> Result<(), ConfigError> {
+    const DAY_MS: u64 = 86_400_000;
+    let Some(days) = c.claim_check.bucket_expiry_days else {
+        return Ok(());
+    };
+    let checks_in = |k: &SinkConfig| !matches!(k, SinkConfig::Log(_) | SinkConfig::Http(_));
+    if !c.claim_check.enabled || !s.sinks.iter().any(checks_in) {
+        return Ok(());
+    }
+    let horizon = c
+        .dispatch
+        .retry
+        .with_override(s.retry.as_ref())
+        .max_elapsed_ms;
+    let dlq_days = c.queue.dlq.retention_days.unwrap_or(0);
+    let need = horizon
+        .saturating_add(u64::from(dlq_days) * DAY_MS)
+        .saturating_add(u64::from(c.claim_check.redeem_grace_days) * DAY_MS);
+    if need > u64::from(days) * DAY_MS {
+        return Err(err(
+            format!("{p}.retry.max_elapsed_ms"),
+            format!(
+                "{RETRY_EXCEEDS_CLAIM_EXPIRY}: the retry horizon ({horizon} ms) + queue.dlq.retention_days ({dlq_days}) + claim_check.redeem_grace_days ({}) outlast claim_check.bucket_expiry_days ({days})",
+                c.claim_check.redeem_grace_days
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Each sink of a list at `<p>.sinks[i]`: its TLS settings, its token endpoint and its literal

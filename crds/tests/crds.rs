@@ -353,11 +353,11 @@ fn durability_modes_and_backup_stores_are_checked_by_cel() {
         (json!({"mode": "disk", "intake": intake}), "and only for it"),
         (
             json!({"backup": {"store": {"type": "local"}}}),
-            "durability.backup.store.type must be s3",
+            "store.type must be s3",
         ),
         (
             json!({"backup": {"store": {"type": "s3"}}}),
-            "durability.backup.store.bucket is required",
+            "store.bucket is required",
         ),
     ];
     for (d, want) in refused {

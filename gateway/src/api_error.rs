@@ -38,6 +38,12 @@ pub enum ApiError {
         field: Option<String>,
         message: String,
     },
+    /// `422`: a pushed or reloaded config has a source whose retries, DLQ retention and redeem
+    /// grace outlast `claim_check.bucket_expiry_days`.
+    RetryExceedsClaimExpiry {
+        field: Option<String>,
+        message: String,
+    },
     /// `400` (ingest): a header with bytes outside the allowed ones, or a `Content-Length` or
     /// `X-Forwarded-For` that does not parse; `header` names it.
     InvalidHeader {
@@ -109,6 +115,9 @@ pub enum ApiError {
     StoreUnavailable {
         class: Option<&'static str>,
     },
+    /// `503` (claim port): the claim store refuses the gateway (credentials, permissions);
+    /// `Retry-After: 60`.
+    StoreForbidden,
     /// `503 store_unavailable` (ingest): the hook's synced write failed; `Retry-After: 5`.
     StoreWriteFailed,
     /// `503` (ingest): the DLQ is over a bound with nothing archived to evict; `Retry-After: 60`.
@@ -168,6 +177,7 @@ impl ApiError {
             NotFound | InvalidTenant | UnknownSource | HookNotFound | ReplayNotFound
             | ClaimNotFound | ArchiveNotConfigured | HookNotArchived => StatusCode::NOT_FOUND,
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            RetryExceedsClaimExpiry { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             RoleNotEnabled { .. } | WalDisabled => StatusCode::CONFLICT,
             PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ClientRateLimited { .. }
@@ -177,6 +187,7 @@ impl ApiError {
             ArchiveCorrupt => StatusCode::INTERNAL_SERVER_ERROR,
             Overload
             | StoreUnavailable { .. }
+            | StoreForbidden
             | StoreWriteFailed
             | DlqFull
             | QuarantineFull
@@ -196,6 +207,7 @@ impl ApiError {
             InvalidId => "invalid_id",
             InvalidState { .. } => "invalid_state",
             InvalidConfig { .. } => "invalid_config",
+            RetryExceedsClaimExpiry { .. } => "retry_exceeds_claim_expiry",
             InvalidHeader { .. } => "invalid_header",
             BodyReadFailed { .. } => "body_read_failed",
             Unauthorized => "unauthorized",
@@ -220,6 +232,7 @@ impl ApiError {
             ArchiveCorrupt => "archive_corrupt",
             Overload => "overload",
             StoreUnavailable { .. } | StoreWriteFailed => "store_unavailable",
+            StoreForbidden => "store_forbidden",
             DlqFull => "dlq_full",
             QuarantineFull => "quarantine_full",
             IntakeUnavailable { .. } => "intake_unavailable",
@@ -243,7 +256,7 @@ impl ApiError {
             TooManyJobs { .. } => 10,
             Overload | StoreUnavailable { .. } => 1,
             StoreWriteFailed => 5,
-            DlqFull | QuarantineFull => 60,
+            DlqFull | QuarantineFull | StoreForbidden => 60,
             _ => return None,
         };
         Some(secs.max(1))
@@ -261,7 +274,7 @@ impl ApiError {
                 put("field", field.as_str().into());
                 put("message", message.as_str().into());
             }
-            InvalidConfig { field, message } => {
+            InvalidConfig { field, message } | RetryExceedsClaimExpiry { field, message } => {
                 put("field", field.clone().map_or(Value::Null, Value::from));
                 put("message", message.as_str().into());
             }

@@ -126,6 +126,13 @@ fn answered() -> Vec<(Table, ApiError)> {
                 message: "m".into(),
             },
         ),
+        (
+            Admin,
+            RetryExceedsClaimExpiry {
+                field: Some("sources.s.retry.max_elapsed_ms".into()),
+                message: "m".into(),
+            },
+        ),
         (Admin, Unauthorized),
         (Admin, ApiError::forbidden("dlq:write")),
         (Admin, TokenRequired { message: "m" }),
@@ -170,6 +177,7 @@ fn answered() -> Vec<(Table, ApiError)> {
         (Claim, Forbidden { scope: None }),
         (Claim, ClaimNotFound),
         (Claim, StoreUnavailable { class: None }),
+        (Claim, StoreForbidden),
     ]
 }
 
@@ -215,9 +223,11 @@ fn variant(e: &ApiError) -> usize {
         ArchiveUnavailable => 34,
         WalDisabled => 35,
         SinkUnavailable { .. } => 36,
+        RetryExceedsClaimExpiry { .. } => 37,
+        StoreForbidden => 38,
     }
 }
-const VARIANTS: usize = 37;
+const VARIANTS: usize = 39;
 
 #[test]
 fn every_variant_answers_as_its_table_documents() {

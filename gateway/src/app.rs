@@ -17,7 +17,7 @@ use crate::admin::AdminState;
 use crate::archive::Archive;
 use crate::archive::dlq_bounds::DlqGuard;
 use crate::backup::Backup;
-use crate::claim_check::LocalClaimCheck;
+use crate::claim_check::Claims;
 use crate::commit::{CommitListener, Committer};
 use crate::direct::Direct;
 use crate::dispatch::{self, Dispatcher};
@@ -155,16 +155,7 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
     }
 
     let claim_check = if config.claim_check.enabled {
-        // The directory keeps the name it had when the claim check wrote there first.
-        let dir = config
-            .node
-            .data_dir
-            .join(&config.node.instance)
-            .join("claims");
-        Some(LocalClaimCheck::new(
-            dir,
-            config.claim_check.tokens.clone(),
-        )?)
+        Some(claims(&config)?)
     } else {
         None
     };
@@ -350,12 +341,11 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
                 tls: None,
             },
         ));
-        if let Some(days) = config.claim_check.retention_days {
-            let c = c.clone();
+        if let (Some(days), Some(files)) = (config.claim_check.retention_days, c.local_files()) {
             tokio::spawn(async move {
                 loop {
-                    let c2 = c.clone();
-                    match tokio::task::spawn_blocking(move || c2.sweep(days)).await {
+                    let f = files.clone();
+                    match tokio::task::spawn_blocking(move || f.sweep(days)).await {
                         Ok(Ok(n)) if n > 0 => tracing::info!(deleted = n, "expired claims deleted"),
                         Ok(Err(e)) => tracing::warn!(error = %e, "claim sweep failed"),
                         _ => {}
@@ -618,4 +608,26 @@ fn spawn_housekeeping(
             crate::quarantine::gauges(&pen, &metrics);
         }
     });
+}
+
+/// The claim check's store: `claim_check.store` when set (a blob store the fleet shares),
+/// else the node's data dir (the directory keeps the name it had when the claim check wrote
+/// there first).
+fn claims(config: &Config) -> anyhow::Result<Arc<Claims>> {
+    let tokens = config.claim_check.tokens.clone();
+    let Some(block) = &config.claim_check.store else {
+        let dir = config
+            .node
+            .data_dir
+            .join(&config.node.instance)
+            .join("claims");
+        return Ok(Claims::local(dir, tokens)?);
+    };
+    let store = crate::claim_check::store_of(block)?;
+    let claims = Claims::in_store(store, config.http.max_body_bytes, tokens)?;
+    tracing::info!(
+        store = claims.kind(),
+        "claims are kept in a shared blob store"
+    );
+    Ok(claims)
 }

@@ -197,8 +197,8 @@ pub fn main() -> i32 {
 
 /// `check-config`: builds, in check mode, everything `run` builds from the config, through
 /// the same functions its start calls, stopping before anything is contacted or created on
-/// disk: the OTLP span exporter (`telemetry::check`), the backup target (`backup::target`, also the boot restore's), the archive's blob
-/// store, the intake log's client settings (`intake::check`; no client is created, nothing
+/// disk: the OTLP span exporter (`telemetry::check`), the backup target (`backup::target`, also the boot restore's), the archive's and the claim
+/// check's blob stores, the intake log's client settings (`intake::check`; no client is created, nothing
 /// connects), the sources' verifiers and sinks (`Live::build`), and the admin listener's TLS
 /// acceptor. So whatever `run` refuses at start as a config error (exit 78, `refused`), this
 /// refuses too: `gateway/tests/check_config_parity.rs` compares the two over generated configs.
@@ -208,6 +208,9 @@ fn build_check(loaded: &Loaded) -> Result<(), ConfigError> {
     crate::backup::check(c)?;
     if let Some(storage) = &c.storage {
         crate::archive::blob_store(storage)?;
+    }
+    if let (true, Some(block)) = (c.claim_check.enabled, &c.claim_check.store) {
+        crate::claim_check::store_of(block)?;
     }
     // `run` starts the intake log under these conditions only.
     if let (ankusa_config::WalType::Dual, Some(intake)) = (&c.wal.wal_type, &c.intake) {

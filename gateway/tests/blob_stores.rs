@@ -149,26 +149,6 @@ async fn azure_round_trips_every_operation_with_shared_key() {
     round_trip(azure_store(&c, AzureAuth::SharedKey).await).await;
 }
 
-/// A throwaway RSA key generated here (never a real one), as a service-account key's JSON
-/// naming `token_uri`, and its public half (PKCS#1 DER).
-fn throwaway_service_account(token_uri: &str) -> (String, Vec<u8>) {
-    use aws_lc_rs::encoding::{AsDer, Pkcs8V1Der};
-    use aws_lc_rs::signature::{KeyPair, RsaKeyPair};
-    let key = RsaKeyPair::generate(aws_lc_rs::rsa::KeySize::Rsa2048).unwrap();
-    let der: Pkcs8V1Der = key.as_der().unwrap();
-    let b64 = base64::engine::general_purpose::STANDARD.encode(der.as_ref());
-    let pem = format!("-----BEGIN PRIVATE KEY-----\n{b64}\n-----END PRIVATE KEY-----\n");
-    let json = serde_json::json!({
-        "type": "service_account",
-        "project_id": "ankusa-test",
-        "private_key_id": "throwaway",
-        "private_key": pem,
-        "client_email": "archive@ankusa-test.iam.gserviceaccount.com",
-        "token_uri": token_uri,
-    });
-    (json.to_string(), key.public_key().as_ref().to_vec())
-}
-
 /// A token endpoint on 127.0.0.1 that checks each assertion's RS256 signature with `public`
 /// and answers `token`, or `refusal` (status, body) when set. Returns its URL and the
 /// assertions it received.

@@ -438,6 +438,13 @@ fn the_configuration_and_sink_examples_in_the_docs_load() {
     let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
     std::fs::write(&cert, &pair.cert).unwrap();
     std::fs::write(&key, &pair.key).unwrap();
+    // A GCS store's `credentials: /path` is read at start too: a throwaway service-account key.
+    let sa_key = dir.path().join("gcs-key.json");
+    std::fs::write(
+        &sa_key,
+        throwaway_service_account("https://oauth2.googleapis.com/token").0,
+    )
+    .unwrap();
     let mut checked = 0;
     for doc in [
         "configuration.md",
@@ -448,13 +455,35 @@ fn the_configuration_and_sink_examples_in_the_docs_load() {
         for (line, config) in doc_configs(doc) {
             let (config, names) = with_refs_resolvable(&config, &file);
             let config = with_cert_files(&config, &cert, &key);
-            let env: Vec<(&str, &str)> = names.iter().map(|n| (n.as_str(), value)).collect();
+            let config = with_key_file(&config, &sa_key);
+            // An Azure SAS variable gets a SAS's shape (`sv=...&sig=...`).
+            let sas = "sv=2021-08-06&ss=b&srt=co&sp=racwdl&sig=c2lnbmF0dXJl";
+            let env: Vec<(&str, &str)> = names
+                .iter()
+                .map(|n| (n.as_str(), if n.contains("SAS") { sas } else { value }))
+                .collect();
             let (code, out) = check(&config, &env);
             assert_eq!(code, 0, "docs/{doc} line {line}:\n{config}\n{out}");
             checked += 1;
         }
     }
     assert!(checked >= 10, "only {checked} examples found");
+}
+
+/// Points every `credentials:` given as an absolute path (a GCS service-account key) at `key`.
+fn with_key_file(config: &str, key: &std::path::Path) -> String {
+    config
+        .lines()
+        .map(|l| {
+            let indent = &l[..l.len() - l.trim_start().len()];
+            match l.trim_start().strip_prefix("credentials: /") {
+                Some(_) => format!("{indent}credentials: {}", key.display()),
+                None => l.to_string(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
 }
 
 /// Points every `cert_file:` and `key_file:` at `cert` and `key`.

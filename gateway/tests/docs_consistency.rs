@@ -414,12 +414,12 @@ fn every_config_key_is_documented_and_every_documented_key_exists() {
 fn claim_id_examples_match_the_claim_id_the_code_makes() {
     let code = rust_sources("gateway/src")
         .into_iter()
-        .find(|(f, _)| f.ends_with("gateway/src/claim_check.rs"))
-        .expect("gateway/src/claim_check.rs")
+        .find(|(f, _)| f.ends_with("gateway/src/claim_check/claim_ref.rs"))
+        .expect("gateway/src/claim_check/claim_ref.rs")
         .1;
     let at = code
         .find("fn claim_id")
-        .expect("fn claim_id in gateway/src/claim_check.rs");
+        .expect("fn claim_id in gateway/src/claim_check/claim_ref.rs");
     let body = &code[at..close_of(&code, at + code[at..].find('{').unwrap())];
     // The hook id (a UUID) in the form `claim_id` gives it.
     let (form, valid): (&str, fn(&str) -> bool) = if body.contains(".simple()") {
@@ -433,7 +433,9 @@ fn claim_id_examples_match_the_claim_id_the_code_makes() {
             s.len() == 36 && s.bytes().all(|b| b == b'-' || b.is_ascii_hexdigit())
         })
     } else {
-        panic!("claim_id in gateway/src/claim_check.rs makes an id this test does not know: {body}")
+        panic!(
+            "claim_id in gateway/src/claim_check/claim_ref.rs makes an id this test does not know: {body}"
+        )
     };
     let mut problems = Vec::new();
     let mut examples = 0;
@@ -455,7 +457,7 @@ fn claim_id_examples_match_the_claim_id_the_code_makes() {
                     if !valid(id) {
                         problems.push(format!(
                             "{file}:{}: claim id `{id}` is not {form}, the form claim_id \
-                             (gateway/src/claim_check.rs) gives",
+                             (gateway/src/claim_check/claim_ref.rs) gives",
                             n + 1
                         ));
                     }

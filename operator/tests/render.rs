@@ -614,6 +614,63 @@ fn the_claim_port_reaches_the_pod_network_only_with_reader_tokens() {
     );
 }
 
+/// `settings.claim_check.store`: every pod gets the same bucket with its credentials from the
+/// Secret (which then re-renders the pods), the declared expiry refuses a Source whose retries
+/// outlast it, naming `retry_exceeds_claim_expiry`, and a `local` store is refused.
+#[test]
+fn a_claim_bucket_reaches_every_pod_and_its_expiry_bounds_the_sources() {
+    let q = sink(
+        "q",
+        json!({"type": "rabbitmq", "options": {"url": "amqp://127.0.0.1:5672/%2f", "exchange": "hooks"}}),
+    );
+    let queued = |name: &str, horizon_ms: u64| {
+        source(
+            name,
+            json!({"gatewayRef": {"name": "gw"}, "retry": {"maxElapsedMs": horizon_ms},
+                   "sinks": [{"name": "q"}]}),
+        )
+    };
+    let gw = gateway(json!({"replicas": 2,
+        "settings": {"egress": {"allow_http": true, "allow_loopback": true}, "claim_check": {
+            "bucket_expiry_days": 3,
+            "store": {"type": "s3", "bucket": "claims", "endpoint": "http://127.0.0.1:5000",
+                      "credentials": {"accessKeyId": {"name": "s3", "key": "id"},
+                                      "secretAccessKey": {"name": "s3", "key": "secret"}}}}}}));
+    let srcs = [
+        queued("fits", 86_400_000),
+        queued("outlasts", 3 * 86_400_000),
+    ];
+    let r = render_with(&gw, &srcs, &[q], &s3_secrets(), None);
+    assert_eq!(r.error, None);
+    assert!(r.secrets_used.contains("s3"), "its changes re-render");
+    for pod in ["gw-0", "gw-1"] {
+        let c = r.for_pod(pod).unwrap();
+        let st = c.claim_check.store.as_ref().expect("a claim store");
+        assert_eq!(st.store_type, ankusa_config::BlobStoreKind::S3);
+        let s3 = st.s3.as_ref().unwrap();
+        assert_eq!(s3.bucket, "claims");
+        assert_eq!(c.claim_check.bucket_expiry_days, Some(3));
+        assert_eq!(c.claim_check.redeem_grace_days, 1);
+        assert!(c.sources.contains_key("fits"));
+        assert!(!c.sources.contains_key("outlasts"));
+    }
+    match &r.sources["outlasts"].outcome {
+        Outcome::Missing(e) => assert!(
+            e.contains("retry_exceeds_claim_expiry") && e.contains("max_elapsed_ms"),
+            "{e}"
+        ),
+        o => panic!("unexpected {o:?}"),
+    }
+    let v = serde_json::to_string(&r.for_pod("gw-0").unwrap().claim_check).unwrap();
+    assert!(v.contains(AKID), "the pods get the Secret's credentials");
+
+    let local = gateway(json!({"settings": {"claim_check": {"store": {"type": "local"}}}}));
+    let e = render_with(&local, &[], &[], &s3_secrets(), None)
+        .error
+        .unwrap();
+    assert!(e.contains("spec.settings.claim_check.store.type"), "{e}");
+}
+
 /// The operator's own pods as the chart runs them.
 fn policy() -> resources::Policy {
     resources::Policy {

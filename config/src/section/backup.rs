@@ -40,7 +40,7 @@ pub struct BackupStoreConfig {
 }
 
 impl BackupStoreConfig {
-    fn sections(&self) -> Sections<'_> {
+    pub(crate) fn sections(&self) -> Sections<'_> {
         Sections {
             local: self.local.as_ref(),
             s3: self.s3.as_ref(),

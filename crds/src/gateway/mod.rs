@@ -312,14 +312,15 @@ pub struct BackupSpec {
     pub key_prefix: Option<String>,
 }
 
-/// A bucket for backups: the S3 fields of `spec.archive`. Type `local` is refused: a backup
-/// on the pod's own volume goes with it.
+/// A bucket for backups (`spec.durability.backup.store`) or claims
+/// (`spec.settings.claim_check.store`): the S3 fields of `spec.archive`. Type `local` is
+/// refused: a store on the pod's own volume goes with it.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[x_kube(
     validation = Rule::new("self.type == 's3'")
-        .message("durability.backup.store.type must be s3: a local backup stays on the pod's own volume and is lost with it"),
+        .message("store.type must be s3: a store on the pod's own volume is lost with it"),
     validation = Rule::new("self.type != 's3' || has(self.bucket)")
-        .message("durability.backup.store.bucket is required for type s3")
+        .message("store.bucket is required for type s3")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct BackupStoreSpec {
@@ -667,6 +668,17 @@ pub struct ClaimCheckSettings {
     /// Bearer tokens consumers present to `GET /v1/claims/...`, one Secret key each.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub token_secret_refs: Vec<SecretKeyRef>,
+    /// A bucket every pod writes claims to and serves them from, so a claim redeems through
+    /// any pod and outlives the pod that wrote it (type `s3`). Absent: each pod's own volume.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<BackupStoreSpec>,
+    /// The expiry of the bucket's lifecycle rule on `claims/`, declared so that a Source whose
+    /// retries could outlive its claims is refused (`retry_exceeds_claim_expiry`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bucket_expiry_days: Option<u32>,
+    /// Days a consumer is given to redeem a claim after its hook's last delivery (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redeem_grace_days: Option<u32>,
 }
 
 /// What a Gateway may add to its pods.

@@ -137,6 +137,14 @@ fn reloaded(s: &AdminState, r: Result<bool, ConfigError>) -> AdminResult<ReloadR
         }
         Err(e) => {
             m.config.reloads.with_label_values(&["error"]).inc();
+            if e.message
+                .starts_with(ankusa_config::RETRY_EXCEEDS_CLAIM_EXPIRY)
+            {
+                return Err(ApiError::RetryExceedsClaimExpiry {
+                    field: e.field,
+                    message: e.message,
+                });
+            }
             Err(ApiError::InvalidConfig {
                 field: e.field,
                 message: e.message,

@@ -32,6 +32,11 @@ impl LocalStore {
         LocalStore { root }
     }
 
+    /// The directory keys are files under.
+    pub fn dir(&self) -> &std::path::Path {
+        &self.root
+    }
+
     fn path(&self, key: &str) -> PathBuf {
         self.root.join(key)
     }

@@ -80,7 +80,12 @@ impl BlobStore {
 
     /// The store of a `backup.store` block.
     pub fn from_backup(cfg: &BackupStoreConfig) -> Result<BlobStore, String> {
-        Self::from_section(cfg.store_type, cfg.store(), "backup.store")
+        Self::from_block(cfg, "backup.store")
+    }
+
+    /// The store of a block of `backup.store`'s shape at `at` (`claim_check.store`).
+    pub fn from_block(cfg: &BackupStoreConfig, at: &str) -> Result<BlobStore, String> {
+        Self::from_section(cfg.store_type, cfg.store(), at)
     }
 
     /// The store of the section a block's `type` names (`None`: the section is missing).

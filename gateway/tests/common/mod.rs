@@ -706,3 +706,26 @@ pub fn azure_yaml(container: &str, auth: AzureAuth, indent: &str) -> String {
     .map(|l| format!("{indent}{l}\n"))
     .collect()
 }
+
+/// A throwaway RSA key generated here (never a real one), as a service-account key's JSON
+/// naming `token_uri`, and its public half (PKCS#1 DER).
+pub fn throwaway_service_account(token_uri: &str) -> (String, Vec<u8>) {
+    use aws_lc_rs::encoding::{AsDer, Pkcs8V1Der};
+    use aws_lc_rs::signature::{KeyPair, RsaKeyPair};
+    let key = RsaKeyPair::generate(aws_lc_rs::rsa::KeySize::Rsa2048).unwrap();
+    let der: Pkcs8V1Der = key.as_der().unwrap();
+    let b64 = {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.encode(der.as_ref())
+    };
+    let pem = format!("-----BEGIN PRIVATE KEY-----\n{b64}\n-----END PRIVATE KEY-----\n");
+    let json = serde_json::json!({
+        "type": "service_account",
+        "project_id": "ankusa-test",
+        "private_key_id": "throwaway",
+        "private_key": pem,
+        "client_email": "archive@ankusa-test.iam.gserviceaccount.com",
+        "token_uri": token_uri,
+    });
+    (json.to_string(), key.public_key().as_ref().to_vec())
+}

@@ -5,9 +5,9 @@
 //!
 //! May import: `render::secrets`, `ankusa_config`, `ankusa_crds`.
 
-use ankusa_config::{BlobStoreType, StorageConfig};
+use ankusa_config::{BackupStoreConfig, BlobStoreType, StorageConfig};
 use ankusa_crds::names::DATA_MOUNT;
-use ankusa_crds::{ArchiveCredentials, Gateway};
+use ankusa_crds::{ArchiveCredentials, BackupStoreSpec, Gateway};
 use kube::ResourceExt;
 
 use crate::render::rendered::SecretValues;
@@ -183,4 +183,35 @@ pub fn s3_store(
 /// taken for one (a password may itself hold a `/` that would end the authority early).
 fn url_has_userinfo(s: &str) -> bool {
     s.contains('@')
+}
+
+/// The gateway's store block (`type: s3` and its `s3:` keys) of a `BackupStoreSpec` at `at`
+/// (`spec.durability.backup.store`, `spec.settings.claim_check.store`); `field` names the spec
+/// field of a key of the block (`s3.bucket`) the gateway's types refuse. The caller refuses
+/// types other than `s3`.
+pub fn s3_block(
+    at: &str,
+    st: &BackupStoreSpec,
+    secrets: &SecretValues,
+    field: impl Fn(&str) -> String,
+) -> Result<BackupStoreConfig, String> {
+    let s3 = s3_store(
+        at,
+        &S3Fields {
+            bucket: st.bucket.as_deref(),
+            endpoint: st.endpoint.as_deref(),
+            region: st.region.as_deref(),
+            force_path_style: st.force_path_style,
+            timeout_ms: st.timeout_ms,
+            credentials: st.credentials.as_ref(),
+        },
+        secrets,
+    )?;
+    let obj = serde_json::json!({"type": "s3", "s3": s3});
+    serde_path_to_error::deserialize::<_, BackupStoreConfig>(obj).map_err(|e| {
+        let field = field(&e.path().to_string());
+        // serde may quote the value, which may be a Secret's.
+        let inner = ankusa_config::value_free(&e.into_inner().to_string());
+        format!("{field}: {inner}")
+    })
 }

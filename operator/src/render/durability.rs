@@ -10,16 +10,14 @@
 //!
 //! May import: `render::{rendered, archive, sink, files}`, `ankusa_config`, `ankusa_crds`.
 
-use ankusa_config::{
-    BackupConfig, BackupStoreConfig, BlobStoreType, Config, IntakeConfig, WalConfig, WalType,
-};
+use ankusa_config::{BackupConfig, BlobStoreType, Config, IntakeConfig, WalConfig, WalType};
 use ankusa_crds::sink::SinkType;
 use ankusa_crds::{
     BackupSpec, DurabilityMode, DurabilitySpec, Gateway, IntakeSpec, IntakeType, SinkSpec,
 };
 use kube::ResourceExt;
 
-use crate::render::archive::{S3Fields, s3_store};
+use crate::render::archive::s3_block;
 use crate::render::files;
 use crate::render::rendered::SecretValues;
 use crate::render::sink::{sink_object, typed_field_error};
@@ -188,26 +186,9 @@ fn backup_config(
                     "{at}.store.type: must be s3: a local backup stays on the pod's own volume and is lost with it"
                 ));
             }
-            let s3 = s3_store(
-                &format!("{at}.store"),
-                &S3Fields {
-                    bucket: st.bucket.as_deref(),
-                    endpoint: st.endpoint.as_deref(),
-                    region: st.region.as_deref(),
-                    force_path_style: st.force_path_style,
-                    timeout_ms: st.timeout_ms,
-                    credentials: st.credentials.as_ref(),
-                },
-                secrets,
-            )?;
-            let obj = serde_json::json!({"type": "s3", "s3": s3});
-            let store =
-                serde_path_to_error::deserialize::<_, BackupStoreConfig>(obj).map_err(|e| {
-                    let field = durability_field(&format!("backup.store.{}", e.path()));
-                    // serde may quote the value, which may be a Secret's.
-                    let inner = ankusa_config::value_free(&e.into_inner().to_string());
-                    format!("{field}: {inner}")
-                })?;
+            let store = s3_block(&format!("{at}.store"), st, secrets, |path| {
+                durability_field(&format!("backup.store.{path}"))
+            })?;
             c.store = Some(store);
         }
         // The gateway's default: the archive's store (`storage`), its credentials included.
@@ -229,7 +210,7 @@ fn backup_config(
 }
 
 /// `publish_timeout_ms` → `publishTimeoutMs`.
-fn camel(snake: &str) -> String {
+pub fn camel(snake: &str) -> String {
     let mut out = String::with_capacity(snake.len());
     let mut up = false;
     for ch in snake.chars() {

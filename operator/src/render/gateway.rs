@@ -15,8 +15,8 @@ use ankusa_crds::Gateway;
 use ankusa_crds::names::DATA_MOUNT;
 use kube::ResourceExt;
 
-use crate::render::archive::{archive_field, archive_storage};
-use crate::render::durability::{durability, durability_field, is_durability_field};
+use crate::render::archive::{archive_field, archive_storage, s3_block};
+use crate::render::durability::{camel, durability, durability_field, is_durability_field};
 use crate::render::rendered::{Inputs, SecretValues};
 use crate::render::secrets::{durability_secret_names, secret_value};
 
@@ -135,6 +135,33 @@ fn claim_tokens(
     Ok(())
 }
 
+/// The claim check's shared bucket and its declared expiry. Only `s3`: a store on the pod's
+/// own volume would be lost with it, which is what the data dir already is.
+fn claim_store(
+    c: &mut Config,
+    cc: &ankusa_crds::ClaimCheckSettings,
+    secrets: &SecretValues,
+) -> Result<(), String> {
+    const AT: &str = "spec.settings.claim_check.store";
+    c.claim_check.bucket_expiry_days = cc.bucket_expiry_days;
+    if let Some(d) = cc.redeem_grace_days {
+        c.claim_check.redeem_grace_days = d;
+    }
+    let Some(st) = &cc.store else {
+        return Ok(());
+    };
+    if st.type_ != ankusa_config::BlobStoreType::S3 {
+        return Err(format!(
+            "{AT}.type: must be s3: claims on the pod's own volume are lost with it (leave store out for that)"
+        ));
+    }
+    let store = s3_block(AT, st, secrets, |path| {
+        format!("{AT}.{}", camel(path.strip_prefix("s3.").unwrap_or(path)))
+    })?;
+    c.claim_check.store = Some(store);
+    Ok(())
+}
+
 /// The base config of the Gateway (no Source yet), or why its settings are refused. Records
 /// in `secrets_used` the Secrets that went in.
 pub fn render_base(inputs: &Inputs, secrets_used: &mut BTreeSet<String>) -> Result<Config, String> {
@@ -149,6 +176,9 @@ pub fn render_base(inputs: &Inputs, secrets_used: &mut BTreeSet<String>) -> Resu
     if let Some(cc) = &gw.spec.settings.claim_check {
         secrets_used.extend(cc.token_secret_refs.iter().map(|r| r.name.clone()));
         claim_tokens(&mut base, cc, inputs.secrets)?;
+        let store_creds = cc.store.iter().filter_map(|s| s.credentials.as_ref());
+        secrets_used.extend(store_creds.flat_map(|c| c.refs().map(|(_, r)| r.name.clone())));
+        claim_store(&mut base, cc, inputs.secrets)?;
     }
     ankusa_config::validate(&base)
         .map_err(|e| format!("settings refused by the gateway's validation: {e}"))?;

@@ -66,12 +66,13 @@ pub fn sink_secret_names(sink: &Sink) -> impl Iterator<Item = &str> {
 /// Secrets a Gateway's own settings read (the admin token is fetched on its own): the
 /// claim check's reader tokens, the archive's credentials and those of `spec.durability`.
 pub fn gateway_secret_names(gw: &Gateway) -> impl Iterator<Item = &str> {
-    let claim = gw
-        .spec
-        .settings
-        .claim_check
-        .iter()
-        .flat_map(|cc| cc.token_secret_refs.iter().map(|r| r.name.as_str()));
+    let claim = gw.spec.settings.claim_check.iter().flat_map(|cc| {
+        let store = cc.store.iter().filter_map(|s| s.credentials.as_ref());
+        cc.token_secret_refs
+            .iter()
+            .map(|r| r.name.as_str())
+            .chain(store.flat_map(|c| c.refs().map(|(_, r)| r.name.as_str())))
+    });
     let archive = gw
         .spec
         .archive
