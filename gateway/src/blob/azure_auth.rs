@@ -22,10 +22,9 @@ use ankusa_config::AzureStoreConfig;
 use base64::Engine;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
-use tokio::time::Instant;
 
 use super::BlobError;
-use super::rest::{Token, TokenCache, token_answer, transport_class};
+use super::rest::{Token, TokenCache, fetch_token};
 
 pub(super) const STORAGE_SCOPE: &str = "https://storage.azure.com/.default";
 const DEFAULT_AUTHORITY: &str = "https://login.microsoftonline.com/";
@@ -184,21 +183,15 @@ impl Workload {
             )
             .append_pair("client_assertion", assertion.trim())
             .finish();
-        let resp = http
-            .post(&self.token_url)
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(form)
-            .send()
-            .await
-            .map_err(|e| BlobError::Transient {
-                op,
-                key: key.to_string(),
-                message: format!("{what}: {}", transport_class(&e)),
-            })?;
-        let status = resp.status().as_u16();
-        let body = resp.bytes().await.unwrap_or_default();
-        let (value, ttl) = token_answer(op, key, what, status, &body)?;
-        Ok(Token::new(value, ttl, Instant::now()))
+        fetch_token(
+            http.post(&self.token_url)
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(form),
+            op,
+            key,
+            what,
+        )
+        .await
     }
 }
 

@@ -19,10 +19,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use ankusa_config::{GcsCredentials, GcsStoreConfig};
 use aws_lc_rs::signature::{RSA_PKCS1_SHA256, RsaKeyPair};
 use base64::Engine;
-use tokio::time::Instant;
 
 use super::BlobError;
-use super::rest::{Token, TokenCache, token_answer, transport_class};
+use super::rest::{Token, TokenCache, fetch_token};
 
 /// Read and write objects (list included): the narrowest scope the store needs.
 pub(super) const SCOPE: &str = "https://www.googleapis.com/auth/devstorage.read_write";
@@ -220,21 +219,15 @@ impl ServiceAccount {
             .append_pair("assertion", &jwt)
             .finish();
         let what = "service-account token";
-        let resp = http
-            .post(&self.token_uri)
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(form)
-            .send()
-            .await
-            .map_err(|e| BlobError::Transient {
-                op,
-                key: key.to_string(),
-                message: format!("{what}: {}", transport_class(&e)),
-            })?;
-        let status = resp.status().as_u16();
-        let body = resp.bytes().await.unwrap_or_default();
-        let (value, ttl) = token_answer(op, key, what, status, &body)?;
-        Ok(Token::new(value, ttl, Instant::now()))
+        fetch_token(
+            http.post(&self.token_uri)
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(form),
+            op,
+            key,
+            what,
+        )
+        .await
     }
 }
 
@@ -246,21 +239,11 @@ async fn metadata_token(
     key: &str,
 ) -> Result<Token, BlobError> {
     let what = "metadata server token";
-    let resp = http
+    let req = http
         .get(url)
         .header("Metadata-Flavor", "Google")
-        .timeout(Duration::from_secs(5))
-        .send()
-        .await
-        .map_err(|e| BlobError::Transient {
-            op,
-            key: key.to_string(),
-            message: format!("{what}: {}", transport_class(&e)),
-        })?;
-    let status = resp.status().as_u16();
-    let body = resp.bytes().await.unwrap_or_default();
-    let (value, ttl) = token_answer(op, key, what, status, &body)?;
-    Ok(Token::new(value, ttl, Instant::now()))
+        .timeout(Duration::from_secs(5));
+    fetch_token(req, op, key, what).await
 }
 
 /// The DER inside `-----BEGIN <label>----- ... -----END <label>-----`.

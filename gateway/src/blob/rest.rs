@@ -2,7 +2,7 @@
 //! and 408/429/500/502/503/504 retried twice, after 200 ms then 1 s), the class of an answer's
 //! status, the words an error may carry (a transport failure's kind, a store's error code —
 //! never a URL, a header or a body, which may hold a credential), query escaping, the tags of a
-//! flat XML listing, and a cached bearer token. A leaf: it imports only `BlobError`.
+//! flat XML listing, and a cached bearer token. A leaf: it imports only `BlobError` and `Listed`.
 
 use std::future::Future;
 use std::time::Duration;
@@ -10,7 +10,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::time::Instant;
 
-use super::BlobError;
+use super::{BlobError, Listed};
 
 /// The waits before the second and the third attempt.
 pub(super) const RETRY_DELAYS: [Duration; 2] = [Duration::from_millis(200), Duration::from_secs(1)];
@@ -241,6 +241,54 @@ pub(super) fn token_answer(
             message,
         }
     })
+}
+
+/// A listing page that does not parse: worth retrying (a proxy's error page, a cut answer).
+pub(super) fn unparsable_listing(prefix: &str) -> BlobError {
+    BlobError::Transient {
+        op: "list",
+        key: prefix.to_string(),
+        message: "the listing does not parse".into(),
+    }
+}
+
+/// Adds a page of a listing to `out`, refusing to hold more than `max` objects.
+pub(super) fn add_listed(
+    out: &mut Vec<Listed>,
+    page: Vec<Listed>,
+    prefix: &str,
+    max: usize,
+) -> Result<(), BlobError> {
+    for l in page {
+        if out.len() >= max {
+            return Err(BlobError::TooLarge {
+                op: "list",
+                key: prefix.to_string(),
+                max: max as u64,
+            });
+        }
+        out.push(l);
+    }
+    Ok(())
+}
+
+/// Sends a token request (`what` names it in errors: `service-account token`) and reads the
+/// OAuth answer: a transport failure is transient, the answer's status decides the rest.
+pub(super) async fn fetch_token(
+    req: reqwest::RequestBuilder,
+    op: &'static str,
+    key: &str,
+    what: &str,
+) -> Result<Token, BlobError> {
+    let resp = req.send().await.map_err(|e| BlobError::Transient {
+        op,
+        key: key.to_string(),
+        message: format!("{what}: {}", transport_class(&e)),
+    })?;
+    let status = resp.status().as_u16();
+    let body = resp.bytes().await.unwrap_or_default();
+    let (value, ttl) = token_answer(op, key, what, status, &body)?;
+    Ok(Token::new(value, ttl, Instant::now()))
 }
 
 #[cfg(test)]

@@ -16,7 +16,8 @@ use bytes::Bytes;
 
 use super::BlobError;
 use super::rest::{
-    code_word, cut_range, query_escape, status_error, transport_class, with_retries, xml_tag,
+    add_listed, code_word, cut_range, query_escape, status_error, transport_class,
+    unparsable_listing, with_retries, xml_tag,
 };
 
 pub struct S3Store {
@@ -164,21 +165,8 @@ impl S3Store {
                     Bytes::new(),
                 )
                 .await?;
-            let page = parse_list(&body).ok_or_else(|| BlobError::Transient {
-                op: "list",
-                key: prefix.to_string(),
-                message: "the listing does not parse".into(),
-            })?;
-            for l in page.objects {
-                if out.len() >= max {
-                    return Err(BlobError::TooLarge {
-                        op: "list",
-                        key: prefix.to_string(),
-                        max: max as u64,
-                    });
-                }
-                out.push(l);
-            }
+            let page = parse_list(&body).ok_or_else(|| unparsable_listing(prefix))?;
+            add_listed(&mut out, page.objects, prefix, max)?;
             match page.next {
                 Some(t) if page.truncated => token = Some(t),
                 _ => break,
