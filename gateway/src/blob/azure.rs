@@ -22,7 +22,7 @@ use bytes::Bytes;
 
 use super::azure_auth::{AzureAuth, Signable, shared_key_header, string_to_sign};
 use super::rest::{
-    add_listed, code_word, cut_range, query_escape, status_error, transport_class,
+    add_listed, code_word, cut_range, deleted, md5_of, query_escape, status_error, transport_class,
     unparsable_listing, with_retries, xml_tag,
 };
 use super::{BlobError, Listed};
@@ -152,13 +152,10 @@ impl AzureStore {
     }
 
     pub async fn delete(&self, key: &str) -> Result<(), BlobError> {
-        match self
-            .send(&self.call("delete", key, reqwest::Method::DELETE))
-            .await
-        {
-            Ok(_) | Err(BlobError::NotFound { .. }) => Ok(()),
-            Err(e) => Err(e),
-        }
+        deleted(
+            self.send(&self.call("delete", key, reqwest::Method::DELETE))
+                .await,
+        )
     }
 
     /// Every blob under `prefix`, page by page, at most `max` of them.
@@ -323,11 +320,6 @@ fn parse_list(body: &[u8]) -> Option<ListPage> {
         objects,
         next: xml_tag(text, "NextMarker"),
     })
-}
-
-fn md5_of(bytes: &[u8]) -> [u8; 16] {
-    use md5::Digest as _;
-    md5::Md5::digest(bytes).into()
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ use bytes::Bytes;
 
 use super::gcs_auth::GcsAuth;
 use super::rest::{
-    add_listed, code_word, cut_range, query_escape, status_error, transport_class,
+    add_listed, code_word, cut_range, deleted, md5_of, query_escape, status_error, transport_class,
     unparsable_listing, with_retries,
 };
 use super::{BlobError, Listed};
@@ -146,13 +146,10 @@ impl GcsStore {
 
     pub async fn delete(&self, key: &str) -> Result<(), BlobError> {
         let url = self.object_url(key);
-        match self
-            .send("delete", key, reqwest::Method::DELETE, &url, &[], None)
-            .await
-        {
-            Ok(_) | Err(BlobError::NotFound { .. }) => Ok(()),
-            Err(e) => Err(e),
-        }
+        deleted(
+            self.send("delete", key, reqwest::Method::DELETE, &url, &[], None)
+                .await,
+        )
     }
 
     /// Every object under `prefix`, page by page, at most `max` of them.
@@ -305,11 +302,6 @@ fn parse_list(body: &[u8]) -> Option<ListPage> {
             .and_then(|t| t.as_str())
             .map(str::to_string),
     })
-}
-
-fn md5_of(bytes: &[u8]) -> [u8; 16] {
-    use md5::Digest as _;
-    md5::Md5::digest(bytes).into()
 }
 
 #[cfg(test)]

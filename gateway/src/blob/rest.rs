@@ -291,6 +291,20 @@ pub(super) async fn fetch_token(
     Ok(Token::new(value, ttl, Instant::now()))
 }
 
+/// The Content-MD5 of a body, which every store checks an upload against.
+pub(super) fn md5_of(bytes: &[u8]) -> [u8; 16] {
+    use md5::Digest as _;
+    md5::Md5::digest(bytes).into()
+}
+
+/// A delete's outcome: an object already gone is deleted.
+pub(super) fn deleted<T>(r: Result<T, BlobError>) -> Result<(), BlobError> {
+    match r {
+        Ok(_) | Err(BlobError::NotFound { .. }) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

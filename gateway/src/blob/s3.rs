@@ -16,7 +16,7 @@ use bytes::Bytes;
 
 use super::BlobError;
 use super::rest::{
-    add_listed, code_word, cut_range, query_escape, status_error, transport_class,
+    add_listed, code_word, cut_range, deleted, md5_of, query_escape, status_error, transport_class,
     unparsable_listing, with_retries, xml_tag,
 };
 
@@ -132,13 +132,10 @@ impl S3Store {
     }
 
     pub async fn delete(&self, key: &str) -> Result<(), BlobError> {
-        match self
-            .send("delete", reqwest::Method::DELETE, key, &[], Bytes::new())
-            .await
-        {
-            Ok(_) | Err(BlobError::NotFound { .. }) => Ok(()),
-            Err(e) => Err(e),
-        }
+        deleted(
+            self.send("delete", reqwest::Method::DELETE, key, &[], Bytes::new())
+                .await,
+        )
     }
 
     /// ListObjectsV2 over `prefix`, page by page (1000 keys each), at most `max` keys.
@@ -312,11 +309,6 @@ fn parse_list(body: &[u8]) -> Option<ListPage> {
         truncated: tag(text, "IsTruncated").is_some_and(|v| v.trim() == "true"),
         next: tag(text, "NextContinuationToken"),
     })
-}
-
-fn md5_of(bytes: &[u8]) -> [u8; 16] {
-    use md5::Digest as _;
-    md5::Md5::digest(bytes).into()
 }
 
 #[cfg(test)]
