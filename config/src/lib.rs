@@ -64,6 +64,7 @@ pub use section::dispatch::{
     DispatchConfig, RetryConfig, RetryOverride, TenantWindow, TenantWindows,
 };
 pub use section::egress::{EgressConfig, PoolConfig};
+pub use section::fleet::{FleetConfig, FleetDedupe, FleetTls, MAX_FLEET_MEMBERS};
 pub use section::http::{HttpConfig, Routing};
 pub use section::lifecycle::LifecycleConfig;
 pub use section::listener::ConnectionLimits;

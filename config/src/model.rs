@@ -19,6 +19,7 @@ use crate::section::batcher::CommitConfig;
 use crate::section::claim_check::ClaimCheckConfig;
 use crate::section::dispatch::DispatchConfig;
 use crate::section::egress::EgressConfig;
+use crate::section::fleet::FleetConfig;
 use crate::section::http::HttpConfig;
 use crate::section::lifecycle::LifecycleConfig;
 use crate::section::log::LogConfig;
@@ -69,6 +70,9 @@ pub struct Config {
     /// Lifecycle and operational events (CloudEvents) and their audit trail. Absent: off.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lifecycle: Option<LifecycleConfig>,
+    /// The pods of one Gateway as one dedupe domain (`fleet`). Absent: this node alone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<FleetConfig>,
     /// Sources by id (`[A-Za-z0-9_-]{1,64}`); the id is the last path segment of the ingest URL.
     pub sources: BTreeMap<String, SourceConfig>,
 }

@@ -47,7 +47,23 @@ pub fn validate(c: &Config) -> Result<(), ConfigError> {
         source(c, id, s)?;
     }
     lifecycle(c)?;
+    fleet(c)?;
     direct_sources(c)
+}
+
+/// `fleet`: its own rules; refused under `wal.type: none`, where no store holds the hook a
+/// key's owner would answer with (direct mode dedupes per pod).
+fn fleet(c: &Config) -> Result<(), ConfigError> {
+    let Some(f) = &c.fleet else {
+        return Ok(());
+    };
+    if c.wal.wal_type == WalType::None {
+        return Err(err(
+            "fleet",
+            "must be absent when wal.type is none (no store holds a key's first hook)",
+        ));
+    }
+    f.validate("fleet", &c.node.instance)
 }
 
 /// `lifecycle`: its own rules, then each sink against `egress` like a source's. Refused under
@@ -154,6 +170,9 @@ fn ports(c: &Config) -> Result<(), ConfigError> {
     }
     if c.claim_check.enabled {
         used.push(("claim_check.port", c.claim_check.ip, c.claim_check.port));
+    }
+    if let Some(f) = &c.fleet {
+        used.push(("fleet.port", f.ip, f.port));
     }
     for (i, a) in used.iter().enumerate() {
         for b in &used[i + 1..] {

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the real node needs, if any is missing (fast when all are
 # there): docker.io (Docker 20.10 with containerd and runc; the kubelet 1.20 runs pods on it
-# through dockershim), iptables (kube-proxy), iproute2 (the bridge), util-linux (findmnt), jq (runc-oom-clamp).
+# through dockershim), iptables (kube-proxy), iproute2 (the bridge), util-linux (findmnt), jq (runc-oom-clamp),
+# dnsmasq-base (the pods' DNS records, start.sh).
 # Debian's package does not start a daemon here (policy-rc.d); e2e/node/start.sh starts a
 # private one and e2e/node/stop.sh stops it.
 set -euo pipefail
 need=()
-for p in docker.io iptables iproute2 util-linux jq; do
+for p in docker.io iptables iproute2 util-linux jq dnsmasq-base; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -18,7 +18,8 @@
 #     `kubernetes` Service (10.251.0.1:443, DNAT by kube-proxy to the host itself) exactly as
 #     in-cluster clients do on a real cluster; the host's own clients use the same address.
 #   - the kubelet binds 10.250.0.1 (client certificates of the cluster CA only).
-#   - pods resolve names with a nameserver nobody answers (10.250.0.1:53): no DNS leaves.
+#   - pods resolve names with dnsmasq on 10.250.0.1:53, which knows only the pods of
+#     StatefulSets under their headless Service (pod-dns.sh) and has no upstream: no DNS leaves.
 #
 # Storage: StorageClass `ankusa-local` (default class, WaitForFirstConsumer) and
 # ANKUSA_NODE_PVS (default 8) `local` PersistentVolumes of 10Gi under <workdir>/volumes. The
@@ -231,6 +232,19 @@ spawn kube-proxy "$ASSETS/kube-proxy" \
   --v 1
 kubernetes_service_proxied() { iptables -t nat -S KUBE-SERVICES 2>/dev/null | grep -q 'default/kubernetes:https'; }
 wait_for kube-proxy "$LAST_PID" "proxying the kubernetes Service" kubernetes_service_proxied
+
+# ---- pod DNS: a StatefulSet's pods by name under their headless Service -----------------------
+# dnsmasq on the nameserver the pods use, with no upstream: it answers the names pod-dns.sh
+# keeps in a hosts file (`<pod>.<service>.<namespace>.svc`, as a cluster DNS does) and nothing
+# else, so no DNS query leaves this machine.
+: >"$N/pod-hosts"
+spawn dnsmasq dnsmasq --keep-in-foreground --no-resolv --no-hosts --no-poll \
+  --addn-hosts="$N/pod-hosts" --listen-address="$NODE_IP" --bind-interfaces --port=53 \
+  --user=root --pid-file= --local-ttl=1 --log-facility=-
+DNSMASQ_PID=$LAST_PID
+sleep 0.3
+alive "$DNSMASQ_PID" || fail "dnsmasq exited (log: $W/logs/dnsmasq.log)"
+spawn ankusa-pod-dns bash -c 'exec -a ankusa-pod-dns bash "$0" "$@"' "$HERE/pod-dns.sh" "$KUBECONFIG" "$N/pod-hosts" "$W/pids"
 
 # ---- static local PersistentVolumes ---------------------------------------------------------------
 mkdir -p "$W/volumes"

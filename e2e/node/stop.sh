@@ -37,7 +37,7 @@ stop_named() { # names...: SIGTERM those listed in pids, wait, SIGKILL
 }
 
 # 1. The node's agents, so nothing restarts the containers.
-stop_named kube-proxy kubelet kube-scheduler
+stop_named ankusa-pod-dns dnsmasq kube-proxy kubelet kube-scheduler
 
 # 2. Every container of our Docker daemon (pods and sandboxes), then the daemon and its bridge.
 [[ -d "$N" ]] && "$HERE/docker.sh" stop "$N"

@@ -144,6 +144,12 @@ pub enum ApiError {
     SinkUnavailable {
         retry_after: u64,
     },
+    /// `503` (ingest), `fleet`: the pod owning the hook's dedupe key (or, during a handover,
+    /// its previous owner) did not answer, or the forwards in flight are at
+    /// `fleet.max_in_flight` (`fleet.retry_after_s`). Names no pod.
+    OwnerUnavailable {
+        retry_after: u64,
+    },
 }
 
 impl ApiError {
@@ -194,6 +200,7 @@ impl ApiError {
             | IntakeUnavailable { .. }
             | IntakePending { .. }
             | SinkUnavailable { .. }
+            | OwnerUnavailable { .. }
             | ArchiveUnavailable => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
@@ -240,6 +247,7 @@ impl ApiError {
             ArchiveUnavailable => "archive_unavailable",
             WalDisabled => "wal_disabled",
             SinkUnavailable { .. } => "sink_unavailable",
+            OwnerUnavailable { .. } => "owner_unavailable",
         }
     }
 
@@ -252,7 +260,8 @@ impl ApiError {
             | QuarantineRateLimited { retry_after }
             | IntakeUnavailable { retry_after }
             | IntakePending { retry_after }
-            | SinkUnavailable { retry_after } => *retry_after,
+            | SinkUnavailable { retry_after }
+            | OwnerUnavailable { retry_after } => *retry_after,
             TooManyJobs { .. } => 10,
             Overload | StoreUnavailable { .. } => 1,
             StoreWriteFailed => 5,

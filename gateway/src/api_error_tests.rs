@@ -174,6 +174,7 @@ fn answered() -> Vec<(Table, ApiError)> {
         (Ingest, IntakeUnavailable { retry_after: 2 }),
         (Ingest, IntakePending { retry_after: 2 }),
         (Ingest, SinkUnavailable { retry_after: 2 }),
+        (Ingest, OwnerUnavailable { retry_after: 2 }),
         (Claim, Forbidden { scope: None }),
         (Claim, ClaimNotFound),
         (Claim, StoreUnavailable { class: None }),
@@ -225,9 +226,10 @@ fn variant(e: &ApiError) -> usize {
         SinkUnavailable { .. } => 36,
         RetryExceedsClaimExpiry { .. } => 37,
         StoreForbidden => 38,
+        OwnerUnavailable { .. } => 39,
     }
 }
-const VARIANTS: usize = 39;
+const VARIANTS: usize = 40;
 
 #[test]
 fn every_variant_answers_as_its_table_documents() {

@@ -246,6 +246,12 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
         None => None,
     };
     if let Some(ack) = ack {
+        // `fleet` (refused under wal.type none): the client forwarding keyed hooks to their
+        // owner, and the listener other pods forward to.
+        let fleet = match &config.fleet {
+            Some(f) if !direct => Some(Arc::new(crate::fleet::FleetClient::new(f)?)),
+            _ => None,
+        };
         let edge = Arc::new(EdgeState {
             config: handle.clone(),
             ack,
@@ -261,6 +267,7 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
             metrics: metrics.clone(),
             clock: clock.clone(),
             lifecycle: Some(events.clone()),
+            fleet: fleet.clone(),
         });
         let addr = SocketAddr::new(config.http.ip, config.http.port);
         let listener = TcpListener::bind(addr)
@@ -269,14 +276,40 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
         tracing::info!(addr = %listener.local_addr()?, "ingest listening");
         bound.push((
             listener,
-            crate::edge::router(edge, crate::probes::router(probes.clone())),
+            crate::edge::router(edge.clone(), crate::probes::router(probes.clone())),
             Listener {
                 name: "ingest",
                 limits: config.http.connections.clone(),
                 metrics: metrics.clone(),
                 tls: None,
+                http2: false,
             },
         ));
+        if let Some(f) = config.fleet.as_ref().filter(|_| fleet.is_some()) {
+            let ca = Arc::new(crate::tls::load_ca("fleet.tls", &f.tls.ca_file)?);
+            let acceptor = crate::tls::ReloadingCert::load_files(
+                "fleet.tls",
+                &f.tls.cert_file,
+                &f.tls.key_file,
+            )?
+            .mutual_acceptor(&ca)?;
+            let addr = SocketAddr::new(f.ip, f.port);
+            let listener = TcpListener::bind(addr)
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot bind fleet {addr}: {e}"))?;
+            tracing::info!(addr = %listener.local_addr()?, members = f.members.len(), "fleet listening");
+            bound.push((
+                listener,
+                crate::edge::fleet_router(edge.clone(), store.clone(), config.http.max_body_bytes),
+                Listener {
+                    name: "fleet",
+                    limits: ankusa_config::ConnectionLimits::internal(),
+                    metrics: metrics.clone(),
+                    tls: Some(acceptor),
+                    http2: true,
+                },
+            ));
+        }
     }
     if config.admin.enabled {
         let tls = match &config.admin.tls {
@@ -322,6 +355,7 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
                 limits: config.admin.connections.clone(),
                 metrics: metrics.clone(),
                 tls,
+                http2: false,
             },
         ));
     }
@@ -339,6 +373,7 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
                 limits: config.claim_check.connections.clone(),
                 metrics: metrics.clone(),
                 tls: None,
+                http2: false,
             },
         ));
         if let (Some(days), Some(files)) = (config.claim_check.retention_days, c.local_files()) {

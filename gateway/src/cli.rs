@@ -198,7 +198,7 @@ pub fn main() -> i32 {
 /// `check-config`: builds, in check mode, everything `run` builds from the config, through
 /// the same functions its start calls, stopping before anything is contacted or created on
 /// disk: the OTLP span exporter (`telemetry::check`), the backup target (`backup::target`, also the boot restore's), the archive's and the claim
-/// check's blob stores, the intake log's client settings (`intake::check`; no client is created, nothing
+/// check's blob stores, the fleet's certificates (`fleet::check`), the intake log's client settings (`intake::check`; no client is created, nothing
 /// connects), the sources' verifiers and sinks (`Live::build`), and the admin listener's TLS
 /// acceptor. So whatever `run` refuses at start as a config error (exit 78, `refused`), this
 /// refuses too: `gateway/tests/check_config_parity.rs` compares the two over generated configs.
@@ -232,6 +232,13 @@ fn build_check(loaded: &Loaded) -> Result<(), ConfigError> {
         crate::tls::ReloadingCert::load(t)
             .and_then(|cert| cert.acceptor())
             .map_err(|e| ConfigError::general(e.to_string()))?;
+    }
+    // `run` builds the fleet's client and listener under these conditions only.
+    if let Some(f) = &c.fleet
+        && c.has_role(ankusa_config::Role::Edge)
+        && c.wal.wal_type != ankusa_config::WalType::None
+    {
+        crate::fleet::check(f).map_err(|e| ConfigError::general(e.to_string()))?;
     }
     Ok(())
 }

@@ -25,6 +25,7 @@ pub mod direct;
 pub mod dispatch;
 pub mod edge;
 mod egress_metrics;
+pub mod fleet;
 pub mod hook;
 pub mod intake;
 pub mod lifecycle;

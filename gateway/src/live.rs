@@ -356,6 +356,39 @@ impl ConfigHandle {
         pin!(log, "log");
         // The OpenTelemetry exporter is built once, before the runtime.
         pin!(telemetry, "telemetry");
+        // The fleet's listener and client are built at start; its members, handover window,
+        // dedupe policy and Retry-After reload (a scale changes the members).
+        match (&mut c.fleet, &s.fleet) {
+            (Some(now), Some(then)) => {
+                let start = (
+                    &then.ip,
+                    then.port,
+                    &then.tls,
+                    then.max_in_flight,
+                    then.timeout_ms,
+                );
+                if (
+                    &now.ip,
+                    now.port,
+                    &now.tls,
+                    now.max_in_flight,
+                    now.timeout_ms,
+                ) != start
+                {
+                    changed.push("fleet".to_string());
+                    now.ip = then.ip;
+                    now.port = then.port;
+                    now.tls = then.tls.clone();
+                    now.max_in_flight = then.max_in_flight;
+                    now.timeout_ms = then.timeout_ms;
+                }
+            }
+            (None, None) => {}
+            (now, then) => {
+                changed.push("fleet".to_string());
+                *now = then.clone();
+            }
+        }
         changed
     }
 

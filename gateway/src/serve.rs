@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use ankusa_config::ConnectionLimits;
 use axum::extract::ConnectInfo;
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, Semaphore, watch};
@@ -47,8 +47,11 @@ pub struct Listener {
     pub name: &'static str,
     pub limits: ConnectionLimits,
     pub metrics: Arc<Metrics>,
-    /// Serve HTTPS only (the admin listener with `admin.tls`).
+    /// Serve HTTPS only (the admin listener with `admin.tls`, the fleet listener).
     pub tls: Option<tokio_rustls::TlsAcceptor>,
+    /// Serve HTTP/2 instead of HTTP/1.1 (the fleet listener: its peers multiplex forwards
+    /// over one connection, pinged while idle instead of timed out).
+    pub http2: bool,
 }
 
 /// Serves `router` on `listener` until `stop` turns true, then gives open connections
@@ -107,6 +110,9 @@ pub async fn serve(
                             let deadline =
                                 Duration::from_millis(opts.limits.header_read_timeout_ms);
                             match crate::tls::accept(&acceptor, stream, deadline).await {
+                                Ok(tls) if opts.http2 => {
+                                    connection_h2(tls, peer, router, &opts, stop).await
+                                }
                                 Ok(tls) => connection(tls, peer, router, &opts, stop).await,
                                 Err(crate::tls::Refused::Timeout) => opts
                                     .metrics
@@ -250,6 +256,47 @@ async fn connection<S>(
         .with_label_values(&[opts.name, timeout])
         .inc();
     // Dropping the connection closes the socket.
+}
+
+/// Streams one fleet connection carries at once (the client's own bound is
+/// `fleet.max_in_flight`).
+const H2_STREAMS: u32 = 1024;
+
+/// An HTTP/2 connection: idle peers are pinged rather than timed out (a forward's pool keeps
+/// one connection per owner open), one that stops answering pings is closed.
+async fn connection_h2<S>(
+    stream: S,
+    peer: SocketAddr,
+    router: axum::Router,
+    opts: &Listener,
+    mut stop: watch::Receiver<bool>,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
+        req.extensions_mut().insert(ConnectInfo(peer));
+        tower::ServiceExt::oneshot(router.clone(), req)
+    });
+    let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+    builder
+        .timer(TokioTimer::new())
+        .keep_alive_interval(Some(Duration::from_secs(10)))
+        .keep_alive_timeout(Duration::from_secs(20))
+        .max_concurrent_streams(H2_STREAMS)
+        .max_header_list_size(opts.limits.max_header_bytes);
+    let conn = builder.serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(conn);
+    tokio::select! {
+        res = conn.as_mut() => {
+            if let Err(e) = res {
+                tracing::debug!(listener = opts.name, error = %e, "connection ended with an error");
+            }
+        }
+        _ = stopped(&mut stop) => {
+            conn.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(DRAIN, conn).await;
+        }
+    }
 }
 
 /// Resolves with the kind of timeout that ends the connection: `header_read` or `idle`.

@@ -106,8 +106,13 @@ async fn admin_api_serves_https_only_and_follows_certificate_swaps() {
     // A new client (no TLS session to resume) trusting only CA a is refused now.
     assert!(health(&trusting(&a), &g).await.is_err());
     assert_eq!(g.pid(), pid);
-    assert!(g.log().contains("admin TLS certificate reloaded"));
-    assert!(g.log().contains("admin TLS certificate not reloaded"));
+    assert!(
+        g.log()
+            .contains("TLS certificate reloaded section=\"admin.tls\""),
+        "{}",
+        g.log()
+    );
+    assert!(g.log().contains("TLS certificate not reloaded"));
 
     // The probes and the ingest port are not affected.
     assert_eq!(blocking_get(&g.url("/ready")).unwrap(), 200);

@@ -434,10 +434,12 @@ fn the_configuration_and_sink_examples_in_the_docs_load() {
     std::fs::write(&file, value).unwrap();
     // `check-config` opens certificate files as `run` does: the examples' paths (a Secret
     // volume on a pod) point at a pair that exists here.
-    let pair = ankusa_testkit::pki::Ca::new("docs CA").server(&["localhost"], false);
+    let ca = ankusa_testkit::pki::Ca::new("docs CA");
+    let pair = ca.server(&["localhost"], false);
     let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
     std::fs::write(&cert, &pair.cert).unwrap();
     std::fs::write(&key, &pair.key).unwrap();
+    std::fs::write(dir.path().join("ca.crt"), &ca.pem).unwrap();
     // A GCS store's `credentials: /path` is read at start too: a throwaway service-account key.
     let sa_key = dir.path().join("gcs-key.json");
     std::fs::write(
@@ -497,6 +499,11 @@ fn with_cert_files(config: &str, cert: &std::path::Path, key: &std::path::Path) 
                     format!("{indent}cert_file: {}", cert.display())
                 }
                 t if t.starts_with("key_file:") => format!("{indent}key_file: {}", key.display()),
+                // The CA beside the pair (`fleet.tls.ca_file`).
+                t if t.starts_with("ca_file:") => format!(
+                    "{indent}ca_file: {}",
+                    key.with_file_name("ca.crt").display()
+                ),
                 _ => l.to_string(),
             }
         })

@@ -139,6 +139,7 @@ pub fn ensure(
                         && fresh(&c, now, LEAF_RENEW_BEFORE)
                         && c.verify_signature(Some(issuer.public_key())).is_ok()
                         && dns_names(&c) == sorted(names)
+                        && client_auth(&c)
                 })
             }),
         _ => false,
@@ -161,7 +162,11 @@ pub fn ensure(
             .push(DnType::CommonName, first.clone());
     }
     params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    // Also a client certificate: the pods present it to each other on the fleet listener.
+    params.extended_key_usages = vec![
+        ExtendedKeyUsagePurpose::ServerAuth,
+        ExtendedKeyUsagePurpose::ClientAuth,
+    ];
     params.use_authority_key_identifier_extension = true;
     params.not_before = now - BACKDATE;
     params.not_after = now + LEAF_VALIDITY;
@@ -205,6 +210,15 @@ fn fresh(c: &X509Certificate<'_>, now: OffsetDateTime, margin: Duration) -> bool
     let v = c.validity();
     v.not_before.timestamp() <= now.unix_timestamp()
         && v.not_after.timestamp() > (now + margin).unix_timestamp()
+}
+
+/// Whether the certificate may authenticate a client (a serving certificate issued before the
+/// fleet needed it has `serverAuth` only, and is re-issued).
+fn client_auth(c: &X509Certificate<'_>) -> bool {
+    c.extended_key_usage()
+        .ok()
+        .flatten()
+        .is_some_and(|e| e.value.client_auth)
 }
 
 fn dns_names(c: &X509Certificate<'_>) -> Vec<String> {

@@ -218,8 +218,8 @@ proptest! {
 
     /// Whatever the Sinks try, each pod's config, as the pod loads it (the YAML the operator
     /// writes, with the environment its StatefulSet gives), names no file of a sink, and the
-    /// only files it names at all are the admin certificate and key the operator writes into
-    /// `<gw>-admin-tls` and mounts at `ADMIN_TLS_MOUNT`.
+    /// only files it names at all are the admin certificate, key and CA the operator writes
+    /// into `<gw>-admin-tls` and mounts at `ADMIN_TLS_MOUNT` (the CA for the fleet).
     #[test]
     fn a_rendered_pod_config_names_only_the_files_the_operator_writes(
         tries in prop::collection::vec(prop::option::of(any::<prop::sample::Index>()), TYPES.len()),
@@ -257,7 +257,23 @@ proptest! {
                 named,
                 vec![format!("{ADMIN_TLS_MOUNT}/tls.crt"), format!("{ADMIN_TLS_MOUNT}/tls.key")]
             );
-            if path.len() >= 12 && path.contains('/') {
+            // The fleet (three pods by default) names the same mount's files, and its CA.
+            let fleet = loaded.fleet.expect("a fleet of the Gateway's pods");
+            let named: Vec<String> = [&fleet.tls.cert_file, &fleet.tls.key_file, &fleet.tls.ca_file]
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
+            prop_assert_eq!(
+                named,
+                vec![
+                    format!("{ADMIN_TLS_MOUNT}/tls.crt"),
+                    format!("{ADMIN_TLS_MOUNT}/tls.key"),
+                    format!("{ADMIN_TLS_MOUNT}/ca.crt"),
+                ]
+            );
+            // A path the operator writes itself (the mounted certificate) is in the config by
+            // the operator's hand, not the Sink's.
+            if path.len() >= 12 && path.contains('/') && !path.starts_with(ADMIN_TLS_MOUNT) {
                 prop_assert!(!yaml.contains(&path), "{}", yaml);
             }
         }

@@ -1183,6 +1183,10 @@ async fn suite() {
     let t_i = Instant::now();
     direct::direct_drill(&node, &mut report).await;
     report.insert("i_s", secs(t_i.elapsed()).into());
+    // ---- j. one fleet: a keyed event through the Service and a pod, kubectl scale 3 → 4 → 3
+    let t_j = Instant::now();
+    fleet::fleet_drill(&node, &receiver_ip, &mut report).await;
+    report.insert("j_s", secs(t_j.elapsed()).into());
     // webhooks-0 is on a new volume now: the upgrade below must keep these.
     let vols = volumes(&node).await;
 
@@ -1626,3 +1630,5 @@ async fn pdb_refuses_a_second_eviction(node: &RealNode) {
 
 #[path = "node/direct.rs"]
 mod direct;
+#[path = "node/fleet.rs"]
+mod fleet;

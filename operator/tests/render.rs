@@ -731,7 +731,7 @@ fn the_network_policy_opens_ingest_to_all_admin_to_the_operator_and_claims_to_th
     );
     assert!(spec.egress.is_none());
     let rules = ingress_rules(&np);
-    assert_eq!(rules.len(), 3, "{rules:?}");
+    assert_eq!(rules.len(), 4, "{rules:?}");
     // Ingest: no `from`, so every source.
     assert_eq!(rules[0], (4100, serde_json::Value::Null));
     // Admin: the operator's pods in the operator's namespace, both selectors in one peer (an
@@ -757,6 +757,20 @@ fn the_network_policy_opens_ingest_to_all_admin_to_the_operator_and_claims_to_th
                 {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["ns"]}]}}])
         )
     );
+    // The fleet port (three pods by default): the Gateway's own pods only.
+    assert_eq!(
+        rules[3],
+        (
+            4004,
+            json!([{"podSelector": {"matchLabels": resources::selector_labels(&gw)}}])
+        )
+    );
+    // One pod: no fleet, no fleet rule.
+    let one = gateway(json!({"replicas": 1}));
+    assert_eq!(
+        ingress_rules(&resources::network_policy(&one, &policy())).len(),
+        3
+    );
     // Deterministic, so re-applying it is a no-op.
     assert_eq!(
         serde_json::to_string(&np).unwrap(),
@@ -770,7 +784,7 @@ fn listed_namespaces_reach_the_claim_and_metrics_ports_and_an_empty_list_closes_
         "claimCheckNamespaces": ["orders", "billing", "orders"],
         "metricsNamespaces": ["monitoring"]}}));
     let rules = ingress_rules(&resources::network_policy(&gw, &policy()));
-    assert_eq!(rules.len(), 3, "{rules:?}");
+    assert_eq!(rules.len(), 4, "{rules:?}");
     let admin = &rules[1];
     assert_eq!(admin.0, 4002);
     let peers = admin.1.as_array().unwrap();
@@ -797,7 +811,7 @@ fn listed_namespaces_reach_the_claim_and_metrics_ports_and_an_empty_list_closes_
     let rules = ingress_rules(&resources::network_policy(&closed, &policy()));
     assert_eq!(
         rules.iter().map(|r| r.0).collect::<Vec<_>>(),
-        [4000, 4002],
+        [4000, 4002, 4004],
         "{rules:?}"
     );
     assert!(rules.iter().all(|r| r.0 == 4000 || r.1.is_array()));

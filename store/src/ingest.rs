@@ -39,8 +39,9 @@ pub struct IngestRecord {
 }
 
 impl IngestRecord {
-    /// The dedupe index key (tenant, source, key).
-    fn dedupe_key(&self) -> Option<Vec<u8>> {
+    /// The dedupe index key (tenant, source, key): also what a fleet hashes to find the key's
+    /// owner pod.
+    pub fn dedupe_key(&self) -> Option<Vec<u8>> {
         let d = self.dedupe.as_ref()?;
         let tenant = if d.source_wide {
             ANY_TENANT

@@ -650,6 +650,20 @@ impl Store {
         }
     }
 
+    /// The id of the hook holding dedupe index key `dkey` (`IngestRecord::dedupe_key`) at
+    /// `now`, if one does and its entry has not expired. A damaged entry holds nothing.
+    pub fn dedupe_holder(&self, dkey: &[u8], now: u64) -> Result<Option<uuid::Uuid>, StoreError> {
+        let db = self.db()?;
+        let ix = Self::cf(&db, keys::CF_INDEX)?;
+        let Some(v) = db.get_pinned_cf(&ix, dkey).map_err(|e| classify(&e))? else {
+            return Ok(None);
+        };
+        Ok(codec::DedupeEntry::decode(&v)
+            .ok()
+            .filter(|e| e.expires_at > now)
+            .map(|e| e.id))
+    }
+
     /// The stored hook with this id, if it is still stored.
     pub fn get_hook_by_id(&self, id: &uuid::Uuid) -> Result<Option<Envelope>, StoreError> {
         let db = self.db()?;

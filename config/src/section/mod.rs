@@ -20,6 +20,7 @@ pub(crate) mod cloud_stores;
 pub(crate) mod dedupe;
 pub(crate) mod dispatch;
 pub(crate) mod egress;
+pub(crate) mod fleet;
 pub(crate) mod http;
 pub(crate) mod lifecycle;
 pub(crate) mod listener;

@@ -15,11 +15,13 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 mod autoscaling;
+mod fleet;
 mod lifecycle;
 mod operate;
 mod status;
 
 pub use autoscaling::AutoscalingSpec;
+pub use fleet::{FleetDedupeMode, FleetSpec};
 pub use lifecycle::{LifecycleSpec, MAX_LIFECYCLE_SINKS};
 pub use operate::{DisruptionSpec, MonitorSpec, MonitoringSpec, OtlpSettings, TelemetrySettings};
 pub use status::{
@@ -146,6 +148,10 @@ pub struct GatewaySpec {
     /// are scaled by `replicas`). Given, it owns the replica count and `replicas` is ignored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub autoscaling: Option<AutoscalingSpec>,
+    /// The pods as one dedupe domain: a provider's retry that lands on another pod is answered
+    /// with the first hook's id (see `FleetSpec`). On by default (`dedupe: strict`).
+    #[serde(default)]
+    pub fleet: FleetSpec,
 }
 
 /// `spec.durability`: the gateway's `wal`, `intake` and `backup` sections, per pod.
@@ -476,6 +482,14 @@ pub struct PortsSpec {
     /// `<instance>.<gateway>-pods:<port>` (the message's `instance` is the pod name).
     #[serde(default = "default_claims_port")]
     pub claims: u16,
+    /// Fleet port (`fleet.port`): the pods forward keyed hooks to each other here (mutual
+    /// TLS, reached from the Gateway's own pods only).
+    #[serde(default = "default_fleet_port")]
+    pub fleet: u16,
+}
+
+fn default_fleet_port() -> u16 {
+    4004
 }
 
 fn default_claims_port() -> u16 {
@@ -496,6 +510,7 @@ impl Default for PortsSpec {
             http: default_http_port(),
             admin: default_admin_port(),
             claims: default_claims_port(),
+            fleet: default_fleet_port(),
         }
     }
 }

@@ -8,7 +8,10 @@
 //!    instead (`pen.rs`: `202`/`413`/`429`/`503`), an `accept_flag` source's is flagged;
 //! 5. `rate_limit` (`accept.rs`): the tenant's (`429`);
 //! 6. `record` (`accept.rs` → `hook::record`): dedupe key, ordering lanes, sinks;
-//! 7. `commit` (`accept.rs` → `commit.rs`): `503` dlq full, overload, intake or store failure;
+//! 7. with `fleet`, a keyed hook whose key another pod owns is committed there (`forward.rs`:
+//!    the owner's answer relayed, `503 owner_unavailable` without one); the fleet listener's
+//!    side is `fleet_in.rs`;
+//!    `commit` (`accept.rs` → `commit.rs`): `503` dlq full, overload, intake or store failure;
 //!    under `wal.type: none` (`accept.rs` → `direct`) the publish to every sink instead: `503`
 //!    unless all confirmed;
 //! 8. `answer`: `201`.
@@ -21,7 +24,7 @@
 //! parent is the request's `traceparent`, and the hook stores the `ingest` span's context so
 //! that its deliveries join the trace (`telemetry`).
 //!
-//! Imports `hook`, `commit`, `direct`, `live`, `quarantine` (the pen), `archive::dlq_bounds` (the DLQ's
+//! Imports `hook`, `commit`, `direct`, `fleet`, `live`, `quarantine` (the pen), `archive::dlq_bounds` (the DLQ's
 //! bound), `api_error`, `metrics`, `telemetry`, `lifecycle::Emitter` (pen counts as events);
 //! `app.rs` builds its `EdgeState` and nothing
 //! imports the edge back.
@@ -29,6 +32,8 @@
 mod accept;
 mod admit;
 pub mod client;
+mod fleet_in;
+mod forward;
 mod pen;
 pub mod ratelimit;
 mod state;
@@ -48,6 +53,7 @@ use tracing::field::Empty;
 use crate::api_error::ApiError;
 use crate::telemetry;
 
+pub use fleet_in::router as fleet_router;
 pub use state::{Ack, Clock, EdgeState, SystemClock};
 
 /// The ingest listener's router: `probes` (`/health`, `/ready`, with their own state) and
@@ -196,6 +202,12 @@ async fn handle(edge: &EdgeState, req: Request, body_read: &mut bool) -> Result<
         record.envelope.traceparent = Some(tp);
     }
     span.record("hook_id", tracing::field::display(record.envelope.id));
+    if let forward::Routed::Answered(result) = forward::route(edge, &live, &record)
+        .instrument(tracing::info_span!(target: telemetry::TARGET, "fleet"))
+        .await?
+    {
+        return Ok(accept::answer(result, verification.flagged));
+    }
     let result = accept::commit(edge, &live, record)
         .instrument(tracing::info_span!(target: telemetry::TARGET, "commit"))
         .await?;

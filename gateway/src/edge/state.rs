@@ -11,6 +11,7 @@ use super::ratelimit::RateLimiter;
 use crate::archive::dlq_bounds::DlqGuard;
 use crate::commit::Committer;
 use crate::direct::Direct;
+use crate::fleet::FleetClient;
 use crate::lifecycle::Emitter;
 use crate::live::ConfigHandle;
 use crate::metrics::Metrics;
@@ -50,6 +51,8 @@ pub struct EdgeState {
     pub clock: Arc<dyn Clock>,
     /// Hooks held in the pen, counted per interval as lifecycle events.
     pub lifecycle: Option<Emitter>,
+    /// With `fleet`: the client forwarding keyed hooks to their owner pod.
+    pub fleet: Option<Arc<FleetClient>>,
 }
 
 /// What a `201` waits for (`wal.type`).

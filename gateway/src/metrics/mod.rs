@@ -15,6 +15,7 @@ mod config;
 mod direct;
 mod dispatch;
 mod dlq;
+mod fleet;
 mod ingest;
 mod lifecycle;
 mod listeners;
@@ -34,6 +35,7 @@ pub use config::ConfigMetrics;
 pub use direct::DirectMetrics;
 pub use dispatch::DispatchMetrics;
 pub use dlq::DlqMetrics;
+pub use fleet::FleetMetrics;
 pub use ingest::IngestMetrics;
 pub use lifecycle::LifecycleMetrics;
 pub use listeners::ListenerMetrics;
@@ -62,6 +64,7 @@ pub struct Metrics {
     pub backup: BackupMetrics,
     pub node: NodeMetrics,
     pub lifecycle: LifecycleMetrics,
+    pub fleet: FleetMetrics,
 }
 
 impl Metrics {
@@ -85,6 +88,7 @@ impl Metrics {
             backup: BackupMetrics::new(&r),
             node: NodeMetrics::new(&r),
             lifecycle: LifecycleMetrics::new(&r),
+            fleet: FleetMetrics::new(&r),
             registry: r,
         }
     }

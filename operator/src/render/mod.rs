@@ -28,6 +28,7 @@ pub mod archive;
 pub mod credentials;
 pub mod durability;
 pub mod files;
+pub mod fleet;
 pub mod gateway;
 pub mod lifecycle;
 pub mod rendered;
@@ -64,6 +65,7 @@ pub fn render(inputs: &Inputs) -> Rendered {
         sinks: BTreeMap::new(),
         secrets_used: BTreeSet::new(),
         lifecycle: None,
+        fleet: None,
     };
     let mut base = match gateway::render_base(inputs, &mut out.secrets_used) {
         Ok(base) => base,
@@ -90,6 +92,10 @@ pub fn render(inputs: &Inputs) -> Rendered {
         &mut base,
         &mut out,
     );
+    let now_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    out.fleet = fleet::fleet(inputs.gateway, inputs.previous, now_s);
     match source::validate_whole(&mut base, &mut out, inputs.previous) {
         Ok(()) => out.base = Some(base),
         Err(e) => out.error = Some(e),

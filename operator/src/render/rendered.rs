@@ -92,6 +92,8 @@ pub struct Rendered {
     /// current spec, or (when that does not render) the section the pods last received, or
     /// not at all; never a refusal of the Gateway.
     pub lifecycle: Option<Outcome>,
+    /// The `fleet` section every pod gets (`render::fleet`), beside its own `node.instance`.
+    pub fleet: Option<ankusa_config::FleetConfig>,
 }
 
 impl Rendered {
@@ -99,6 +101,7 @@ impl Rendered {
     pub fn for_pod(&self, pod: &str) -> Option<Config> {
         let mut c = self.base.clone()?;
         c.node.instance = pod.to_string();
+        c.fleet = self.fleet.clone();
         Some(c)
     }
 }

@@ -59,7 +59,7 @@ fn namespaces_peer(names: &[String]) -> Option<NetworkPolicyPeer> {
 /// The NetworkPolicy around a Gateway's pods (ingress only; egress is the gateway's own
 /// `settings.egress`): the ingest port from anywhere, the admin port from the operator's pods
 /// (it pushes configs carrying secrets there) and the `metricsNamespaces`, the claim-check
-/// port from the claim-check namespaces. Any other port of the pods is closed. Ports are
+/// port from the claim-check namespaces, with a fleet its port from the Gateway's own pods. Any other port of the pods is closed. Ports are
 /// numbers, as some network plugins ignore named ports.
 pub fn network_policy(gw: &Gateway, policy: &Policy) -> NetworkPolicy {
     let ports = &gw.spec.ports;
@@ -96,6 +96,20 @@ pub fn network_policy(gw: &Gateway, policy: &Policy) -> NetworkPolicy {
         rules.push(NetworkPolicyIngressRule {
             from: Some(vec![peer]),
             ports: Some(vec![tcp(ports.claims)]),
+        });
+    }
+    // With a fleet, its port from the Gateway's own pods only: they forward keyed hooks to
+    // each other.
+    if gw.has_fleet() {
+        rules.push(NetworkPolicyIngressRule {
+            from: Some(vec![NetworkPolicyPeer {
+                pod_selector: Some(LabelSelector {
+                    match_labels: Some(selector_labels(gw)),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }]),
+            ports: Some(vec![tcp(ports.fleet)]),
         });
     }
     NetworkPolicy {

@@ -208,6 +208,12 @@ fn container(gw: &Gateway, default_image: &str) -> Container {
                 protocol: Some("TCP".into()),
                 ..Default::default()
             },
+            ContainerPort {
+                name: Some("fleet".into()),
+                container_port: spec.ports.fleet.into(),
+                protocol: Some("TCP".into()),
+                ..Default::default()
+            },
         ]),
         readiness_probe: Some(http_probe("/ready", 5, 3, 0)),
         liveness_probe: Some(http_probe("/health", 10, 6, 10)),
@@ -291,6 +297,12 @@ fn pod_spec(gw: &Gateway, container: Container) -> PodSpec {
                             KeyToPath {
                                 key: "tls.key".into(),
                                 path: "tls.key".into(),
+                                ..Default::default()
+                            },
+                            // The CA the fleet's peers are checked against (`fleet.tls`).
+                            KeyToPath {
+                                key: "ca.crt".into(),
+                                path: "ca.crt".into(),
                                 ..Default::default()
                             },
                         ]),
