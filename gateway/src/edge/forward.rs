@@ -24,25 +24,35 @@ pub(super) enum Routed {
     Answered(IngestResult),
 }
 
+/// The fleet's client, config and plan for a keyed record (`None`: no fleet, or no key).
+fn planned<'a>(
+    edge: &'a EdgeState,
+    live: &'a Live,
+    rec: &IngestRecord,
+) -> Option<(&'a FleetClient, &'a FleetConfig, Plan<'a>)> {
+    let (Some(client), Some(cfg)) = (&edge.fleet, &live.config.fleet) else {
+        return None;
+    };
+    let dkey = rec.dedupe_key()?;
+    let now_s = edge.clock.now_ms() / 1000;
+    let plan = fleet::plan(cfg, &live.config.node.instance, &dkey, now_s);
+    Some((client, cfg, plan))
+}
+
 /// For the pod that received the request.
 pub(super) async fn route(
     edge: &EdgeState,
     live: &Live,
     rec: &IngestRecord,
 ) -> Result<Routed, Refused> {
-    let (Some(client), Some(cfg)) = (&edge.fleet, &live.config.fleet) else {
-        return Ok(Routed::Here);
-    };
-    let Some(dkey) = rec.dedupe_key() else {
-        return Ok(Routed::Here);
-    };
-    let now_s = edge.clock.now_ms() / 1000;
-    match fleet::plan(cfg, &live.config.node.instance, &dkey, now_s) {
-        Plan::Forward { url, .. } => {
+    match planned(edge, live, rec) {
+        Some((client, cfg, Plan::Forward { url, .. })) => {
             forward(edge, client, cfg, &live.config.node.instance, url, rec).await
         }
-        Plan::Local { consult: None } => Ok(Routed::Here),
-        Plan::Local { consult: Some(url) } => look_up(edge, client, cfg, url, rec).await,
+        Some((client, cfg, Plan::Local { consult: Some(url) })) => {
+            look_up(edge, client, cfg, url, rec).await
+        }
+        _ => Ok(Routed::Here),
     }
 }
 
@@ -53,15 +63,10 @@ pub(super) async fn consult(
     live: &Live,
     rec: &IngestRecord,
 ) -> Result<Routed, Refused> {
-    let (Some(client), Some(cfg)) = (&edge.fleet, &live.config.fleet) else {
-        return Ok(Routed::Here);
-    };
-    let Some(dkey) = rec.dedupe_key() else {
-        return Ok(Routed::Here);
-    };
-    let now_s = edge.clock.now_ms() / 1000;
-    match fleet::plan(cfg, &live.config.node.instance, &dkey, now_s) {
-        Plan::Local { consult: Some(url) } => look_up(edge, client, cfg, url, rec).await,
+    match planned(edge, live, rec) {
+        Some((client, cfg, Plan::Local { consult: Some(url) })) => {
+            look_up(edge, client, cfg, url, rec).await
+        }
         _ => Ok(Routed::Here),
     }
 }
