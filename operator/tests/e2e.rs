@@ -80,6 +80,10 @@ fn gateway_yaml(h: &Harness, replicas: i32, max_attempts: Option<u32>) -> String
         "gw",
         &format!(
             r#"  replicas: {replicas}
+  # The harness runs pods as local processes with no pod DNS: no fleet (the real-node suite
+  # has one, scenario j).
+  fleet:
+    dedupe: "off"
   ports:
     http: {http}
     admin: {admin}
