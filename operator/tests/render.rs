@@ -1002,12 +1002,12 @@ fn archive_errors_name_the_field_and_never_a_secret() {
         (
             json!({"type": "local", "bucket": "b"}),
             s3_secrets(),
-            "spec.archive.bucket: is for type s3 only",
+            "spec.archive.bucket: is for a bucket (s3, gcs, azure), not type local",
         ),
         (
             json!({"type": "local", "credentials": creds}),
             s3_secrets(),
-            "spec.archive.credentials: is for type s3 only",
+            "spec.archive.credentials: is for a bucket (s3, gcs, azure), not type local",
         ),
         (
             s3(json!({"bucket": "Bad_Bucket"})),

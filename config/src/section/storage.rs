@@ -36,6 +36,10 @@ pub enum BlobStoreType {
     Local,
     /// An S3-compatible bucket (AWS, MinIO, R2, ...).
     S3,
+    /// A Google Cloud Storage bucket.
+    Gcs,
+    /// An Azure Blob Storage container.
+    Azure,
 }
 
 /// Which blob store a `storage` or `backup.store` block uses (its `type`).
@@ -70,6 +74,8 @@ impl From<BlobStoreType> for BlobStoreKind {
         match t {
             BlobStoreType::Local => BlobStoreKind::Local,
             BlobStoreType::S3 => BlobStoreKind::S3,
+            BlobStoreType::Gcs => BlobStoreKind::Gcs,
+            BlobStoreType::Azure => BlobStoreKind::Azure,
         }
     }
 }

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use ankusa_config::{
-    ArchiveAt, BlobStoreType, CommitConfig, DispatchConfig, EgressConfig, LogConfig,
-    QuarantineConfig, QueueConfig, RateLimitsConfig, Routing,
+    CommitConfig, DispatchConfig, EgressConfig, LogConfig, QuarantineConfig, QueueConfig,
+    RateLimitsConfig, Routing,
 };
 use k8s_openapi::api::core::v1::{
     Affinity, LocalObjectReference, ResourceRequirements, Toleration, TopologySpreadConstraint,
@@ -15,12 +15,14 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 mod autoscaling;
+mod blob;
 mod fleet;
 mod lifecycle;
 mod operate;
 mod status;
 
 pub use autoscaling::AutoscalingSpec;
+pub use blob::{ArchiveCredentials, ArchiveSpec, BackupStoreSpec};
 pub use fleet::{FleetDedupeMode, FleetSpec};
 pub use lifecycle::{LifecycleSpec, MAX_LIFECYCLE_SINKS};
 pub use operate::{DisruptionSpec, MonitorSpec, MonitoringSpec, OtlpSettings, TelemetrySettings};
@@ -316,122 +318,6 @@ pub struct BackupSpec {
     /// `<namespace>/<gateway>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_prefix: Option<String>,
-}
-
-/// A bucket for backups (`spec.durability.backup.store`) or claims
-/// (`spec.settings.claim_check.store`): the S3 fields of `spec.archive`. Type `local` is
-/// refused: a store on the pod's own volume goes with it.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
-#[x_kube(
-    validation = Rule::new("self.type == 's3'")
-        .message("store.type must be s3: a store on the pod's own volume is lost with it"),
-    validation = Rule::new("self.type != 's3' || has(self.bucket)")
-        .message("store.bucket is required for type s3")
-)]
-#[serde(rename_all = "camelCase")]
-pub struct BackupStoreSpec {
-    /// `s3` (an S3-compatible bucket).
-    #[serde(rename = "type")]
-    pub type_: BlobStoreType,
-    /// The bucket (type `s3`; required there).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bucket: Option<String>,
-    /// An S3-compatible endpoint; default: AWS's endpoint of the region. No credentials in
-    /// the URL.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub endpoint: Option<String>,
-    /// Signing region; default `us-east-1`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub region: Option<String>,
-    /// Path-style addressing; default true with an `endpoint`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub force_path_style: Option<bool>,
-    /// Static credentials, each a key of a Secret labelled `ankusa.dev/usable=true`. Absent:
-    /// the pods' environment.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub credentials: Option<ArchiveCredentials>,
-    /// Per S3 request, connect to response (ms; default 30000).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout_ms: Option<u64>,
-}
-
-/// Where the pods archive hooks (the gateway's `storage:` section, per pod). Credentials come
-/// from Secrets only.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
-#[x_kube(
-    validation = Rule::new("self.type != 's3' || has(self.bucket)")
-        .message("archive.bucket is required for type s3"),
-    validation = Rule::new("self.type != 'local' || (!has(self.bucket) && !has(self.endpoint) && !has(self.region) && !has(self.forcePathStyle) && !has(self.credentials) && !has(self.timeoutMs))")
-        .message("archive.bucket, endpoint, region, forcePathStyle, credentials and timeoutMs are for type s3 only")
-)]
-#[serde(rename_all = "camelCase")]
-pub struct ArchiveSpec {
-    /// `s3` (an S3-compatible bucket: AWS, MinIO, R2, ...) or `local` (the directory
-    /// `archive` on each pod's own volume, which goes with the volume).
-    #[serde(rename = "type")]
-    pub type_: BlobStoreType,
-    /// When a hook is archived: `settled` (default: once every delivery is delivered or dead)
-    /// or `ack` (at once, hooks still retrying included).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub archive_at: Option<ArchiveAt>,
-    /// The bucket (`s3`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bucket: Option<String>,
-    /// An S3-compatible endpoint (`https://minio.storage:9000`); default: AWS's endpoint of
-    /// the region. No credentials in the URL: give them in `credentials`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub endpoint: Option<String>,
-    /// Signing region; default `us-east-1`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub region: Option<String>,
-    /// Path-style addressing (`<endpoint>/<bucket>/<key>`); default true with an `endpoint`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub force_path_style: Option<bool>,
-    /// Prefix of every object key (`<keyPrefix>/archive/v1/dt=<day>/<pod>/...`); default
-    /// `<namespace>/<gateway>`, so Gateways sharing a bucket never write the same keys.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub key_prefix: Option<String>,
-    /// Static credentials, each a key of a Secret labelled `ankusa.dev/usable=true`. Absent:
-    /// the pods' environment (web identity, instance metadata).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub credentials: Option<ArchiveCredentials>,
-    /// A segment is closed at this size (bytes; default 16 MiB, at most 32 MiB).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub roll_bytes: Option<u64>,
-    /// ... or when its oldest hook has waited this long (ms; default 30000).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub roll_ms: Option<u64>,
-    /// How often each pod looks for hooks to archive (ms; default 1000).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub interval_ms: Option<u64>,
-    /// Per S3 request, connect to response (ms; default 30000).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout_ms: Option<u64>,
-}
-
-/// S3 credentials as Secret keys (`accessKeyId` and `secretAccessKey` together).
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ArchiveCredentials {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub access_key_id: Option<SecretKeyRef>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub secret_access_key: Option<SecretKeyRef>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub session_token: Option<SecretKeyRef>,
-}
-
-impl ArchiveCredentials {
-    /// `(field, reference)` of each credential given, by its name in the spec.
-    pub fn refs(&self) -> impl Iterator<Item = (&'static str, &SecretKeyRef)> {
-        [
-            ("accessKeyId", &self.access_key_id),
-            ("secretAccessKey", &self.secret_access_key),
-            ("sessionToken", &self.session_token),
-        ]
-        .into_iter()
-        .filter_map(|(f, r)| Some((f, r.as_ref()?)))
-    }
 }
 
 fn default_replicas() -> i32 {

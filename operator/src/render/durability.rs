@@ -2,13 +2,13 @@
 //!
 //! The intake log is rendered as a Sink of type `kafka` or `nats` would be (its options, its
 //! `secretRefs` read from Secrets), then placed under `intake.kafka` or `intake.jetstream`.
-//! The backup store is rendered as `spec.archive`'s S3 fields are. `intake.node` is left to
+//! The backup store is rendered as `spec.archive`'s bucket is (`render::bucket`). `intake.node` is left to
 //! the gateway's default, `node.instance` (the pod name): stable across a lost volume, so a
 //! pod coming back empty finds its own records in the log and its own backups
 //! (`<keyPrefix>/backup/<pod>/`). Errors name the spec field and never a Secret's value.
 //! The Secrets it reads are listed by `render::secrets::durability_secret_names`.
 //!
-//! May import: `render::{rendered, archive, sink, files}`, `ankusa_config`, `ankusa_crds`.
+//! May import: `render::{rendered, bucket, sink, files}`, `ankusa_config`, `ankusa_crds`.
 
 use ankusa_config::{BackupConfig, BlobStoreType, Config, IntakeConfig, WalConfig, WalType};
 use ankusa_crds::sink::SinkType;
@@ -17,7 +17,7 @@ use ankusa_crds::{
 };
 use kube::ResourceExt;
 
-use crate::render::archive::s3_block;
+use crate::render::bucket::{bucket_field, camel, store_block};
 use crate::render::files;
 use crate::render::rendered::SecretValues;
 use crate::render::sink::{sink_object, typed_field_error};
@@ -181,19 +181,17 @@ fn backup_config(
         }));
     match &b.store {
         Some(st) => {
-            if st.type_ != BlobStoreType::S3 {
-                return Err(format!(
-                    "{at}.store.type: must be s3: a local backup stays on the pod's own volume and is lost with it"
-                ));
-            }
-            let store = s3_block(&format!("{at}.store"), st, secrets, |path| {
-                durability_field(&format!("backup.store.{path}"))
-            })?;
+            let store = store_block(
+                &format!("{at}.store"),
+                st,
+                secrets,
+                "a local backup stays on the pod's own volume and is lost with it",
+            )?;
             c.store = Some(store);
         }
         // The gateway's default: the archive's store (`storage`), its credentials included.
         None => match &gw.spec.archive {
-            Some(a) if a.type_ == BlobStoreType::S3 => {}
+            Some(a) if a.type_ != BlobStoreType::Local => {}
             Some(_) => {
                 return Err(format!(
                     "{at}.store: is required: spec.archive is of type local, on the pod's own volume, which a lost volume takes with it"
@@ -207,23 +205,6 @@ fn backup_config(
         },
     }
     Ok(c)
-}
-
-/// `publish_timeout_ms` → `publishTimeoutMs`.
-pub fn camel(snake: &str) -> String {
-    let mut out = String::with_capacity(snake.len());
-    let mut up = false;
-    for ch in snake.chars() {
-        if ch == '_' {
-            up = true;
-        } else if up {
-            out.extend(ch.to_uppercase());
-            up = false;
-        } else {
-            out.push(ch);
-        }
-    }
-    out
 }
 
 /// The spec field of a gateway `wal.*`, `intake.*` or `backup.*` key, for errors that name
@@ -257,19 +238,10 @@ pub fn durability_field(config_field: &str) -> String {
     if let Some(rest) = f.strip_prefix("backup") {
         let rest = rest.trim_start_matches('.');
         if let Some(store) = rest.strip_prefix("store") {
-            let key = store.trim_start_matches('.');
-            let key = key
-                .strip_prefix("s3")
-                .unwrap_or(key)
-                .trim_start_matches('.');
-            let spec = match key {
-                "" | "type" | "local" | "local.dir" => return format!("{AT}.backup.store"),
-                "access_key_id" => "credentials.accessKeyId".to_string(),
-                "secret_access_key" => "credentials.secretAccessKey".to_string(),
-                "session_token" => "credentials.sessionToken".to_string(),
-                other => camel(other),
+            return match bucket_field(store) {
+                Some(spec) => format!("{AT}.backup.store.{spec}"),
+                None => format!("{AT}.backup.store"),
             };
-            return format!("{AT}.backup.store.{spec}");
         }
         return if rest.is_empty() {
             format!("{AT}.backup")

@@ -5,7 +5,7 @@
 //! `spec.archive.bucket: ...`, `spec.durability.intake: ...`). A base that does not pass
 //! refuses the whole Gateway: no Source is placed.
 //!
-//! May import: `render::{rendered, secrets, archive, durability}`, `ankusa_config`,
+//! May import: `render::{rendered, secrets, archive, bucket, durability}`, `ankusa_config`,
 //! `ankusa_crds`.
 
 use std::collections::BTreeSet;
@@ -15,8 +15,9 @@ use ankusa_crds::Gateway;
 use ankusa_crds::names::DATA_MOUNT;
 use kube::ResourceExt;
 
-use crate::render::archive::{archive_field, archive_storage, s3_block};
-use crate::render::durability::{camel, durability, durability_field, is_durability_field};
+use crate::render::archive::{archive_field, archive_storage};
+use crate::render::bucket::store_block;
+use crate::render::durability::{durability, durability_field, is_durability_field};
 use crate::render::rendered::{Inputs, SecretValues};
 use crate::render::secrets::{durability_secret_names, secret_value};
 
@@ -150,14 +151,12 @@ fn claim_store(
     let Some(st) = &cc.store else {
         return Ok(());
     };
-    if st.type_ != ankusa_config::BlobStoreType::S3 {
-        return Err(format!(
-            "{AT}.type: must be s3: claims on the pod's own volume are lost with it (leave store out for that)"
-        ));
-    }
-    let store = s3_block(AT, st, secrets, |path| {
-        format!("{AT}.{}", camel(path.strip_prefix("s3.").unwrap_or(path)))
-    })?;
+    let store = store_block(
+        AT,
+        st,
+        secrets,
+        "claims on the pod's own volume are lost with it (leave store out for that)",
+    )?;
     c.claim_check.store = Some(store);
     Ok(())
 }

@@ -17,7 +17,7 @@
 //!
 //! One module per concern: `rendered` (inputs and outputs, a leaf), `secrets` (Secret values
 //! and which Secrets each part reads), `credentials` (what counts as one in a Sink's options),
-//! `gateway`, `archive`, `durability`, `lifecycle`, `sink`, `source`, `files` (what a manifest may make a
+//! `gateway`, `archive`, `bucket` (the buckets of the archive, backups and claims), `durability`, `lifecycle`, `sink`, `source`, `files` (what a manifest may make a
 //! pod read), `replay` (a ReplayJob's request). This file only runs them in order and
 //! re-exports what the controllers and tests use.
 //!
@@ -25,6 +25,7 @@
 //! `ankusa_api` (via `replay`); never `context`, the controllers or anything that does I/O.
 
 pub mod archive;
+pub mod bucket;
 pub mod credentials;
 pub mod durability;
 pub mod files;
