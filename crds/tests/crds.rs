@@ -269,11 +269,13 @@ fn gateway_of(archive: serde_json::Value) -> Gateway {
 }
 
 #[test]
-fn the_archive_takes_s3_fields_for_s3_only_by_cel() {
+fn the_archive_takes_bucket_fields_for_buckets_only_by_cel() {
     let ok = [
         json!({"type": "s3", "bucket": "b", "endpoint": "http://minio:9000", "forcePathStyle": true,
                "credentials": {"accessKeyId": {"name": "s", "key": "id"}, "secretAccessKey": {"name": "s", "key": "k"}}}),
         json!({"type": "local", "keyPrefix": "x", "rollBytes": 65536}),
+        json!({"type": "gcs", "bucket": "b"}),
+        json!({"type": "azure", "account": "acct", "container": "c-1"}),
     ];
     for a in ok {
         assert!(
@@ -284,12 +286,20 @@ fn the_archive_takes_s3_fields_for_s3_only_by_cel() {
     let refused = [
         (
             json!({"type": "s3"}),
-            "archive.bucket is required for type s3",
+            "archive.bucket is required for types s3 and gcs",
         ),
-        (json!({"type": "local", "bucket": "b"}), "for type s3 only"),
+        (
+            json!({"type": "gcs"}),
+            "archive.bucket is required for types s3 and gcs",
+        ),
+        (
+            json!({"type": "azure", "account": "acct"}),
+            "archive.account and archive.container are required for type azure",
+        ),
+        (json!({"type": "local", "bucket": "b"}), "not type local"),
         (
             json!({"type": "local", "credentials": {"sessionToken": {"name": "s", "key": "t"}}}),
-            "for type s3 only",
+            "not type local",
         ),
     ];
     for (a, want) in refused {

@@ -207,7 +207,11 @@ fn fields_and_credentials_of_another_type_are_refused_by_name() {
         ),
         (
             json!({"type": "azure", "container": "c-1"}),
-            "spec.archive.account: account and container are required for type azure",
+            "spec.archive.account: is required for type azure",
+        ),
+        (
+            json!({"type": "azure", "account": "hooksacct"}),
+            "spec.archive.container: is required for type azure",
         ),
         (
             json!({"type": "local", "account": "hooksacct"}),

@@ -190,9 +190,12 @@ pub fn bucket_block(
         }
         BlobStoreType::Azure => {
             let (Some(account), Some(container)) = (f.account, f.container) else {
-                return Err(format!(
-                    "{at}.account: account and container are required for type azure"
-                ));
+                let missing = if f.account.is_none() {
+                    "account"
+                } else {
+                    "container"
+                };
+                return Err(format!("{at}.{missing}: is required for type azure"));
             };
             out.insert("account".into(), account.into());
             out.insert("container".into(), container.into());
