@@ -20,7 +20,7 @@ use serde::ser::SerializeStruct;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::error::ConfigError;
-use crate::rules::{err, valid_id};
+use crate::rules::{err, tenant_list};
 
 /// A claim-port bearer token (see the module header). `Debug` hides the token.
 #[derive(Clone, PartialEq, Eq)]
@@ -57,20 +57,7 @@ impl ClaimToken {
                 format!("must be at least 16 characters, got {len}"),
             ));
         }
-        if let Some(tenants) = &self.tenants {
-            if tenants.is_empty() {
-                return Err(err(
-                    format!("{path}.tenants"),
-                    "must name at least one tenant (leave it out for every tenant)",
-                ));
-            }
-            if let Some(j) = tenants.iter().position(|x| !valid_id(x)) {
-                return Err(err(
-                    format!("{path}.tenants[{j}]"),
-                    "is not a tenant id ([A-Za-z0-9_-]{1,64})",
-                ));
-            }
-        }
+        tenant_list(&format!("{path}.tenants"), self.tenants.as_deref())?;
         Ok(())
     }
 

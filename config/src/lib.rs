@@ -79,6 +79,7 @@ pub use section::storage::{
     S3StoreConfig, StorageConfig, StoreSection,
 };
 pub use section::telemetry::{DEFAULT_SERVICE_NAME, OtlpConfig, OtlpProtocol, TelemetryConfig};
+pub use section::token_review::{ServiceAccountReader, TokenReviewConfig};
 pub use section::verify::{
     HmacHash, HmacVerify, MAX_TOLERANCE_SECONDS, Preset, SecretDecode, SigEncoding, SigParse,
     TimedPreset, VerifyConfig, signed_tokens,

@@ -45,6 +45,26 @@ pub(crate) fn at_most<T: PartialOrd + std::fmt::Display>(
 }
 
 /// `<field>: must be <lo>..=<hi>, got <v>`.
+/// A reader's `tenants` at `path`: absent (every tenant), or at least one tenant id.
+pub(crate) fn tenant_list(path: &str, tenants: Option<&[String]>) -> Result<(), ConfigError> {
+    let Some(tenants) = tenants else {
+        return Ok(());
+    };
+    if tenants.is_empty() {
+        return Err(err(
+            path,
+            "must name at least one tenant (leave it out for every tenant)",
+        ));
+    }
+    if let Some(j) = tenants.iter().position(|x| !valid_id(x)) {
+        return Err(err(
+            format!("{path}[{j}]"),
+            "is not a tenant id ([A-Za-z0-9_-]{1,64})",
+        ));
+    }
+    Ok(())
+}
+
 pub(crate) fn in_range(field: &str, v: u64, lo: u64, hi: u64) -> Result<(), ConfigError> {
     if !(lo..=hi).contains(&v) {
         return Err(err(field, format!("must be {lo}..={hi}, got {v}")));

@@ -21,11 +21,11 @@ pub mod source;
 pub use common::{Condition, GROUP, LocalRef, SecretKeyRef, VERSION, condition, find_condition};
 pub use gateway::{
     ArchiveCredentials, ArchiveSpec, AutoscalingSpec, BackupSpec, BackupStoreSpec,
-    ClaimCheckSettings, DisruptionSpec, DurabilityMode, DurabilitySpec, EgressSettings,
-    FleetDedupeMode, FleetSpec, Gateway, GatewayPodStatus, GatewaySettings, GatewaySpec,
-    GatewayStatus, IntakeSpec, IntakeType, MonitorSpec, MonitoringSpec, OtlpSettings, OwnedSecret,
-    OwnershipRecord, PodArchiveStatus, PodDlqStatus, RenderedSink, SinkDeliveryError,
-    TelemetrySettings,
+    ClaimCheckSettings, ClaimReaderAccount, ClaimTokenReview, DEFAULT_CLAIM_AUDIENCE,
+    DisruptionSpec, DurabilityMode, DurabilitySpec, EgressSettings, FleetDedupeMode, FleetSpec,
+    Gateway, GatewayPodStatus, GatewaySettings, GatewaySpec, GatewayStatus, IntakeSpec, IntakeType,
+    MonitorSpec, MonitoringSpec, OtlpSettings, OwnedSecret, OwnershipRecord, PodArchiveStatus,
+    PodDlqStatus, RenderedSink, SinkDeliveryError, TelemetrySettings,
 };
 pub use replay::{
     ArchiveReplaySpec, ReplayJob, ReplayJobSpec, ReplayJobStatus, ReplayKind, ReplayPhase,

@@ -150,6 +150,9 @@ pub enum ApiError {
     OwnerUnavailable {
         retry_after: u64,
     },
+    /// `503` (claim port), `claim_check.token_review`: the API server did not answer a
+    /// TokenReview (unreachable, timed out, or it refused the gateway's own credential).
+    AuthUnavailable,
 }
 
 impl ApiError {
@@ -201,6 +204,7 @@ impl ApiError {
             | IntakePending { .. }
             | SinkUnavailable { .. }
             | OwnerUnavailable { .. }
+            | AuthUnavailable
             | ArchiveUnavailable => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
@@ -248,6 +252,7 @@ impl ApiError {
             WalDisabled => "wal_disabled",
             SinkUnavailable { .. } => "sink_unavailable",
             OwnerUnavailable { .. } => "owner_unavailable",
+            AuthUnavailable => "auth_unavailable",
         }
     }
 
@@ -264,7 +269,7 @@ impl ApiError {
             | OwnerUnavailable { retry_after } => *retry_after,
             TooManyJobs { .. } => 10,
             Overload | StoreUnavailable { .. } => 1,
-            StoreWriteFailed => 5,
+            StoreWriteFailed | AuthUnavailable => 5,
             DlqFull | QuarantineFull | StoreForbidden => 60,
             _ => return None,
         };

@@ -179,6 +179,7 @@ fn answered() -> Vec<(Table, ApiError)> {
         (Claim, ClaimNotFound),
         (Claim, StoreUnavailable { class: None }),
         (Claim, StoreForbidden),
+        (Claim, AuthUnavailable),
     ]
 }
 
@@ -227,9 +228,10 @@ fn variant(e: &ApiError) -> usize {
         RetryExceedsClaimExpiry { .. } => 37,
         StoreForbidden => 38,
         OwnerUnavailable { .. } => 39,
+        AuthUnavailable => 40,
     }
 }
-const VARIANTS: usize = 40;
+const VARIANTS: usize = 41;
 
 #[test]
 fn every_variant_answers_as_its_table_documents() {

@@ -649,20 +649,32 @@ fn spawn_housekeeping(
 /// else the node's data dir (the directory keeps the name it had when the claim check wrote
 /// there first).
 fn claims(config: &Config) -> anyhow::Result<Arc<Claims>> {
-    let tokens = config.claim_check.tokens.clone();
-    let Some(block) = &config.claim_check.store else {
-        let dir = config
-            .node
-            .data_dir
-            .join(&config.node.instance)
-            .join("claims");
-        return Ok(Claims::local(dir, tokens)?);
+    let cc = &config.claim_check;
+    let claims = match &cc.store {
+        None => {
+            let dir = config
+                .node
+                .data_dir
+                .join(&config.node.instance)
+                .join("claims");
+            Claims::local(dir, cc.tokens.clone())?
+        }
+        Some(block) => {
+            let store = crate::claim_check::store_of(block)?;
+            let claims = Claims::in_store(store, cc, config.http.max_body_bytes)?;
+            tracing::info!(
+                store = claims.kind(),
+                "claims are kept in a shared blob store"
+            );
+            claims
+        }
     };
-    let store = crate::claim_check::store_of(block)?;
-    let claims = Claims::in_store(store, config.http.max_body_bytes, tokens)?;
-    tracing::info!(
-        store = claims.kind(),
-        "claims are kept in a shared blob store"
-    );
+    if let Some(review) = &cc.token_review {
+        claims.set_token_review(crate::claim_check::TokenReviewer::new(review)?);
+        tracing::info!(
+            service_accounts = review.service_accounts.len(),
+            "claim readers may present ServiceAccount tokens (TokenReview)"
+        );
+    }
     Ok(claims)
 }

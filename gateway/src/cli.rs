@@ -198,7 +198,7 @@ pub fn main() -> i32 {
 /// `check-config`: builds, in check mode, everything `run` builds from the config, through
 /// the same functions its start calls, stopping before anything is contacted or created on
 /// disk: the OTLP span exporter (`telemetry::check`), the backup target (`backup::target`, also the boot restore's), the archive's and the claim
-/// check's blob stores, the fleet's certificates (`fleet::check`), the intake log's client settings (`intake::check`; no client is created, nothing
+/// check's blob stores and its TokenReview client (CA bundle, API server address), the fleet's certificates (`fleet::check`), the intake log's client settings (`intake::check`; no client is created, nothing
 /// connects), the sources' verifiers and sinks (`Live::build`), and the admin listener's TLS
 /// acceptor. So whatever `run` refuses at start as a config error (exit 78, `refused`), this
 /// refuses too: `gateway/tests/check_config_parity.rs` compares the two over generated configs.
@@ -211,6 +211,9 @@ fn build_check(loaded: &Loaded) -> Result<(), ConfigError> {
     }
     if let (true, Some(block)) = (c.claim_check.enabled, &c.claim_check.store) {
         crate::claim_check::store_of(block)?;
+    }
+    if let (true, Some(review)) = (c.claim_check.enabled, &c.claim_check.token_review) {
+        crate::claim_check::TokenReviewer::new(review)?;
     }
     // `run` starts the intake log under these conditions only.
     if let (ankusa_config::WalType::Dual, Some(intake)) = (&c.wal.wal_type, &c.intake) {

@@ -76,7 +76,7 @@ fn config(store: &str, exchange: &str) -> String {
     let indented: String = store.lines().map(|l| format!("    {l}\n")).collect();
     format!(
         "egress: {{allow_loopback: true}}\n\
-         claim_check:\n  tokens:\n\
+         claim_check:\n  pack_linger_ms: 200\n  tokens:\n\
          \x20   - {{token: {ACME_TOKEN}, tenants: [acme]}}\n\
          \x20   - {{token: {BETA_TOKEN}, tenants: [beta]}}\n\
          \x20 store:\n{indented}\
@@ -163,17 +163,62 @@ async fn shared_claims(kind: &str, store: String) {
         401
     );
 
-    // The object sits where the key layout says, outside any key prefix.
+    // The pack sits where the key layout says, outside any key prefix: the only body of its
+    // pack is at position 0, whose claim id is the pack id.
     let block: BackupStoreConfig = serde_yaml_ng::from_str(&store).unwrap();
     let s = BlobStore::from_block(&block, "claim_check.store").unwrap();
     let listed = s.list("claims/tenant=acme/", 100).await.unwrap();
     assert_eq!(listed.len(), 1, "{kind}: {listed:?}");
+    assert_eq!(claim_id.len(), 26, "a ULID claim id: {claim_id}");
     assert!(
         listed[0].key.starts_with("claims/tenant=acme/dt=20") && listed[0].key.ends_with(claim_id),
         "{}",
         listed[0].key
     );
-    assert_eq!(listed[0].size, 150_000);
+    assert!(listed[0].size > 150_000, "{kind}: {:?}", listed[0]);
+
+    // A burst: bodies checked in together share packs, each claim redeems from the other pod.
+    let bodies: Vec<Vec<u8>> = (0..12u32)
+        .map(|n| (0..70_000u32).map(|i| ((i + n) * 13 % 253) as u8).collect())
+        .collect();
+    let ids = futures::future::join_all(
+        bodies
+            .iter()
+            .map(|b| post_hook(&c, &a, "/webhooks/big", b.clone())),
+    )
+    .await;
+    let mut claimed = std::collections::HashMap::new();
+    for _ in 0..bodies.len() {
+        let m = q.next().await;
+        claimed.insert(
+            m["id"].as_str().unwrap().to_string(),
+            m["claim"].as_str().expect("a claim").to_string(),
+        );
+    }
+    for (id, body) in ids.iter().zip(&bodies) {
+        let urn = &claimed[id];
+        let claim = urn.rsplit(':').next().unwrap();
+        let got = redeem(
+            &c,
+            &b,
+            &format!("/v1/claims/acme/{claim}"),
+            ACME_TOKEN,
+            None,
+        )
+        .await;
+        assert_eq!(got.status().as_u16(), 200, "{kind} {urn}");
+        assert_eq!(&got.bytes().await.unwrap()[..], &body[..], "{kind} {urn}");
+    }
+    let packs = s.list("claims/tenant=acme/", 100).await.unwrap();
+    assert!(
+        packs.len() - 1 < bodies.len() / 2,
+        "{kind}: {} packs for {} bodies checked in together",
+        packs.len() - 1,
+        bodies.len()
+    );
+    let newest = packs.iter().max_by_key(|l| l.size).unwrap();
+    let zip = s.get(&newest.key, 64 << 20).await.unwrap();
+    assert_eq!(&zip[..4], b"PK\x03\x04", "{kind}: a pack is a ZIP");
 
     // The pod that wrote the claim dies and loses its volume: the claim is still there.
     a.kill9();

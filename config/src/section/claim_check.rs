@@ -16,6 +16,7 @@ use crate::rules::{err, in_range};
 use crate::section::backup::BackupStoreConfig;
 use crate::section::listener::{ConnectionLimits, tokens_off_loopback};
 use crate::section::storage::{BlobStoreKind, blob_store};
+use crate::section::token_review::TokenReviewConfig;
 
 /// Where large bodies are checked in for queue sinks, and the port that serves them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -33,6 +34,13 @@ pub struct ClaimCheckConfig {
     /// node's own data dir, readable from this node only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub store: Option<BackupStoreConfig>,
+    /// With a `store` of type `s3`, `gcs` or `azure`: the bodies one tenant checks in within
+    /// this many ms of each other share one pack object (default 10; 0 packs only what arrives
+    /// together).
+    pub pack_linger_ms: u32,
+    /// A pack is written once its bodies reach this many bytes (default 16 MiB), without
+    /// waiting out `pack_linger_ms`.
+    pub pack_max_bytes: u64,
     /// The expiry of the bucket's lifecycle rule on `claims/`, declared so that a source whose
     /// retries could outlive its claims is refused (`retry_exceeds_claim_expiry`). Only with a
     /// `store` of type `s3`, `gcs` or `azure`.
@@ -45,6 +53,9 @@ pub struct ClaimCheckConfig {
     /// (`crate::claim_token`); empty means the claim port is open (it binds loopback by
     /// default).
     pub tokens: Vec<ClaimToken>,
+    /// Readers that present a Kubernetes ServiceAccount token, checked with `TokenReview`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_review: Option<TokenReviewConfig>,
     pub connections: ConnectionLimits,
 }
 
@@ -56,9 +67,12 @@ impl Default for ClaimCheckConfig {
             port: 4001,
             retention_days: None,
             store: None,
+            pack_linger_ms: 10,
+            pack_max_bytes: 16 * 1024 * 1024,
             bucket_expiry_days: None,
             redeem_grace_days: 1,
             tokens: Vec::new(),
+            token_review: None,
             connections: ConnectionLimits {
                 max_connections: 1024,
                 ..ConnectionLimits::default()
@@ -73,6 +87,9 @@ impl ClaimCheckConfig {
         for (i, t) in self.tokens.iter().enumerate() {
             t.validate(&format!("{path}.tokens[{i}]"))?;
         }
+        if let Some(r) = &self.token_review {
+            r.validate(&format!("{path}.token_review"))?;
+        }
         if let Some(d) = self.retention_days {
             in_range(&format!("{path}.retention_days"), d.into(), 1, 36_500)?;
         }
@@ -81,6 +98,18 @@ impl ClaimCheckConfig {
             self.redeem_grace_days.into(),
             0,
             365,
+        )?;
+        in_range(
+            &format!("{path}.pack_linger_ms"),
+            self.pack_linger_ms.into(),
+            0,
+            1000,
+        )?;
+        in_range(
+            &format!("{path}.pack_max_bytes"),
+            self.pack_max_bytes,
+            65_536,
+            1 << 30,
         )?;
         if let Some(s) = &self.store {
             blob_store(&format!("{path}.store"), s.store_type, s.sections())?;
@@ -101,8 +130,8 @@ impl ClaimCheckConfig {
             path,
             self.enabled,
             self.ip,
-            self.tokens.is_empty(),
-            ": the port serves hook bodies",
+            self.tokens.is_empty() && self.token_review.is_none(),
+            ": the port serves hook bodies (a token_review counts as a token)",
         )
     }
 }

@@ -32,5 +32,6 @@ pub(crate) mod rate_limits;
 pub(crate) mod source;
 pub(crate) mod storage;
 pub(crate) mod telemetry;
+pub(crate) mod token_review;
 pub(crate) mod verify;
 pub(crate) mod wal;

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 mod autoscaling;
 mod blob;
+mod claim_readers;
 mod fleet;
 mod lifecycle;
 mod operate;
@@ -23,6 +24,7 @@ mod status;
 
 pub use autoscaling::AutoscalingSpec;
 pub use blob::{ArchiveCredentials, ArchiveSpec, BackupStoreSpec};
+pub use claim_readers::{ClaimReaderAccount, ClaimTokenReview, DEFAULT_CLAIM_AUDIENCE};
 pub use fleet::{FleetDedupeMode, FleetSpec};
 pub use lifecycle::{LifecycleSpec, MAX_LIFECYCLE_SINKS};
 pub use operate::{DisruptionSpec, MonitorSpec, MonitoringSpec, OtlpSettings, TelemetrySettings};
@@ -569,10 +571,24 @@ pub struct ClaimCheckSettings {
     /// Bearer tokens consumers present to `GET /v1/claims/...`, one Secret key each.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub token_secret_refs: Vec<SecretKeyRef>,
+    /// Consumers that present their own ServiceAccount's token, checked with a TokenReview
+    /// (the pods' ServiceAccount needs `create` on `tokenreviews`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_review: Option<ClaimTokenReview>,
     /// A bucket every pod writes claims to and serves them from, so a claim redeems through
     /// any pod and outlives the pod that wrote it (type `s3`). Absent: each pod's own volume.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store: Option<BackupStoreSpec>,
+    /// With a `store`: bodies one tenant checks in within this many ms share one pack object
+    /// (0–1000, default 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = 1000))]
+    pub pack_linger_ms: Option<u32>,
+    /// With a `store`: a pack is written once its bodies reach this many bytes (64 KiB–1 GiB,
+    /// default 16 MiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 65536, max = 1073741824))]
+    pub pack_max_bytes: Option<u64>,
     /// The expiry of the bucket's lifecycle rule on `claims/`, declared so that a Source whose
     /// retries could outlive its claims is refused (`retry_exceeds_claim_expiry`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -16,12 +16,15 @@
 mod blob;
 mod claim_ref;
 mod local;
+mod pack;
+mod packer;
 mod range;
+mod token_review;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use ankusa_config::{ClaimToken, ConfigError};
+use ankusa_config::{ClaimCheckConfig, ClaimToken, ConfigError};
 use ankusa_core::{ClaimCheck, ClaimCheckRef, Envelope};
 use axum::Router;
 use axum::extract::{Path as UrlPath, State};
@@ -36,11 +39,14 @@ use crate::blob::BlobStore;
 pub use blob::BlobClaims;
 pub use claim_ref::claim_id;
 pub use local::LocalClaims;
+pub use token_review::TokenReviewer;
 
 /// Where claims are kept, and who may read them.
 pub struct Claims {
     store: ClaimStore,
     tokens: Vec<ClaimToken>,
+    /// ServiceAccount readers (`claim_check.token_review`), set once after construction.
+    review: std::sync::OnceLock<TokenReviewer>,
 }
 
 enum ClaimStore {
@@ -55,8 +61,10 @@ enum ClaimStore {
 enum Refusal {
     /// No token, or not one of `claim_check.tokens` (`401`).
     Unauthorized,
-    /// A token limited to other tenants (`403`).
+    /// A token limited to other tenants, or a ServiceAccount not allowed to read (`403`).
     OtherTenant,
+    /// The API server did not answer a TokenReview (`503 auth_unavailable`).
+    AuthUnavailable,
 }
 
 impl Claims {
@@ -65,22 +73,33 @@ impl Claims {
         Ok(Arc::new(Claims {
             store: ClaimStore::Local(Arc::new(LocalClaims::new(dir)?)),
             tokens,
+            review: std::sync::OnceLock::new(),
         }))
     }
 
-    /// Claims in a blob store; `store` of type `local` keeps them as files in its directory.
+    /// Claims in a blob store, packed as `cfg` says; `store` of type `local` keeps them as
+    /// files in its directory. `max_bytes` is the largest body ingest accepts.
     pub fn in_store(
         store: BlobStore,
+        cfg: &ClaimCheckConfig,
         max_bytes: u64,
-        tokens: Vec<ClaimToken>,
     ) -> std::io::Result<Arc<Claims>> {
         let store = match store {
             BlobStore::Local(l) => {
                 ClaimStore::Local(Arc::new(LocalClaims::new(l.dir().join("claims"))?))
             }
-            other => ClaimStore::Blob(BlobClaims::new(other, max_bytes)),
+            other => ClaimStore::Blob(BlobClaims::new(
+                other,
+                max_bytes,
+                std::time::Duration::from_millis(cfg.pack_linger_ms.into()),
+                cfg.pack_max_bytes,
+            )),
         };
-        Ok(Arc::new(Claims { store, tokens }))
+        Ok(Arc::new(Claims {
+            store,
+            tokens: cfg.tokens.clone(),
+            review: std::sync::OnceLock::new(),
+        }))
     }
 
     /// `data_dir`, `local`, `s3`, `gcs` or `azure`: where this node keeps claims.
@@ -100,11 +119,19 @@ impl Claims {
         }
     }
 
+    /// Lets readers present ServiceAccount tokens, checked by `reviewer` (once; a second
+    /// call is ignored).
+    pub fn set_token_review(&self, reviewer: TokenReviewer) {
+        let _ = self.review.set(reviewer);
+    }
+
     /// Checks the bearer token of a request for `tenant`'s claim: one of the configured
-    /// tokens (compared in constant time), and one that may read that tenant. Nothing of the
-    /// store is looked at. No tokens configured: every request is admitted.
-    fn admit(&self, headers: &HeaderMap, tenant: &str) -> Result<(), Refusal> {
-        if self.tokens.is_empty() {
+    /// tokens (compared in constant time) that may read that tenant, or else a ServiceAccount
+    /// token the API server authenticates (`token_review`). Nothing of the store is looked at.
+    /// Neither configured: every request is admitted.
+    async fn admit(&self, headers: &HeaderMap, tenant: &str) -> Result<(), Refusal> {
+        let review = self.review.get();
+        if self.tokens.is_empty() && review.is_none() {
             return Ok(());
         }
         let presented = headers
@@ -112,16 +139,29 @@ impl Claims {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
             .map(str::trim)
+            .filter(|t| !t.is_empty())
             .ok_or(Refusal::Unauthorized)?;
         use subtle::ConstantTimeEq;
         let found = self.tokens.iter().find(|t| {
             t.token.len() == presented.len()
                 && bool::from(t.token.as_bytes().ct_eq(presented.as_bytes()))
         });
-        match found {
-            None => Err(Refusal::Unauthorized),
-            Some(t) if t.allows(tenant) => Ok(()),
-            Some(_) => Err(Refusal::OtherTenant),
+        match (found, review) {
+            (Some(t), _) if t.allows(tenant) => Ok(()),
+            (Some(_), _) => Err(Refusal::OtherTenant),
+            (None, None) => Err(Refusal::Unauthorized),
+            (None, Some(r)) => match r.review(presented).await {
+                Ok(token_review::Reviewed::Reader(tenants)) => {
+                    if tenants.is_none_or(|t| t.iter().any(|x| x == tenant)) {
+                        Ok(())
+                    } else {
+                        Err(Refusal::OtherTenant)
+                    }
+                }
+                Ok(token_review::Reviewed::NotAReader) => Err(Refusal::OtherTenant),
+                Ok(token_review::Reviewed::Refused) => Err(Refusal::Unauthorized),
+                Err(token_review::Unavailable) => Err(Refusal::AuthUnavailable),
+            },
         }
     }
 }
@@ -165,10 +205,11 @@ async fn redeem(
     headers: HeaderMap,
     UrlPath((tenant, claim_id)): UrlPath<(String, String)>,
 ) -> Result<Response, ApiError> {
-    match claims.admit(&headers, &tenant) {
+    match claims.admit(&headers, &tenant).await {
         Ok(()) => {}
         Err(Refusal::Unauthorized) => return Err(ApiError::Unauthorized),
         Err(Refusal::OtherTenant) => return Err(ApiError::Forbidden { scope: None }),
+        Err(Refusal::AuthUnavailable) => return Err(ApiError::AuthUnavailable),
     }
     if !claim_ref::valid(&tenant, &claim_id) {
         return Err(ApiError::ClaimNotFound);
@@ -228,7 +269,7 @@ mod tests {
     async fn a_local_store_block_keeps_claims_in_its_directory() {
         let d = tempfile::tempdir().unwrap();
         let store = BlobStore::Local(crate::blob::LocalStore::new(d.path().to_path_buf()));
-        let claims = Claims::in_store(store, 1 << 20, vec![]).unwrap();
+        let claims = Claims::in_store(store, &ClaimCheckConfig::default(), 1 << 20).unwrap();
         let mut env = ankusa_store::test_util::ingest_test_envelope("acme", "src");
         env.body = bytes::Bytes::from(vec![3u8; 5000]);
         claims.check_in(&env).await.unwrap();
@@ -236,8 +277,8 @@ mod tests {
         assert_eq!(std::fs::read(on_disk).unwrap(), vec![3u8; 5000]);
     }
 
-    #[test]
-    fn tokens_limited_to_tenants() {
+    #[tokio::test]
+    async fn tokens_limited_to_tenants() {
         let d = tempfile::tempdir().unwrap();
         let claims = Claims::local(
             d.path().join("claims"),
@@ -256,30 +297,32 @@ mod tests {
             h
         };
         assert_eq!(
-            claims.admit(&HeaderMap::new(), "acme"),
+            claims.admit(&HeaderMap::new(), "acme").await,
             Err(Refusal::Unauthorized)
         );
         assert_eq!(
-            claims.admit(&bearer("wrong-token-00000000"), "acme"),
+            claims.admit(&bearer("wrong-token-00000000"), "acme").await,
             Err(Refusal::Unauthorized)
         );
         assert_eq!(
-            claims.admit(&bearer("every-tenant-reader-0"), "beta"),
+            claims.admit(&bearer("every-tenant-reader-0"), "beta").await,
             Ok(())
         );
         assert_eq!(
-            claims.admit(&bearer("acme-only-reader-0000"), "acme"),
+            claims.admit(&bearer("acme-only-reader-0000"), "acme").await,
             Ok(())
         );
         assert_eq!(
-            claims.admit(&bearer(" acme-only-reader-0000 "), "acme"),
+            claims
+                .admit(&bearer(" acme-only-reader-0000 "), "acme")
+                .await,
             Ok(())
         );
         assert_eq!(
-            claims.admit(&bearer("acme-only-reader-0000"), "beta"),
+            claims.admit(&bearer("acme-only-reader-0000"), "beta").await,
             Err(Refusal::OtherTenant)
         );
         let open = Claims::local(d.path().join("open"), vec![]).unwrap();
-        assert_eq!(open.admit(&HeaderMap::new(), "beta"), Ok(()));
+        assert_eq!(open.admit(&HeaderMap::new(), "beta").await, Ok(()));
     }
 }

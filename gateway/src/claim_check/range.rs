@@ -48,48 +48,105 @@ pub fn serve<E>(
     head: bool,
     read: impl FnOnce(u64, u64) -> Result<Vec<u8>, E>,
 ) -> Result<Response, E> {
-    let common = |mut r: Response| {
-        let h = r.headers_mut();
-        h.insert(header::ACCEPT_RANGES, "bytes".parse().expect("static"));
-        h.insert(
-            header::CONTENT_TYPE,
-            "application/octet-stream".parse().expect("static"),
-        );
-        h.insert(
-            header::CACHE_CONTROL,
-            "private, max-age=31536000, immutable"
-                .parse()
-                .expect("static"),
-        );
-        r
-    };
-    let (status, start, end) = match range.map(|r| parse_range(r, len)) {
-        Some(Err(())) => {
-            let mut r = common(StatusCode::RANGE_NOT_SATISFIABLE.into_response());
+    match Plan::of(len, range, head) {
+        Err(refused) => Ok(refused.response()),
+        Ok(plan) => {
+            let body = match plan.read() {
+                Some((start, n)) => read(start, n)?,
+                None => Vec::new(),
+            };
+            Ok(plan.respond(body))
+        }
+    }
+}
+
+/// What a request asks of a claim of `len` bytes, once its `Range` is checked.
+pub struct Plan {
+    status: StatusCode,
+    start: u64,
+    end: u64,
+    len: u64,
+    head: bool,
+}
+
+impl Plan {
+    /// The plan, or a range past the end of a claim of `len` bytes.
+    pub fn of(len: u64, range: Option<&str>, head: bool) -> Result<Plan, Unsatisfiable> {
+        let (status, start, end) = match range.map(|r| parse_range(r, len)) {
+            Some(Err(())) => return Err(Unsatisfiable(len)),
+            Some(Ok(Some((s, e)))) => (StatusCode::PARTIAL_CONTENT, s, e),
+            _ => (StatusCode::OK, 0, len.saturating_sub(1)),
+        };
+        Ok(Plan {
+            status,
+            start,
+            end,
+            len,
+            head,
+        })
+    }
+
+    fn n(&self) -> u64 {
+        if self.len == 0 {
+            0
+        } else {
+            self.end - self.start + 1
+        }
+    }
+
+    /// The `(start, n)` bytes to read; `None` for a `HEAD` or an empty claim.
+    pub fn read(&self) -> Option<(u64, u64)> {
+        (!self.head && self.n() > 0).then(|| (self.start, self.n()))
+    }
+
+    /// The answer around the bytes `read` named.
+    pub fn respond(self, body: Vec<u8>) -> Response {
+        let mut r = common((self.status, body).into_response());
+        r.headers_mut()
+            .insert(header::CONTENT_LENGTH, self.n().into());
+        if self.status == StatusCode::PARTIAL_CONTENT {
             r.headers_mut().insert(
                 header::CONTENT_RANGE,
-                format!("bytes */{len}").parse().expect("ascii"),
+                format!("bytes {}-{}/{}", self.start, self.end, self.len)
+                    .parse()
+                    .expect("ascii"),
             );
-            return Ok(r);
         }
-        Some(Ok(Some((s, e)))) => (StatusCode::PARTIAL_CONTENT, s, e),
-        _ => (StatusCode::OK, 0, len.saturating_sub(1)),
-    };
-    let n = if len == 0 { 0 } else { end - start + 1 };
-    let body = if !head && n > 0 {
-        read(start, n)?
-    } else {
-        Vec::new()
-    };
-    let mut r = common((status, body).into_response());
-    r.headers_mut().insert(header::CONTENT_LENGTH, n.into());
-    if status == StatusCode::PARTIAL_CONTENT {
+        r
+    }
+}
+
+/// A range a claim of this many bytes cannot satisfy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unsatisfiable(pub u64);
+
+impl Unsatisfiable {
+    /// The `416` answer.
+    pub fn response(self) -> Response {
+        let mut r = common(StatusCode::RANGE_NOT_SATISFIABLE.into_response());
         r.headers_mut().insert(
             header::CONTENT_RANGE,
-            format!("bytes {start}-{end}/{len}").parse().expect("ascii"),
+            format!("bytes */{}", self.0).parse().expect("ascii"),
         );
+        r
     }
-    Ok(r)
+}
+
+/// The headers of every claim answer.
+fn common(mut r: Response) -> Response {
+    let h = r.headers_mut();
+    h.insert(header::ACCEPT_RANGES, "bytes".parse().expect("static"));
+    h.insert(
+        header::CONTENT_TYPE,
+        "application/octet-stream".parse().expect("static"),
+    );
+    h.insert(
+        header::CACHE_CONTROL,
+        "private, max-age=31536000, immutable"
+            .parse()
+            .expect("static"),
+    );
+    r
 }
 
 #[cfg(test)]

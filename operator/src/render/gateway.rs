@@ -116,8 +116,10 @@ pub fn scrape_token(token: &str) -> AdminToken {
     }
 }
 
-/// The claim check's reader tokens; with at least one, the claim port listens on the pod
-/// network so consumers in other pods can redeem claims.
+/// The claim check's readers: Secret-held tokens and ServiceAccounts checked with a
+/// TokenReview (through the in-cluster API address and the token the pod template projects for
+/// them); with either, the claim port listens on the pod network so consumers in other pods can
+/// redeem claims.
 fn claim_tokens(
     c: &mut Config,
     cc: &ankusa_crds::ClaimCheckSettings,
@@ -129,7 +131,22 @@ fn claim_tokens(
             .map_err(|e| format!("spec.settings.claim_check.token_secret_refs[{i}]: {e}"))?;
         tokens.push(ankusa_config::ClaimToken::new(v));
     }
-    if !tokens.is_empty() {
+    c.claim_check.token_review = cc.token_review.as_ref().map(|r| {
+        ankusa_config::TokenReviewConfig::in_cluster(
+            r.audience
+                .as_deref()
+                .unwrap_or(ankusa_crds::DEFAULT_CLAIM_AUDIENCE),
+            r.service_accounts
+                .iter()
+                .map(|a| ankusa_config::ServiceAccountReader {
+                    namespace: a.namespace.clone(),
+                    name: a.name.clone(),
+                    tenants: a.tenants.clone(),
+                })
+                .collect(),
+        )
+    });
+    if !tokens.is_empty() || c.claim_check.token_review.is_some() {
         c.claim_check.ip = [0, 0, 0, 0].into();
     }
     c.claim_check.tokens = tokens;
@@ -147,6 +164,12 @@ fn claim_store(
     c.claim_check.bucket_expiry_days = cc.bucket_expiry_days;
     if let Some(d) = cc.redeem_grace_days {
         c.claim_check.redeem_grace_days = d;
+    }
+    if let Some(ms) = cc.pack_linger_ms {
+        c.claim_check.pack_linger_ms = ms;
+    }
+    if let Some(n) = cc.pack_max_bytes {
+        c.claim_check.pack_max_bytes = n;
     }
     let Some(st) = &cc.store else {
         return Ok(());

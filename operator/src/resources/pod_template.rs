@@ -9,6 +9,10 @@
 //! `<gateway>.yaml`, learns its name (`node.instance`) from `ANKUSA_INSTANCE`, and keeps its
 //! scratch data (the quarantine pen, claims) on an emptyDir bounded by `spec.storage.size`.
 //!
+//! The pods mount no API token, except for a Gateway whose claim readers authenticate with
+//! ServiceAccount tokens (`settings.claim_check.token_review`): it gets the token and CA a
+//! TokenReview needs, projected where the gateway's defaults look (`api_access`).
+//!
 //! May import: `resources::names`, `ankusa_crds`.
 
 use std::collections::BTreeMap;
@@ -16,10 +20,11 @@ use std::collections::BTreeMap;
 use ankusa_crds::Gateway;
 use ankusa_crds::names::*;
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
-    HTTPGetAction, KeyToPath, ObjectFieldSelector, PodSecurityContext, PodSpec, PodTemplateSpec,
-    Probe, ResourceRequirements, SeccompProfile, SecretVolumeSource, SecurityContext,
-    TopologySpreadConstraint, Volume, VolumeMount,
+    Capabilities, ConfigMapProjection, Container, ContainerPort, EmptyDirVolumeSource, EnvVar,
+    EnvVarSource, HTTPGetAction, KeyToPath, ObjectFieldSelector, PodSecurityContext, PodSpec,
+    PodTemplateSpec, Probe, ProjectedVolumeSource, ResourceRequirements, SeccompProfile,
+    SecretVolumeSource, SecurityContext, ServiceAccountTokenProjection, TopologySpreadConstraint,
+    Volume, VolumeMount, VolumeProjection,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -219,32 +224,88 @@ fn container(gw: &Gateway, default_image: &str) -> Container {
         liveness_probe: Some(http_probe("/health", 10, 6, 10)),
         resources: Some(spec.resources.clone().unwrap_or_else(default_resources)),
         security_context: Some(container_security_context()),
-        volume_mounts: Some(vec![
-            VolumeMount {
-                name: "config".into(),
-                mount_path: CONFIG_MOUNT.into(),
-                read_only: Some(true),
-                ..Default::default()
-            },
-            VolumeMount {
-                name: "admin-tls".into(),
-                mount_path: ADMIN_TLS_MOUNT.into(),
-                read_only: Some(true),
-                ..Default::default()
-            },
-            VolumeMount {
-                name: DATA_VOLUME.into(),
-                mount_path: DATA_MOUNT.into(),
-                ..Default::default()
-            },
-            VolumeMount {
-                name: "tmp".into(),
-                mount_path: "/tmp".into(),
-                ..Default::default()
-            },
-        ]),
+        volume_mounts: Some(
+            vec![
+                VolumeMount {
+                    name: "config".into(),
+                    mount_path: CONFIG_MOUNT.into(),
+                    read_only: Some(true),
+                    ..Default::default()
+                },
+                VolumeMount {
+                    name: "admin-tls".into(),
+                    mount_path: ADMIN_TLS_MOUNT.into(),
+                    read_only: Some(true),
+                    ..Default::default()
+                },
+                VolumeMount {
+                    name: DATA_VOLUME.into(),
+                    mount_path: DATA_MOUNT.into(),
+                    ..Default::default()
+                },
+                VolumeMount {
+                    name: "tmp".into(),
+                    mount_path: "/tmp".into(),
+                    ..Default::default()
+                },
+            ]
+            .into_iter()
+            .chain(api_access(gw).map(|(_, m)| m))
+            .collect(),
+        ),
         ..Default::default()
     }
+}
+
+/// Where a pod looks for its ServiceAccount's token and the cluster CA.
+const SA_MOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+/// The API token and CA of a pod whose claim port checks readers' ServiceAccount tokens: a
+/// projected, hourly rotated token of the pod's ServiceAccount (for the API server's own
+/// audience) and the namespace's `kube-root-ca.crt`, where `automountServiceAccountToken`
+/// would put them, which stays off. `None` for any other Gateway.
+fn api_access(gw: &Gateway) -> Option<(Volume, VolumeMount)> {
+    gw.spec
+        .settings
+        .claim_check
+        .as_ref()
+        .and_then(|c| c.token_review.as_ref())?;
+    let volume = Volume {
+        name: "api-access".into(),
+        projected: Some(ProjectedVolumeSource {
+            default_mode: Some(0o440),
+            sources: Some(vec![
+                VolumeProjection {
+                    service_account_token: Some(ServiceAccountTokenProjection {
+                        path: "token".into(),
+                        expiration_seconds: Some(3607),
+                        audience: None,
+                    }),
+                    ..Default::default()
+                },
+                VolumeProjection {
+                    config_map: Some(ConfigMapProjection {
+                        name: "kube-root-ca.crt".into(),
+                        items: Some(vec![KeyToPath {
+                            key: "ca.crt".into(),
+                            path: "ca.crt".into(),
+                            ..Default::default()
+                        }]),
+                        optional: None,
+                    }),
+                    ..Default::default()
+                },
+            ]),
+        }),
+        ..Default::default()
+    };
+    let mount = VolumeMount {
+        name: "api-access".into(),
+        mount_path: SA_MOUNT.into(),
+        read_only: Some(true),
+        ..Default::default()
+    };
+    Some((volume, mount))
 }
 
 /// The pod: the container, hardened, with the config Secret, the admin certificate and a
@@ -321,6 +382,7 @@ fn pod_spec(gw: &Gateway, container: Container) -> PodSpec {
             ]
             .into_iter()
             .chain(gw.is_direct().then(|| scratch_volume(gw)))
+            .chain(api_access(gw).map(|(v, _)| v))
             .collect(),
         ),
         ..Default::default()
