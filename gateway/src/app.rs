@@ -155,7 +155,7 @@ pub async fn run(config: Config, file_hash: String, source: ConfigSource) -> any
     }
 
     let claim_check = if config.claim_check.enabled {
-        Some(claims(&config)?)
+        Some(claims(&config, &metrics)?)
     } else {
         None
     };
@@ -648,7 +648,7 @@ fn spawn_housekeeping(
 /// The claim check's store: `claim_check.store` when set (a blob store the fleet shares),
 /// else the node's data dir (the directory keeps the name it had when the claim check wrote
 /// there first).
-fn claims(config: &Config) -> anyhow::Result<Arc<Claims>> {
+fn claims(config: &Config, metrics: &Metrics) -> anyhow::Result<Arc<Claims>> {
     let cc = &config.claim_check;
     let claims = match &cc.store {
         None => {
@@ -661,7 +661,12 @@ fn claims(config: &Config) -> anyhow::Result<Arc<Claims>> {
         }
         Some(block) => {
             let store = crate::claim_check::store_of(block)?;
-            let claims = Claims::in_store(store, cc, config.http.max_body_bytes)?;
+            let claims = Claims::in_store(
+                store,
+                cc,
+                config.http.max_body_bytes,
+                metrics.claims.clone(),
+            )?;
             tracing::info!(
                 store = claims.kind(),
                 "claims are kept in a shared blob store"
@@ -670,7 +675,10 @@ fn claims(config: &Config) -> anyhow::Result<Arc<Claims>> {
         }
     };
     if let Some(review) = &cc.token_review {
-        claims.set_token_review(crate::claim_check::TokenReviewer::new(review)?);
+        claims.set_token_review(crate::claim_check::TokenReviewer::new(
+            review,
+            metrics.claims.clone(),
+        )?);
         tracing::info!(
             service_accounts = review.service_accounts.len(),
             "claim readers may present ServiceAccount tokens (TokenReview)"

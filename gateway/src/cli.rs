@@ -213,7 +213,10 @@ fn build_check(loaded: &Loaded) -> Result<(), ConfigError> {
         crate::claim_check::store_of(block)?;
     }
     if let (true, Some(review)) = (c.claim_check.enabled, &c.claim_check.token_review) {
-        crate::claim_check::TokenReviewer::new(review)?;
+        crate::claim_check::TokenReviewer::new(
+            review,
+            crate::metrics::ClaimMetrics::unregistered(),
+        )?;
     }
     // `run` starts the intake log under these conditions only.
     if let (ankusa_config::WalType::Dual, Some(intake)) = (&c.wal.wal_type, &c.intake) {

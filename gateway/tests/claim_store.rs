@@ -219,6 +219,14 @@ async fn shared_claims(kind: &str, store: String) {
     let newest = packs.iter().max_by_key(|l| l.size).unwrap();
     let zip = s.get(&newest.key, 64 << 20).await.unwrap();
     assert_eq!(&zip[..4], b"PK\x03\x04", "{kind}: a pack is a ZIP");
+    // The writer counts its packs and their bodies.
+    let m = a.metrics(&c).await;
+    assert_eq!(
+        metric(&m, "ankusa_claim_packs_total{outcome=\"written\"}") as usize,
+        packs.len(),
+        "{kind}"
+    );
+    assert_eq!(metric(&m, "ankusa_claim_pack_bodies_sum"), 13.0, "{kind}");
 
     // The pod that wrote the claim dies and loses its volume: the claim is still there.
     a.kill9();

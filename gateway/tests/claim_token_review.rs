@@ -207,6 +207,19 @@ async fn scenario() {
         .await
         .unwrap();
     assert_eq!(r.status().as_u16(), 401, "no token");
+    // Reviews asked of the API server, one per token (the cache answers repeats); the
+    // non-JWTs were never sent.
+    let m = g.metrics(&c).await;
+    let reviews = |outcome: &str| {
+        metric(
+            &m,
+            &format!("ankusa_claim_token_reviews_total{{outcome=\"{outcome}\"}}"),
+        )
+    };
+    assert_eq!(reviews("reader"), 2.0, "acme's and the every-tenant reader");
+    assert_eq!(reviews("not_listed"), 1.0);
+    assert_eq!(reviews("refused"), 2.0, "the API-audience token and a.b.c");
+    assert_eq!(reviews("unavailable"), 0.0);
 
     // A gateway whose ServiceAccount may not create TokenReviews: 503, never a read.
     let lonely_token = dir.path().join("lonely.token");
@@ -228,5 +241,13 @@ async fn scenario() {
     assert_eq!(status(&c, &g, &acme_claim, &acme).await.0, 200, "cached");
     let (code, body) = status(&c, &g, &acme_claim, &late).await;
     assert_eq!(code, 503, "{}", String::from_utf8_lossy(&body));
+    let m = g.metrics(&c).await;
+    assert_eq!(
+        metric(
+            &m,
+            "ankusa_claim_token_reviews_total{outcome=\"unavailable\"}"
+        ),
+        1.0
+    );
     rabbit_teardown(&ch, &exchange, &queue).await.ok();
 }

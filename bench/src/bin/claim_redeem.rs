@@ -170,7 +170,12 @@ async fn main() -> anyhow::Result<()> {
             tokens: tokens.clone(),
             ..Default::default()
         };
-        let claims = Claims::in_store(store, &cfg, 8_000_000)?;
+        let claims = Claims::in_store(
+            store,
+            &cfg,
+            8_000_000,
+            ankusa_gateway::metrics::ClaimMetrics::unregistered(),
+        )?;
         println!("{}", run(kind, claims, n, kib, redeems).await?);
     }
     Ok(())

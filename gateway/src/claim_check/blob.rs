@@ -25,6 +25,7 @@ use super::packer::Packer;
 use super::range::{Plan, serve};
 use crate::api_error::ApiError;
 use crate::blob::{BlobError, BlobStore};
+use crate::metrics::ClaimMetrics;
 
 /// Most pack indexes kept in memory (each 16 bytes per body).
 const INDEXES_MAX: usize = 4096;
@@ -42,10 +43,16 @@ pub struct BlobClaims {
 
 impl BlobClaims {
     /// Claims in `store`, packed for `linger` or up to `pack_max_bytes`.
-    pub fn new(store: BlobStore, max_bytes: u64, linger: Duration, pack_max_bytes: u64) -> Self {
+    pub fn new(
+        store: BlobStore,
+        max_bytes: u64,
+        linger: Duration,
+        pack_max_bytes: u64,
+        metrics: ClaimMetrics,
+    ) -> Self {
         let store = Arc::new(store);
         BlobClaims {
-            packer: Packer::new(store.clone(), linger, pack_max_bytes),
+            packer: Packer::new(store.clone(), linger, pack_max_bytes, metrics),
             store,
             max_bytes,
             indexes: Mutex::new(HashMap::new()),
@@ -235,7 +242,13 @@ mod tests {
     async fn claims_read_back_from_their_pack() {
         let d = tempfile::tempdir().unwrap();
         let store = BlobStore::Local(crate::blob::LocalStore::new(d.path().to_path_buf()));
-        let claims = BlobClaims::new(store, 1 << 20, Duration::from_millis(50), 1 << 24);
+        let claims = BlobClaims::new(
+            store,
+            1 << 20,
+            Duration::from_millis(50),
+            1 << 24,
+            ClaimMetrics::unregistered(),
+        );
         let hooks: Vec<Envelope> = (0..3u8)
             .map(|i| {
                 let mut env = ankusa_store::test_util::ingest_test_envelope("acme", "src");

@@ -35,6 +35,7 @@ use futures::future::BoxFuture;
 
 use crate::api_error::ApiError;
 use crate::blob::BlobStore;
+use crate::metrics::ClaimMetrics;
 
 pub use blob::BlobClaims;
 pub use claim_ref::claim_id;
@@ -83,6 +84,7 @@ impl Claims {
         store: BlobStore,
         cfg: &ClaimCheckConfig,
         max_bytes: u64,
+        metrics: ClaimMetrics,
     ) -> std::io::Result<Arc<Claims>> {
         let store = match store {
             BlobStore::Local(l) => {
@@ -93,6 +95,7 @@ impl Claims {
                 max_bytes,
                 std::time::Duration::from_millis(cfg.pack_linger_ms.into()),
                 cfg.pack_max_bytes,
+                metrics,
             )),
         };
         Ok(Arc::new(Claims {
@@ -269,7 +272,13 @@ mod tests {
     async fn a_local_store_block_keeps_claims_in_its_directory() {
         let d = tempfile::tempdir().unwrap();
         let store = BlobStore::Local(crate::blob::LocalStore::new(d.path().to_path_buf()));
-        let claims = Claims::in_store(store, &ClaimCheckConfig::default(), 1 << 20).unwrap();
+        let claims = Claims::in_store(
+            store,
+            &ClaimCheckConfig::default(),
+            1 << 20,
+            ClaimMetrics::unregistered(),
+        )
+        .unwrap();
         let mut env = ankusa_store::test_util::ingest_test_envelope("acme", "src");
         env.body = bytes::Bytes::from(vec![3u8; 5000]);
         claims.check_in(&env).await.unwrap();

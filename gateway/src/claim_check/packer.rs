@@ -23,6 +23,7 @@ use uuid::Uuid;
 
 use super::pack::{self, Entry, PackId};
 use crate::blob::BlobStore;
+use crate::metrics::ClaimMetrics;
 
 /// How long a hook's reference is handed to its other sinks and retries.
 const REMEMBERED: Duration = Duration::from_secs(600);
@@ -40,6 +41,7 @@ pub struct Packer {
     open: Mutex<HashMap<String, OpenPack>>,
     hooks: Mutex<HashMap<Uuid, (Instant, CheckIn)>>,
     next_generation: std::sync::atomic::AtomicU64,
+    metrics: ClaimMetrics,
 }
 
 struct OpenPack {
@@ -50,7 +52,12 @@ struct OpenPack {
 }
 
 impl Packer {
-    pub fn new(store: Arc<BlobStore>, linger: Duration, max_bytes: u64) -> Arc<Packer> {
+    pub fn new(
+        store: Arc<BlobStore>,
+        linger: Duration,
+        max_bytes: u64,
+        metrics: ClaimMetrics,
+    ) -> Arc<Packer> {
         Arc::new(Packer {
             store,
             linger,
@@ -58,6 +65,7 @@ impl Packer {
             open: Mutex::new(HashMap::new()),
             hooks: Mutex::new(HashMap::new()),
             next_generation: std::sync::atomic::AtomicU64::new(0),
+            metrics,
         })
     }
 
@@ -165,11 +173,19 @@ impl Packer {
         };
         let Some(pack) = pack else { return };
         let store = self.store.clone();
+        let metrics = self.metrics.clone();
         let tenant = tenant.to_string();
         tokio::spawn(async move {
             let id = PackId::new(ankusa_core::now_ms(), fastrand::u64(..));
             let object: Bytes = pack::build(id, &tenant, &pack.entries);
             let stored = store.put(&id.key(&tenant), object).await;
+            metrics
+                .packs
+                .with_label_values(&[if stored.is_ok() { "written" } else { "failed" }])
+                .inc();
+            if stored.is_ok() {
+                metrics.pack_bodies.observe(pack.entries.len() as f64);
+            }
             if let Err(e) = &stored {
                 tracing::warn!(store = store.kind(), bodies = pack.entries.len(), error = %e, "claim pack write failed");
             }
@@ -205,7 +221,8 @@ mod tests {
     async fn concurrent_check_ins_of_a_tenant_share_a_pack() {
         let d = tempfile::tempdir().unwrap();
         let store = Arc::new(BlobStore::Local(LocalStore::new(d.path().to_path_buf())));
-        let p = Packer::new(store.clone(), Duration::from_millis(50), 1 << 30);
+        let m = ClaimMetrics::unregistered();
+        let p = Packer::new(store.clone(), Duration::from_millis(50), 1 << 30, m.clone());
         let hooks: Vec<Envelope> = (0..10)
             .map(|i| hook(if i % 2 == 0 { "acme" } else { "beta" }, 100 + i))
             .collect();
@@ -213,6 +230,9 @@ mod tests {
         let refs: Vec<ClaimCheckRef> = refs.into_iter().map(Result::unwrap).collect();
         assert_eq!(packs(&store, "acme").await.len(), 1);
         assert_eq!(packs(&store, "beta").await.len(), 1);
+        assert_eq!(m.packs.with_label_values(&["written"]).get(), 2);
+        assert_eq!(m.pack_bodies.get_sample_count(), 2);
+        assert_eq!(m.pack_bodies.get_sample_sum(), 10.0);
         let claims: std::collections::HashSet<_> = refs.iter().map(|r| r.urn.clone()).collect();
         assert_eq!(claims.len(), 10);
         // Another sink of the same hook, and a retry: the same reference, nothing written.
@@ -226,7 +246,12 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let store = Arc::new(BlobStore::Local(LocalStore::new(d.path().to_path_buf())));
         // An hour of linger: only reaching `max_bytes` writes these packs.
-        let p = Packer::new(store.clone(), Duration::from_secs(3600), 1000);
+        let p = Packer::new(
+            store.clone(),
+            Duration::from_secs(3600),
+            1000,
+            ClaimMetrics::unregistered(),
+        );
         let (a, b) = (hook("acme", 600), hook("acme", 601));
         let both = futures::future::join(p.check_in(&a), p.check_in(&b));
         let (ra, rb) = tokio::time::timeout(Duration::from_secs(10), both)

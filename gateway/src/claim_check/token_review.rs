@@ -15,6 +15,8 @@ use ankusa_config::{ConfigError, TokenReviewConfig};
 use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 
+use crate::metrics::ClaimMetrics;
+
 /// Reviews in flight at most; more wait up to the review timeout.
 const MAX_REVIEWS: usize = 16;
 /// Most answers cached.
@@ -50,12 +52,16 @@ pub struct TokenReviewer {
     timeout: Duration,
     permits: Semaphore,
     cache: Mutex<HashMap<[u8; 32], (Instant, Reviewed)>>,
+    metrics: ClaimMetrics,
 }
 
 impl TokenReviewer {
     /// Built from `cfg` (the CA bundle read, the address resolved) without contacting the API
     /// server, by a start and by `check-config` alike.
-    pub fn new(cfg: &TokenReviewConfig) -> Result<TokenReviewer, ConfigError> {
+    pub fn new(
+        cfg: &TokenReviewConfig,
+        metrics: ClaimMetrics,
+    ) -> Result<TokenReviewer, ConfigError> {
         const AT: &str = "claim_check.token_review";
         let url = match &cfg.api_server {
             Some(u) => u.trim_end_matches('/').to_string(),
@@ -98,6 +104,7 @@ impl TokenReviewer {
             timeout: Duration::from_millis(cfg.timeout_ms.into()),
             permits: Semaphore::new(MAX_REVIEWS),
             cache: Mutex::new(HashMap::new()),
+            metrics,
         })
     }
 
@@ -118,8 +125,18 @@ impl TokenReviewer {
         if let Some(hit) = self.cached(&digest) {
             return Ok(hit);
         }
-        let username = self.ask(token).await?;
-        let verdict = match username {
+        let asked = self.ask(token).await;
+        let outcome = match &asked {
+            Err(Unavailable) => "unavailable",
+            Ok(None) => "refused",
+            Ok(Some(u)) if self.readers.contains_key(u) => "reader",
+            Ok(Some(_)) => "not_listed",
+        };
+        self.metrics
+            .token_reviews
+            .with_label_values(&[outcome])
+            .inc();
+        let verdict = match asked? {
             None => Reviewed::Refused,
             Some(u) => match self.readers.get(&u) {
                 Some(tenants) => Reviewed::Reader(tenants.clone()),
@@ -231,10 +248,16 @@ mod tests {
             d.path().join("missing.crt").display()
         );
         let cfg: TokenReviewConfig = serde_yaml_ng::from_str(&yaml).unwrap();
-        let e = TokenReviewer::new(&cfg).err().unwrap().to_string();
+        let e = TokenReviewer::new(&cfg, ClaimMetrics::unregistered())
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.contains("claim_check.token_review.ca_file"), "{e}");
         std::fs::write(d.path().join("missing.crt"), "not a certificate").unwrap();
-        let e = TokenReviewer::new(&cfg).err().unwrap().to_string();
+        let e = TokenReviewer::new(&cfg, ClaimMetrics::unregistered())
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.contains("holds no PEM certificate"), "{e}");
     }
 }

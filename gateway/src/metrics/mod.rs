@@ -9,6 +9,7 @@
 
 mod archive;
 mod backup;
+mod claims;
 pub mod collect;
 mod commit;
 mod config;
@@ -30,6 +31,7 @@ use prometheus::{Encoder, Registry, TextEncoder};
 
 pub use archive::ArchiveMetrics;
 pub use backup::BackupMetrics;
+pub use claims::ClaimMetrics;
 pub use commit::CommitMetrics;
 pub use config::ConfigMetrics;
 pub use direct::DirectMetrics;
@@ -65,6 +67,7 @@ pub struct Metrics {
     pub node: NodeMetrics,
     pub lifecycle: LifecycleMetrics,
     pub fleet: FleetMetrics,
+    pub claims: ClaimMetrics,
 }
 
 impl Metrics {
@@ -89,6 +92,7 @@ impl Metrics {
             node: NodeMetrics::new(&r),
             lifecycle: LifecycleMetrics::new(&r),
             fleet: FleetMetrics::new(&r),
+            claims: ClaimMetrics::new(&r),
             registry: r,
         }
     }
