@@ -7,6 +7,7 @@
 //! where a gateway of another version may leave a field out (`#[serde(default)]`).
 
 mod dlq;
+mod filter_test;
 mod hook;
 mod lifecycle;
 mod node;
@@ -14,6 +15,11 @@ mod replay;
 mod store;
 
 pub use dlq::{DeadEntry, DeadFilter, DeadPage, DeleteDead, FilterError};
+pub use filter_test::{
+    DEFAULT_FILTER_TEST_LIMIT, FilterTest, FilterTestResult, FilterTestWindow,
+    MAX_FILTER_TEST_LIMIT, MAX_FILTER_TEST_SAMPLES, SampleHook, SinkRoutingTry, SinkTestResult,
+    TestSample,
+};
 pub use hook::{ArchivedHook, DeliveryView, HookVerification, HookView};
 pub use lifecycle::{LifecycleEntry, LifecyclePage};
 pub use node::{

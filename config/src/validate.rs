@@ -79,6 +79,15 @@ fn lifecycle(c: &Config) -> Result<(), ConfigError> {
         ));
     }
     l.validate("lifecycle")?;
+    // Events are not hooks: the trail's writer gives every lifecycle sink every event.
+    for (i, sink) in l.sinks.iter().enumerate() {
+        if !sink.routing().is_plain() {
+            return Err(err(
+                format!("lifecycle.sinks[{i}]"),
+                "takes no filter or transform (every lifecycle sink gets every event)",
+            ));
+        }
+    }
     sinks_against_egress(c, "lifecycle", &l.sinks)
 }
 
@@ -96,6 +105,22 @@ pub fn direct_sources(c: &Config) -> Result<(), ConfigError> {
                 format!("sources.{id}.sinks"),
                 "needs at least one durable sink under wal.type none (log and redis are not durable)",
             ));
+        }
+        // A direct 201 means every sink confirmed the hook as received; a filter or a
+        // transform would change what "every sink" and "the hook" are (docs/filters.md).
+        for (i, sink) in s.sinks.iter().enumerate() {
+            let r = sink.routing();
+            if !r.is_plain() {
+                let key = if r.filter.is_some() {
+                    "filter"
+                } else {
+                    "transform"
+                };
+                return Err(err(
+                    format!("sources.{id}.sinks[{i}].{key}"),
+                    "is not supported under wal.type none",
+                ));
+            }
         }
     }
     Ok(())

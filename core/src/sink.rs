@@ -55,6 +55,9 @@ pub struct DeliveryCtx {
     /// are exported (`telemetry.otlp`), in the hook's trace. `None`: the hook's own
     /// (`Envelope::traceparent`), as stored at ingest.
     pub traceparent: Option<String>,
+    /// Set when the sink entry's `transform` replaced the body: the hex SHA-256 of the body as
+    /// received (the queue message's `original_sha256`; the hook in the store is unchanged).
+    pub original_sha256: Option<String>,
 }
 
 /// A destination of a source's hooks.

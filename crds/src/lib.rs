@@ -33,7 +33,8 @@ pub use replay::{
 };
 pub use sink::{Sink, SinkSpec, SinkStatus, SinkType};
 pub use source::{
-    QuarantineOnPod, Source, SourceQuarantine, SourceSpec, SourceStatus, VerifySpec, VerifyType,
+    QuarantineOnPod, Source, SourceQuarantine, SourceSink, SourceSpec, SourceStatus, VerifySpec,
+    VerifyType,
 };
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

@@ -1,7 +1,10 @@
 //! `Source`: one ingest endpoint (`POST /webhooks/<id>`) of a Gateway, its verification and
 //! its sinks (references to `Sink` objects, in delivery-index order).
 
-use ankusa_config::{DedupePreset, HmacHash, OnVerifyFailure, SecretDecode, SigEncoding, SigParse};
+use ankusa_config::{
+    DedupePreset, HmacHash, OnFilterError, OnVerifyFailure, SecretDecode, SigEncoding, SigParse,
+    Transform,
+};
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -109,7 +112,29 @@ pub struct SourceSpec {
     /// sink index: new sinks are appended at the end and removed from the end only (a
     /// transition rule refuses a move, which would rebind queued deliveries to another sink).
     #[schemars(length(min = 1, max = 32))]
-    pub sinks: Vec<LocalRef>,
+    pub sinks: Vec<SourceSink>,
+}
+
+/// One sink of a Source: the `Sink` object, and which of the source's hooks it gets and how
+/// they look (CEL; docs/filters.md). The operator compiles the expressions with the gateway's
+/// own rules before any pod sees them: a bad one is the Source's `Ready=False` condition,
+/// naming `sinks[<i>].filter` and the position.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceSink {
+    /// Name of the Sink object (same namespace).
+    pub name: String,
+    /// A CEL expression over the hook (`body`, `headers`, `source`, `tenant`, `verification`,
+    /// `received_at`, `size`); false: this sink gets no delivery of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 4096))]
+    pub filter: Option<String>,
+    /// What a filter that cannot be evaluated does: `deliver` (default) or `skip`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_filter_error: Option<OnFilterError>,
+    /// CEL expressions for the body (`body`) and extra headers (`headers`) this sink sends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transform: Option<Transform>,
 }
 
 /// Verification schemes (the gateway's `verify.type`).

@@ -39,6 +39,9 @@ pub struct IntakeMeta {
     pub lanes: Vec<Option<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dedupe: Option<IntakeDedupe>,
+    /// Sink indexes whose filter did not match (ascending): no delivery row.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skip_sinks: Vec<u16>,
 }
 
 /// Encodes a record from metadata and the envelope exactly as the store encoded it.
@@ -119,6 +122,7 @@ mod tests {
                 ttl_ms: 1000,
                 source_wide: false,
             }),
+            skip_sinks: vec![1],
         };
         let env = envelope();
         let enc = encode_envelope(&env);
@@ -136,6 +140,7 @@ mod tests {
             sinks: vec!["http".into()],
             lanes: vec![],
             dedupe: None,
+            skip_sinks: Vec::new(),
         };
         let good = encode_intake(&meta, &encode_envelope(&envelope()));
         // The body runs to the end (the broker keeps a record whole: its CRC covers it), so

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use ankusa_api::{ReloadError, Status};
-use ankusa_config::{Config, ConfigError, SinkConfig, SourceConfig};
+use ankusa_config::{CompiledRouting, Config, ConfigError, SinkConfig, SourceConfig};
 use ankusa_core::{Sink, now_ms};
 use ankusa_sinks::SinkBuilder;
 use arc_swap::ArcSwap;
@@ -41,6 +41,8 @@ pub struct LiveSource {
     /// A digest of each sink's config: a reload that changes it ends the sink's recorded
     /// failure (`dispatch::health`), one that leaves it keeps it.
     pub sink_digests: Vec<u64>,
+    /// Each sink entry's `filter` and `transform`, compiled (`route`).
+    pub routes: Vec<CompiledRouting>,
 }
 
 impl LiveSource {
@@ -83,11 +85,13 @@ impl Live {
             let mut built = Vec::with_capacity(s.sinks.len());
             let mut sink_types = Vec::with_capacity(s.sinks.len());
             let mut sink_digests = Vec::with_capacity(s.sinks.len());
+            let mut routes = Vec::with_capacity(s.sinks.len());
             for (i, sc) in s.sinks.iter().enumerate() {
                 let field = format!("sources.{id}.sinks[{i}]");
                 built.push(sinks.build(&config, s, &field, sc)?);
                 sink_types.push(sc.type_name());
                 sink_digests.push(sink_digest(sc));
+                routes.push(sc.routing().compile(&field)?);
             }
             sources.insert(
                 id.clone(),
@@ -98,6 +102,7 @@ impl Live {
                     sinks: built,
                     sink_types,
                     sink_digests,
+                    routes,
                 }),
             );
         }
@@ -142,8 +147,11 @@ fn lifecycle_source(
 ) -> Result<LiveSource, ConfigError> {
     let cfg = SourceConfig::with_sinks(l.sinks.clone());
     let mut built = Vec::with_capacity(l.sinks.len());
+    let mut routes = Vec::with_capacity(l.sinks.len());
     for (i, sc) in l.sinks.iter().enumerate() {
-        built.push(sinks.build(config, &cfg, &format!("lifecycle.sinks[{i}]"), sc)?);
+        let field = format!("lifecycle.sinks[{i}]");
+        built.push(sinks.build(config, &cfg, &field, sc)?);
+        routes.push(sc.routing().compile(&field)?);
     }
     Ok(LiveSource {
         id: LIFECYCLE_SOURCE.to_string(),
@@ -151,6 +159,7 @@ fn lifecycle_source(
         sinks: built,
         sink_types: l.sinks.iter().map(SinkConfig::type_name).collect(),
         sink_digests: l.sinks.iter().map(sink_digest).collect(),
+        routes,
         cfg,
     })
 }

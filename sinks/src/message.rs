@@ -44,6 +44,10 @@ struct Wire<'a> {
     /// The ordering lane's key, on ordered sinks only (an additive v1 field).
     #[serde(skip_serializing_if = "Option::is_none")]
     ordering_key: Option<&'a str>,
+    /// The received body's SHA-256 when the sink's `transform` replaced it (`sha256` and
+    /// `size` are the sent body's); an additive v1 field.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    original_sha256: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     body_base64: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -173,6 +177,7 @@ pub fn encode(env: &Envelope, ctx: &DeliveryCtx, checked_in: Option<&ClaimCheckR
         traceparent: trace.traceparent,
         tracestate: trace.tracestate,
         ordering_key: lane_key(ctx),
+        original_sha256: ctx.original_sha256.as_deref(),
         body_base64,
         claim: claim_urn,
     };
@@ -346,6 +351,7 @@ mod tests {
         DeliveryCtx {
             ordering_key: None,
             traceparent: None,
+            original_sha256: None,
             instance: "default".into(),
             region: Some("eu-west-1".into()),
             attempt: 1,

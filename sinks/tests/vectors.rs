@@ -44,6 +44,7 @@ fn base_ctx() -> DeliveryCtx {
         claim_check: None,
         ordering_key: None,
         traceparent: None,
+        original_sha256: None,
     }
 }
 

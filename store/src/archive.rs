@@ -450,6 +450,7 @@ mod tests {
                 sinks: vec!["http"],
                 lanes: vec![],
                 dedupe: None,
+                skip_sinks: Vec::new(),
             })
             .collect();
         s.commit_ingest(&recs, 1, false)

@@ -342,6 +342,7 @@ mod tests {
             sinks: vec!["http"],
             lanes: vec![],
             dedupe: None,
+            skip_sinks: Vec::new(),
         }];
         let IngestResult::Accepted { seq: live, .. } = s.commit_ingest(&recs, 1, false).unwrap()[0]
         else {

@@ -36,6 +36,9 @@ pub struct IngestRecord {
     /// Per sink index, the lane key of an ordered sink entry (empty: no ordered sinks).
     pub lanes: Vec<Option<String>>,
     pub dedupe: Option<Dedupe>,
+    /// Sink indexes whose `filter` did not match the hook (ascending): they get no delivery
+    /// row. Empty: every sink gets one.
+    pub skip_sinks: Vec<u16>,
 }
 
 impl IngestRecord {
@@ -149,6 +152,7 @@ impl Store {
         let first_seq = self.reserve_seqs(fresh);
         let mut seq = first_seq;
         let mut accepted = 0i64;
+        let mut stored = 0i64;
         let mut archived = 0i64;
         let mut rows = 0i64;
         let mut bytes = 0i64;
@@ -175,12 +179,12 @@ impl Store {
                 }
             }
             let env = &rec.envelope;
-            batch.put_cf(&hooks, keys::hook(seq), value);
-            batch.put_cf(&ix, keys::hook_id(&env.id), seq.to_be_bytes());
             let mut row_count = 0i64;
             for (i, sink_type) in rec.sinks.iter().enumerate() {
                 let sink = i as u16;
-                if only_sinks.is_some_and(|only| !only.contains(&sink)) {
+                if only_sinks.is_some_and(|only| !only.contains(&sink))
+                    || rec.skip_sinks.contains(&sink)
+                {
                     continue;
                 }
                 row_count += 1;
@@ -226,13 +230,21 @@ impl Store {
                 batch.put_cf(&ix, keys::dedupe_expiry(expires_at, dkey), []);
                 taken_here.insert(dkey.as_slice(), env.id);
             }
+            // A hook every sink's filter turned away is kept only for the archive (which
+            // reclaims it once archived, as it does a delivered one): with no row and no
+            // archive, nothing would ever delete it. Its dedupe entry is kept either way.
+            if row_count > 0 || archive {
+                batch.put_cf(&hooks, keys::hook(seq), value);
+                batch.put_cf(&ix, keys::hook_id(&env.id), seq.to_be_bytes());
+                stored += 1;
+                bytes += env.body.len() as i64;
+            }
             if archive {
                 batch.put_cf(&ix, keys::archive_due(seq), []);
                 archived += 1;
             }
             accepted += 1;
             rows += row_count;
-            bytes += env.body.len() as i64;
             *per_tenant.entry(env.tenant.as_str()).or_default() += row_count;
             *per_source.entry(env.source_id.as_str()).or_default() += row_count;
             results.push(IngestResult::Accepted { id: env.id, seq });
@@ -241,7 +253,7 @@ impl Store {
 
         batch.merge(keys::META_NEXT_SEQ, (first_seq + fresh).to_be_bytes());
         if accepted > 0 {
-            batch.merge(keys::C_HOOKS, accepted.to_le_bytes());
+            batch.merge(keys::C_HOOKS, stored.to_le_bytes());
             batch.merge(keys::C_HOOK_BYTES, bytes.to_le_bytes());
             batch.merge(keys::C_PENDING, rows.to_le_bytes());
             if archived > 0 {
@@ -316,6 +328,7 @@ mod tests {
                 ttl_ms: 1000,
                 source_wide: false,
             }),
+            skip_sinks: Vec::new(),
         }
     }
 

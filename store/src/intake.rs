@@ -109,6 +109,7 @@ mod tests {
                 ttl_ms: 60_000,
                 source_wide: false,
             }),
+            skip_sinks: Vec::new(),
         }
     }
 

@@ -505,6 +505,7 @@ mod tests {
                 sinks: vec!["log"],
                 lanes: vec![],
                 dedupe: None,
+                skip_sinks: Vec::new(),
             })
             .collect();
         s.commit_ingest(&recs, now, false)

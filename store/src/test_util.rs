@@ -39,6 +39,7 @@ pub fn seed_dead(s: &Store, tenant: &str, source: &str, n: usize, base: u64, cla
             sinks: vec!["http"],
             lanes: vec![],
             dedupe: None,
+            skip_sinks: Vec::new(),
         })
         .collect();
     for r in s.commit_ingest(&recs, 1, false).unwrap() {

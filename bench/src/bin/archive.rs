@@ -77,6 +77,7 @@ async fn compactor_run(storage_yaml: &str, n: usize) -> anyhow::Result<(f64, u64
                 sinks: vec!["log"],
                 lanes: vec![],
                 dedupe: None,
+                skip_sinks: Vec::new(),
             })
             .collect();
         store.commit_ingest(&recs, ankusa_core::now_ms(), false)?;

@@ -27,6 +27,7 @@ fn ingest(store: &Store, tenant_of: impl Fn(u64) -> String, n: u64, at: u64) -> 
                 sinks: vec!["log"],
                 lanes: vec![],
                 dedupe: None,
+                skip_sinks: Vec::new(),
             })
             .collect();
         store.commit_ingest(&recs, at, false)?;

@@ -86,6 +86,9 @@ impl HttpSinkConfig {
             pool_size: None,
             ordered: false,
             ordering_key: None,
+            filter: None,
+            on_filter_error: Default::default(),
+            transform: None,
         }
     }
 

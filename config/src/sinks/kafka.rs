@@ -160,6 +160,9 @@ impl KafkaSinkConfig {
             tls: None,
             ordered: false,
             ordering_key: None,
+            filter: None,
+            on_filter_error: Default::default(),
+            transform: None,
         }
     }
 

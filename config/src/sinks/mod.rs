@@ -77,12 +77,40 @@ macro_rules! sink_config {
             /// Where the lane key comes from; absent: one keyless lane per sink.
             #[serde(default, skip_serializing_if = "Option::is_none")]
             pub ordering_key: Option<$crate::sinks::shared::OrderingKey>,
+            /// A CEL expression over the hook (docs/filters.md); false: this sink gets no
+            /// delivery row for it. Absent: every hook.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub filter: Option<String>,
+            /// What a filter that cannot be evaluated for a hook does: `deliver` (default) or
+            /// `skip`.
+            #[serde(default, skip_serializing_if = "crate::sinks::routing::OnFilterError::is_default")]
+            pub on_filter_error: $crate::sinks::routing::OnFilterError,
+            /// CEL expressions for the body and headers this sink sends (docs/filters.md).
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub transform: Option<$crate::sinks::routing::Transform>,
         }
 
         impl $name {
             /// Whether the sink is ordered, and where its lane key comes from.
             pub fn ordering(&self) -> (bool, Option<&$crate::sinks::shared::OrderingKey>) {
                 (self.ordered, self.ordering_key.as_ref())
+            }
+
+            /// Sets the entry's filter and transform (the operator: a Source gives them per
+            /// sink, the Sink object none).
+            pub fn set_routing(&mut self, r: $crate::sinks::routing::RoutingKeys) {
+                self.filter = r.filter;
+                self.on_filter_error = r.on_filter_error;
+                self.transform = r.transform;
+            }
+
+            /// The entry's filter and transform.
+            pub fn routing(&self) -> $crate::sinks::routing::SinkRouting<'_> {
+                $crate::sinks::routing::SinkRouting {
+                    filter: self.filter.as_deref(),
+                    on_filter_error: self.on_filter_error,
+                    transform: self.transform.as_ref(),
+                }
             }
             $(
                 /// Checks the `batch*` keys against the destination's ceilings.
@@ -125,6 +153,7 @@ mod nats;
 mod pubsub;
 mod rabbitmq;
 mod redis;
+mod routing;
 mod shared;
 mod sqs;
 mod tls;
@@ -145,6 +174,7 @@ pub use nats::{NatsAuth, NatsSinkConfig, NatsTls};
 pub use pubsub::{DEFAULT_PUBSUB_ENDPOINT, GooglePubsubSinkConfig, PUBSUB_BATCH, PubsubAuth};
 pub use rabbitmq::{AmqpAuthMechanism, ExchangeType, RabbitmqSinkConfig};
 pub use redis::RedisSinkConfig;
+pub use routing::{CompiledRouting, OnFilterError, RoutingKeys, SinkRouting, Transform};
 pub use shared::{
     BatchLimits, BatchOptions, DEFAULT_IDLE_TIMEOUT_MS, DEFAULT_INLINE_MAX_BYTES, OrderingKey,
 };
@@ -225,6 +255,34 @@ impl SinkConfig {
         }
     }
 
+    /// The entry's `filter`, `on_filter_error` and `transform`.
+    pub fn routing(&self) -> SinkRouting<'_> {
+        match self {
+            SinkConfig::Log(s) => s.routing(),
+            SinkConfig::Http(s) => s.routing(),
+            SinkConfig::Kafka(s) => s.routing(),
+            SinkConfig::Rabbitmq(s) => s.routing(),
+            SinkConfig::Nats(s) => s.routing(),
+            SinkConfig::Redis(s) => s.routing(),
+            SinkConfig::Sqs(s) => s.routing(),
+            SinkConfig::GooglePubsub(s) => s.routing(),
+        }
+    }
+
+    /// Sets the entry's `filter`, `on_filter_error` and `transform`.
+    pub fn set_routing(&mut self, r: RoutingKeys) {
+        match self {
+            SinkConfig::Log(s) => s.set_routing(r),
+            SinkConfig::Http(s) => s.set_routing(r),
+            SinkConfig::Kafka(s) => s.set_routing(r),
+            SinkConfig::Rabbitmq(s) => s.set_routing(r),
+            SinkConfig::Nats(s) => s.set_routing(r),
+            SinkConfig::Redis(s) => s.set_routing(r),
+            SinkConfig::Sqs(s) => s.set_routing(r),
+            SinkConfig::GooglePubsub(s) => s.set_routing(r),
+        }
+    }
+
     /// Where the sink connects, each with its field (`brokers[0]`, `url`, `endpoint`), for the
     /// egress policy: checked at load when written as an IP literal, and resolved and checked
     /// on every connect by the sink. Empty for the log sink, and for the HTTP sink, which
@@ -245,6 +303,7 @@ impl SinkConfig {
     pub(crate) fn validate(&self, p: &str) -> Result<(), ConfigError> {
         let (ordered, key) = self.ordering();
         check_ordering(p, ordered, key)?;
+        self.routing().compile(p)?;
         match self {
             SinkConfig::Log(_) => Ok(()),
             SinkConfig::Http(h) => h.validate(p),

@@ -148,6 +148,9 @@ impl NatsSinkConfig {
             idle_timeout_ms: d_idle(),
             ordered: false,
             ordering_key: None,
+            filter: None,
+            on_filter_error: Default::default(),
+            transform: None,
         }
     }
 

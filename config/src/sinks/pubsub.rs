@@ -118,6 +118,9 @@ impl GooglePubsubSinkConfig {
             batch_max_inflight: None,
             ordered: false,
             ordering_key: None,
+            filter: None,
+            on_filter_error: Default::default(),
+            transform: None,
         }
     }
 

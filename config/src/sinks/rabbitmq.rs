@@ -120,6 +120,9 @@ impl RabbitmqSinkConfig {
             auth_mechanism: AmqpAuthMechanism::Plain,
             ordered: false,
             ordering_key: None,
+            filter: None,
+            on_filter_error: Default::default(),
+            transform: None,
         }
     }
 

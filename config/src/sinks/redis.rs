@@ -45,6 +45,9 @@ impl RedisSinkConfig {
             tls: None,
             ordered: false,
             ordering_key: None,
+            filter: None,
+            on_filter_error: Default::default(),
+            transform: None,
         }
     }
 

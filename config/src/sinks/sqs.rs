@@ -97,6 +97,9 @@ impl SqsSinkConfig {
             session_token: None,
             ordered: false,
             ordering_key: None,
+            filter: None,
+            on_filter_error: Default::default(),
+            transform: None,
         }
     }
 

@@ -457,6 +457,7 @@ fn sink_file_options_are_typed_file_path() {
         ("pubsub.rs", include_str!("pubsub.rs")),
         ("rabbitmq.rs", include_str!("rabbitmq.rs")),
         ("redis.rs", include_str!("redis.rs")),
+        ("routing.rs", include_str!("routing.rs")),
         ("shared.rs", include_str!("shared.rs")),
         ("sqs.rs", include_str!("sqs.rs")),
         ("tls.rs", include_str!("tls.rs")),
@@ -492,4 +493,78 @@ fn sink_file_options_are_typed_file_path() {
             "sources.s.sinks[0].tls.key_file",
         ]
     );
+}
+
+/// `filter`, `on_filter_error` and `transform` on every sink type: compiled at load, errors
+/// naming the key and the position, and refused where they cannot apply.
+#[test]
+fn filters_and_transforms_are_compiled_at_load() {
+    let load = |sink: &str| {
+        let y = format!("sources:\n  s:\n    sinks:\n      - {sink}\n");
+        crate::from_yaml_str(&y, &crate::interpolate::SystemLookup)
+            .and_then(|c| crate::validate(&c).map(|()| c))
+    };
+    let c = load(
+        "{type: rabbitmq, url: \"amqp://mq:5672\", exchange: x, filter: 'body.type == \"a\"', on_filter_error: skip, transform: {body: 'body.data', headers: '{\"x-t\": body.type}'}}",
+    )
+    .expect("loads");
+    let r = c.sources["s"].sinks[0].routing();
+    assert_eq!(r.filter, Some("body.type == \"a\""));
+    assert_eq!(r.on_filter_error, crate::OnFilterError::Skip);
+    let compiled = r.compile("p").expect("compiles");
+    assert!(compiled.reads_body() && compiled.transforms());
+
+    for (sink, field, words) in [
+        (
+            "{type: log, filter: 'body.type =='}",
+            "sources.s.sinks[0].filter",
+            "line 1",
+        ),
+        (
+            "{type: log, filter: '\"a\"'}",
+            "sources.s.sinks[0].filter",
+            "bool",
+        ),
+        (
+            "{type: log, on_filter_error: skip}",
+            "sources.s.sinks[0].on_filter_error",
+            "filter",
+        ),
+        (
+            "{type: log, transform: {}}",
+            "sources.s.sinks[0].transform",
+            "body, headers",
+        ),
+        (
+            "{type: log, transform: {headers: 'size'}}",
+            "sources.s.sinks[0].transform.headers",
+            "map",
+        ),
+        (
+            "{type: log, transform: {bodyy: 'x'}}",
+            "sources.s.sinks[0]",
+            "bodyy",
+        ),
+    ] {
+        let e = load(sink).expect_err(sink).to_string();
+        assert!(e.contains(field) && e.contains(words), "{sink}: {e}");
+    }
+    // Where they cannot apply: a direct source (every sink confirms the hook as received) and
+    // the lifecycle sinks (every sink gets every event).
+    for (y, field) in [
+        (
+            "wal: {type: none}\nsources:\n  s:\n    sinks:\n      - {type: rabbitmq, url: \"amqp://mq:5672\", exchange: x, filter: 'size > 1'}\n",
+            "sources.s.sinks[0].filter",
+        ),
+        (
+            "lifecycle:\n  sinks: [{type: log, transform: {body: 'body'}}]\nsources:\n  s:\n    sinks: [{type: log}]\n",
+            "lifecycle.sinks[0]",
+        ),
+    ] {
+        let e = crate::from_yaml_str(y, &crate::interpolate::SystemLookup)
+            .and_then(|c| crate::validate(&c))
+            .expect_err(y)
+            .to_string();
+        assert!(e.contains(field), "{y}: {e}");
+    }
 }

@@ -5,6 +5,8 @@
 pub mod keys;
 pub(crate) mod options;
 
+pub use options::ROUTING_KEYS;
+
 use std::collections::BTreeMap;
 
 use kube::{CustomResource, KubeSchema};

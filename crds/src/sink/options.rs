@@ -2,7 +2,8 @@
 //! from the gateway's own config types, so `kubectl explain sink.spec.kafka.sasl` prints the
 //! gateway's field docs and `kubectl apply` refuses a misspelled option before anything runs.
 //!
-//! Each schema is the config type's, less what a manifest may not hold: credentials and
+//! Each schema is the config type's, less what a manifest may not hold: the routing keys
+//! (`filter`, `on_filter_error`, `transform`: a Source's, per sink entry), credentials and
 //! paths (`keys`) are left out (credentials come from `secretRefs`, files never), an option a
 //! Secret may fill (`url`, `queue_url`) is not `required`, and no default is written (the
 //! gateway's defaults live in `ankusa-config` alone).
@@ -28,6 +29,13 @@ fn typed<T: JsonSchema>(g: &mut SchemaGenerator, t: SinkType, doc: &str) -> Sche
         .copied()
         .collect();
     prune(&mut v);
+    // Which hooks a sink gets and how they look belong to a Source's use of the Sink
+    // (`Source.spec.sinks[].filter`), not to the Sink (nor to an intake log).
+    if let Some(props) = v.get_mut("properties").and_then(|p| p.as_object_mut()) {
+        for k in ROUTING_KEYS {
+            props.remove(k);
+        }
+    }
     if let Some(req) = v.get_mut("required").and_then(|r| r.as_array_mut()) {
         req.retain(|k| k.as_str().is_some_and(|k| !fillable.contains(&k)));
         if req.is_empty() {
@@ -42,6 +50,9 @@ fn typed<T: JsonSchema>(g: &mut SchemaGenerator, t: SinkType, doc: &str) -> Sche
     crate::common::strip_defaults(&mut s);
     s
 }
+
+/// A sink entry's routing keys, set per Source (`SourceSink`), never in a Sink's options.
+pub const ROUTING_KEYS: [&str; 3] = ["filter", "on_filter_error", "transform"];
 
 /// Leaves credential and path options out, at any depth, with their `required` entries; and
 /// `nullable` (an option is left out, not set to null): a server before 1.25 publishes a

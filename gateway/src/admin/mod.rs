@@ -9,7 +9,8 @@
 //! (status, config, wal, a source's deliveries) need a token that is not tenant-limited.
 //!
 //! One router per resource: `node` (metrics, status, config, wal, corrupt rows), `hooks`,
-//! `archive`, `dlq`, `sources`, `replays`, `quarantine`, `lifecycle` (the audit trail). Every handler takes a `Caller<Scope>`
+//! `archive`, `dlq`, `sources`, `filter_test` (a dry run of sink filters), `replays`, `quarantine`,
+//! `lifecycle` (the audit trail). Every handler takes a `Caller<Scope>`
 //! (`caller`: token, scope and tenant checks, once), its query as `Params` and its body as
 //! `JsonBody` (`params`), and returns `Result<Json<T>, ApiError>` with `T` from `ankusa-api`.
 //! They reach the node only through `AdminState` (`state`).
@@ -20,6 +21,7 @@
 mod archive;
 mod caller;
 mod dlq;
+mod filter_test;
 mod hooks;
 mod lifecycle;
 mod node;
@@ -45,6 +47,7 @@ pub fn router(state: AdminState, probes: Router) -> Router {
         .merge(archive::router())
         .merge(dlq::router())
         .merge(sources::router())
+        .merge(filter_test::router())
         .merge(replays::router())
         .merge(quarantine::router())
         .with_state(Arc::new(state))

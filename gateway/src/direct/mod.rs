@@ -203,6 +203,7 @@ impl Direct {
                 claim_check: claim.clone(),
                 ordering_key: lanes.get(i).cloned().flatten(),
                 traceparent: telemetry::traceparent_of(&span),
+                original_sha256: None,
             };
             attempt::run(Attempt {
                 sink: sink.clone(),

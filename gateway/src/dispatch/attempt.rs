@@ -1,6 +1,7 @@
 //! One delivery attempt: `bind` resolves a claimed row to a sink of its source as the source
-//! is now (by index, or the one sink of the row's type if the sinks were reordered) and builds
-//! what the sink is told (`DeliveryCtx`); `run` checks a large body in to the claim check when
+//! is now (by index, or the one sink of the row's type if the sinks were reordered), applies
+//! the sink entry's `transform` (`transform.rs`) and builds what the sink is told
+//! (`DeliveryCtx`); `run` checks a large body in to the claim check when
 //! the source's sinks need it, delivers, and turns a timeout or a panic into a failed attempt.
 //! Nothing here touches the scheduler's state.
 //!
@@ -18,7 +19,7 @@ use futures::FutureExt;
 use tracing::field::Empty;
 use tracing::{Instrument, Span};
 
-use super::{Claim, forward};
+use super::{Claim, forward, transform};
 use crate::live::Live;
 use crate::metrics::Metrics;
 use crate::telemetry;
@@ -49,21 +50,50 @@ pub fn bind(
     let Some(src) = live.source(&row.source_id) else {
         return Err(format!("source_gone: {}", row.source_id));
     };
-    let same_type = |s: &&Arc<dyn Sink>| s.type_name() == row.sink_type;
-    let sink = match src.sinks.get(claim.sink as usize).filter(same_type) {
-        Some(s) => s.clone(),
+    let same_type = |(_, s): &(usize, &Arc<dyn Sink>)| s.type_name() == row.sink_type;
+    let at = claim.sink as usize;
+    let (index, sink) = match src.sinks.get(at).map(|s| (at, s)).filter(same_type) {
+        Some((i, s)) => (i, s.clone()),
         None => {
-            let mut of_type = src.sinks.iter().filter(same_type);
+            let mut of_type = src.sinks.iter().enumerate().filter(same_type);
             match (of_type.next(), of_type.next()) {
-                (Some(s), None) => s.clone(),
+                (Some((i, s)), None) => (i, s.clone()),
                 _ => return Err(format!("sink_gone: {} {}", claim.sink, row.sink_type)),
             }
         }
     };
+    let transform_failed = |class: &'static str| {
+        metrics
+            .filters
+            .transform_errors
+            .with_label_values(&[class])
+            .inc();
+        format!("transform_failed: sinks[{index}] {class}")
+    };
+    let sent = match src.routes.get(index).filter(|r| r.transforms()) {
+        Some(route) => transform::apply(route, &claim.hook).map_err(transform_failed)?,
+        None => transform::Transformed {
+            hook: claim.hook.clone(),
+            headers: Vec::new(),
+            original_sha256: None,
+        },
+    };
     // A body larger than the smallest inline limit of the source's sinks is checked in once
     // per hook (inside the attempt's deadline) and every sink gets the reference.
     let inline_limit = src.sinks.iter().filter_map(|s| s.inline_max_bytes()).min();
-    let needs_check_in = inline_limit.is_some_and(|l| claim.hook.body.len() as u64 > l);
+    // The claim check holds a hook's body as received (one claim per hook id): a transformed
+    // body always travels inline, so it must fit this sink's limit.
+    let needs_check_in = match &sent.original_sha256 {
+        None => inline_limit.is_some_and(|l| claim.hook.body.len() as u64 > l),
+        Some(_)
+            if sink
+                .inline_max_bytes()
+                .is_some_and(|l| sent.hook.body.len() as u64 > l) =>
+        {
+            return Err(transform_failed("too_large"));
+        }
+        Some(_) => false,
+    };
     let sink_name = src
         .cfg
         .sink_names
@@ -82,15 +112,19 @@ pub fn bind(
         region: live.config.node.region.clone(),
         attempt: row.attempts + 1,
         replay_id: row.replay_id.clone(),
-        forward_headers: forward::forwarded(&claim.hook.headers, &src.cfg, Some(metrics)),
+        forward_headers: transform::merge_headers(
+            forward::forwarded(&claim.hook.headers, &src.cfg, Some(metrics)),
+            sent.headers,
+        ),
         tenant_for_pools: row.tenant.clone(),
         claim_check: None,
         ordering_key: row.lane.clone(),
         traceparent: telemetry::traceparent_of(&span),
+        original_sha256: sent.original_sha256,
     };
     Ok(Attempt {
         sink,
-        hook: claim.hook.clone(),
+        hook: sent.hook,
         ctx,
         claim_check: if needs_check_in {
             claim_check.cloned()

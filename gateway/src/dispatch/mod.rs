@@ -34,6 +34,7 @@ mod lanes;
 pub mod retry;
 mod scheduler;
 mod settle;
+pub mod transform;
 
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::mpsc;

@@ -52,6 +52,7 @@ fn source(id: &str, sink: Arc<dyn Sink>) -> (String, Arc<LiveSource>) {
             sinks: vec![sink],
             sink_types: vec!["log"],
             sink_digests: vec![0],
+            routes: Vec::new(),
         }),
     )
 }
@@ -101,6 +102,7 @@ async fn a_panicking_sink_is_a_failed_attempt_and_dispatch_keeps_running() {
             sinks: vec!["log"],
             lanes: vec![],
             dedupe: None,
+            skip_sinks: Vec::new(),
         })
         .collect();
     let results = store.commit_ingest(&recs, now_ms(), false).unwrap();
@@ -154,6 +156,7 @@ fn a_scan_visits_only_tenants_with_due_work() {
             sinks: vec!["log"],
             lanes: vec![],
             dedupe: None,
+            skip_sinks: Vec::new(),
         })
         .collect();
     store.commit_ingest(&idle, now + week, false).unwrap();
@@ -164,6 +167,7 @@ fn a_scan_visits_only_tenants_with_due_work() {
                 sinks: vec!["log"],
                 lanes: vec![],
                 dedupe: None,
+                skip_sinks: Vec::new(),
             })
             .collect();
         store.commit_ingest(&hot, now, false).unwrap();

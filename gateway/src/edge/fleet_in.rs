@@ -70,6 +70,10 @@ async fn commit(State(s): State<FleetState>, body: Bytes) -> Response {
     };
     if source.sink_types != rec.sinks
         || (!rec.lanes.is_empty() && rec.lanes.len() != rec.sinks.len())
+        || rec
+            .skip_sinks
+            .iter()
+            .any(|&i| usize::from(i) >= rec.sinks.len())
         || rec.envelope.body.len() as u64 > live.config.http.max_body_bytes
         || !ankusa_config::valid_id(&rec.envelope.tenant)
     {

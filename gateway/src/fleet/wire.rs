@@ -61,6 +61,7 @@ impl Lookup {
                 ttl_ms: 0,
                 source_wide: self.source_wide,
             }),
+            skip_sinks: Vec::new(),
         }
     }
 }
@@ -77,6 +78,7 @@ pub fn encode_commit(sender: &str, rec: &IngestRecord) -> Vec<u8> {
             ttl_ms: d.ttl_ms,
             source_wide: d.source_wide,
         }),
+        skip_sinks: rec.skip_sinks.clone(),
     };
     encode_intake(&meta, &encode_envelope(&rec.envelope))
 }
@@ -123,6 +125,7 @@ pub fn decode_commit(bytes: &[u8]) -> Result<(String, IngestRecord), WireError> 
                 ttl_ms: d.ttl_ms,
                 source_wide: d.source_wide,
             }),
+            skip_sinks: r.meta.skip_sinks,
         },
     ))
 }
@@ -143,6 +146,7 @@ mod tests {
                 ttl_ms: 60_000,
                 source_wide: false,
             }),
+            skip_sinks: Vec::new(),
         }
     }
 

@@ -1,8 +1,8 @@
 //! The hook as group commit takes it. Three paths commit hooks: the edge (a request), a
 //! `quarantine` replay (a pen entry that verifies now) and an `archive` replay (an archived
 //! hook sent again). Each builds its `IngestRecord` with `record`, so what a committed hook
-//! carries — its dedupe key and entry (`dedupe`), its ordering lanes (`lanes`), its sinks — is
-//! decided in one place. `envelope` is a request's hook before any of that: the headers kept
+//! carries — its dedupe key and entry (`dedupe`), its ordering lanes (`lanes`), its sinks and
+//! which of them its filters turn away (`route`) — is decided in one place. `envelope` is a request's hook before any of that: the headers kept
 //! (`headers`: never credentials, framing or hop-by-hop ones), content type and trace context.
 //!
 //! Below the edge and `replay`, above the store's record types: imports `live` (the source's
@@ -12,6 +12,7 @@
 pub mod dedupe;
 pub mod headers;
 mod lanes;
+pub mod route;
 
 use bytes::Bytes;
 use http::HeaderMap;
@@ -88,10 +89,12 @@ pub fn record(
         (Keyed::Never, _) => None,
     };
     envelope.seq = 0;
+    let skip_sinks = route::skipped_sinks(source, &envelope, metrics);
     IngestRecord {
         lanes: lanes(metrics, source, headers, &envelope.body),
         dedupe,
         envelope,
         sinks: source.sink_types.clone(),
+        skip_sinks,
     }
 }

@@ -695,6 +695,7 @@ fn meta_of(node: &str, seq: u64, rec: &IngestRecord) -> IntakeMeta {
             ttl_ms: d.ttl_ms,
             source_wide: d.source_wide,
         }),
+        skip_sinks: rec.skip_sinks.clone(),
     }
 }
 

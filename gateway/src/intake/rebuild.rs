@@ -96,6 +96,7 @@ pub(super) fn run(intake: &Intake, from: &BTreeMap<i32, i64>) -> Result<RebuildR
                     ttl_ms: d.ttl_ms,
                     source_wide: d.source_wide,
                 }),
+                skip_sinks: rec.meta.skip_sinks,
             });
             encoded.push(rec.encoded_envelope);
             if recs.len() >= BATCH {

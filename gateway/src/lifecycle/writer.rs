@@ -78,6 +78,7 @@ pub fn record(source: &LiveSource, e: &AuditEvent) -> Option<IngestRecord> {
         sinks: source.sink_types.clone(),
         lanes: Vec::new(),
         dedupe: None,
+        skip_sinks: Vec::new(),
     })
 }
 

@@ -16,6 +16,7 @@ mod config;
 mod direct;
 mod dispatch;
 mod dlq;
+mod filters;
 mod fleet;
 mod ingest;
 mod lifecycle;
@@ -37,6 +38,7 @@ pub use config::ConfigMetrics;
 pub use direct::DirectMetrics;
 pub use dispatch::DispatchMetrics;
 pub use dlq::DlqMetrics;
+pub use filters::FilterMetrics;
 pub use fleet::FleetMetrics;
 pub use ingest::IngestMetrics;
 pub use lifecycle::LifecycleMetrics;
@@ -68,6 +70,7 @@ pub struct Metrics {
     pub lifecycle: LifecycleMetrics,
     pub fleet: FleetMetrics,
     pub claims: ClaimMetrics,
+    pub filters: FilterMetrics,
 }
 
 impl Metrics {
@@ -93,6 +96,7 @@ impl Metrics {
             lifecycle: LifecycleMetrics::new(&r),
             fleet: FleetMetrics::new(&r),
             claims: ClaimMetrics::new(&r),
+            filters: FilterMetrics::new(&r),
             registry: r,
         }
     }

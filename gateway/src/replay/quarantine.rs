@@ -176,6 +176,7 @@ mod tests {
             sinks: vec![],
             sink_types: vec!["log"],
             sink_digests: vec![],
+            routes: vec![],
         }
     }
 

@@ -68,6 +68,15 @@ pub fn render_sink_spec(spec: &SinkSpec, secrets: &SecretValues) -> Result<SinkC
         OptionsFrom::Deprecated => e,
     };
     files::refuse_path_keys(&options, Some(spec.type_), "a Sink").map_err(field)?;
+    // A Sink's options would be silently replaced by each Source's entry: refused instead.
+    if let Some(k) = ankusa_crds::sink::ROUTING_KEYS
+        .iter()
+        .find(|k| options.contains_key(**k))
+    {
+        return Err(field(format!(
+            "options.{k}: is set per Source, on its sinks entry (spec.sinks[].filter, onFilterError, transform), not on a Sink"
+        )));
+    }
     let c = sink_from_object(spec, sink_object_of(spec, options, secrets).map_err(field)?)
         .map_err(field)?;
     files::refuse_file_options(&c, "options", Some(spec.type_), "a Sink")

@@ -12,8 +12,8 @@
 use std::collections::BTreeMap;
 
 use ankusa_config::{
-    Config, DedupeConfig, HmacVerify, OnVerifyFailure, Preset, RetryOverride, SinkConfig,
-    SourceConfig, TimedPreset, VerifyConfig,
+    Config, DedupeConfig, HmacVerify, OnVerifyFailure, Preset, RetryOverride, RoutingKeys,
+    SinkConfig, SourceConfig, TimedPreset, VerifyConfig,
 };
 use ankusa_crds::source::{HmacSpec, RetrySpec};
 use ankusa_crds::{SecretKeyRef, Source, SourceSpec, VerifyType};
@@ -115,7 +115,15 @@ pub fn render_source(
         match sinks.get(&r.name) {
             None => return Err(format!("sinks[{i}]: Sink {} not found", r.name)),
             Some(Err(e)) => return Err(format!("sinks[{i}]: Sink {}: {e}", r.name)),
-            Some(Ok(s)) => rendered_sinks.push(s.clone()),
+            Some(Ok(s)) => {
+                let mut s = s.clone();
+                s.set_routing(RoutingKeys {
+                    filter: r.filter.clone(),
+                    on_filter_error: r.on_filter_error.unwrap_or_default(),
+                    transform: r.transform.clone(),
+                });
+                rendered_sinks.push(s);
+            }
         }
     }
     let mut sc = SourceConfig::with_sinks(rendered_sinks);

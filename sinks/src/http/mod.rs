@@ -424,6 +424,7 @@ mod tests {
             claim_check: None,
             ordering_key: None,
             traceparent: None,
+            original_sha256: None,
         };
         match sink.attempt(&env, &dctx).await {
             Err(SinkError::Transient(m)) => {

@@ -73,6 +73,7 @@ pub fn ctx() -> DeliveryCtx {
         claim_check: None,
         ordering_key: None,
         traceparent: None,
+        original_sha256: None,
     }
 }
 

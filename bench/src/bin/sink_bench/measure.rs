@@ -55,6 +55,7 @@ fn ctx() -> DeliveryCtx {
         claim_check: None,
         ordering_key: None,
         traceparent: None,
+        original_sha256: None,
     }
 }
 
