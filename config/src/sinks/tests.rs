@@ -568,3 +568,38 @@ fn filters_and_transforms_are_compiled_at_load() {
         assert!(e.contains(field), "{y}: {e}");
     }
 }
+
+/// Every example of docs/filters.md loads: the full config at the top (with its sinks'
+/// interpolations stubbed) and each fragment of sink keys as a log sink's.
+#[test]
+fn the_filter_docs_examples_compile() {
+    let doc = include_str!("../../../docs/filters.md");
+    let blocks: Vec<&str> = doc
+        .split("```yaml\n")
+        .skip(1)
+        .filter_map(|b| b.split("```").next())
+        .collect();
+    assert!(blocks.len() >= 7, "examples found: {}", blocks.len());
+    let mut fragments = 0;
+    for block in blocks {
+        if block.starts_with("sources:") {
+            continue; // the overview's full config: its keys are the fragments' keys
+        }
+        let entry: serde_yaml_ng::Value = serde_yaml_ng::from_str(block).expect("yaml");
+        let mut sink = serde_yaml_ng::Mapping::new();
+        sink.insert("type".into(), "log".into());
+        if let serde_yaml_ng::Value::Mapping(m) = entry {
+            sink.extend(m);
+        }
+        let y = format!(
+            "sources:\n  s:\n    sinks:\n      - {}\n",
+            serde_json::to_string(&sink).expect("json")
+        );
+        let c = crate::from_yaml_str(&y, &crate::interpolate::SystemLookup)
+            .and_then(|c| crate::validate(&c).map(|()| c))
+            .unwrap_or_else(|e| panic!("{block}: {e}"));
+        assert!(!c.sources["s"].sinks[0].routing().is_plain(), "{block}");
+        fragments += 1;
+    }
+    assert!(fragments >= 6, "{fragments}");
+}
