@@ -123,8 +123,8 @@ impl SinkRouting<'_> {
     }
 }
 
-/// A sink entry's expressions, compiled: what the gateway evaluates.
-#[derive(Debug, Clone)]
+/// A sink entry's expressions, compiled: what the gateway evaluates (default: none).
+#[derive(Debug, Clone, Default)]
 pub struct CompiledRouting {
     pub filter: Option<Program>,
     pub on_filter_error: OnFilterError,

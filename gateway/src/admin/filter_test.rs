@@ -66,7 +66,7 @@ async fn filters_test(
             let env = sample_envelope(&source, h)?;
             run.examine(&env, None);
         }
-        (None, Some(w)) => archive_window(&s, &source, w, &mut run).await?,
+        (None, Some(w)) => run = archive_window(&s, &source, w, run).await?,
         _ => {
             return Err(ApiError::InvalidBody {
                 message: "give exactly one of hook, archive".into(),
@@ -88,7 +88,7 @@ fn invalid(field: &str, message: impl Into<String>) -> ApiError {
 fn routes(source: &LiveSource, req: &FilterTest) -> Result<Vec<CompiledRouting>, ApiError> {
     let Some(tries) = &req.sinks else {
         return Ok((0..source.sinks.len())
-            .map(|i| source.routes.get(i).cloned().unwrap_or_else(plain))
+            .map(|i| source.routes.get(i).cloned().unwrap_or_default())
             .collect());
     };
     if tries.len() != source.sinks.len() {
@@ -116,15 +116,6 @@ fn routes(source: &LiveSource, req: &FilterTest) -> Result<Vec<CompiledRouting>,
         .collect()
 }
 
-fn plain() -> CompiledRouting {
-    CompiledRouting {
-        filter: None,
-        on_filter_error: Default::default(),
-        body: None,
-        headers: None,
-    }
-}
-
 /// The sample as a hook the source received now.
 fn sample_envelope(source: &LiveSource, h: &SampleHook) -> Result<Envelope, ApiError> {
     let body = match (&h.body, &h.body_text) {
@@ -149,13 +140,15 @@ fn sample_envelope(source: &LiveSource, h: &SampleHook) -> Result<Envelope, ApiE
     Ok(env)
 }
 
-/// The archived hooks of `source` received in the window, up to `limit`.
+/// The archived hooks of `source` received in the window, up to `limit`. Each segment's hooks
+/// are evaluated on a blocking thread: up to `limit` hooks, each under the cost limit per
+/// sink, must not hold an async worker (and the admin requests queued on it).
 async fn archive_window(
     s: &AdminState,
     source: &LiveSource,
     w: &FilterTestWindow,
-    run: &mut Run,
-) -> Result<(), ApiError> {
+    mut run: Run,
+) -> Result<Run, ApiError> {
     if w.from >= w.to {
         return Err(invalid("archive.to", "must be after archive.from"));
     }
@@ -174,12 +167,12 @@ async fn archive_window(
             .store(move |store| store.archive_segments(first, LIST))
             .await?;
         let Some(last) = rows.last().map(|r| r.first_seq) else {
-            return Ok(());
+            return Ok(run);
         };
         for row in rows.iter().filter(|r| r.overlaps(w.from, w.to)) {
             if segments >= MAX_SEGMENTS {
                 run.result.truncated = true;
-                return Ok(());
+                return Ok(run);
             }
             segments += 1;
             let records = match archive.read_segment(row).await {
@@ -193,20 +186,30 @@ async fn archive_window(
                     return Err(ApiError::ArchiveUnavailable);
                 }
             };
-            for rec in &records {
-                let env = &rec.envelope;
-                let wanted = env.source_id == source.id
-                    && env.received_at >= w.from
-                    && env.received_at < w.to
-                    && w.tenant.as_ref().is_none_or(|t| *t == env.tenant);
-                if !wanted {
-                    continue;
+            let (id, window) = (source.id.clone(), w.clone());
+            let (back, full) = tokio::task::spawn_blocking(move || {
+                for rec in &records {
+                    let env = &rec.envelope;
+                    let wanted = env.source_id == id
+                        && env.received_at >= window.from
+                        && env.received_at < window.to
+                        && window.tenant.as_ref().is_none_or(|t| *t == env.tenant);
+                    if !wanted {
+                        continue;
+                    }
+                    if run.result.examined >= limit {
+                        run.result.truncated = true;
+                        return (run, true);
+                    }
+                    run.examine(env, Some(env.id.to_string()));
                 }
-                if run.result.examined >= limit {
-                    run.result.truncated = true;
-                    return Ok(());
-                }
-                run.examine(env, Some(env.id.to_string()));
+                (run, false)
+            })
+            .await
+            .map_err(|_| ApiError::ArchiveUnavailable)?;
+            run = back;
+            if full {
+                return Ok(run);
             }
         }
         first = last + 1;
@@ -216,6 +219,8 @@ async fn archive_window(
 /// The counts and samples being gathered.
 struct Run {
     routes: Vec<CompiledRouting>,
+    /// Whether any expression reads `body` (the JSON is parsed only then).
+    reads_body: bool,
     samples: usize,
     result: FilterTestResult,
 }
@@ -235,6 +240,7 @@ impl Run {
             })
             .collect();
         Run {
+            reads_body: routes.iter().any(CompiledRouting::reads_body),
             routes,
             samples,
             result: FilterTestResult {
@@ -247,8 +253,11 @@ impl Run {
 
     fn examine(&mut self, env: &Envelope, hook_id: Option<String>) {
         self.result.examined += 1;
-        let reads_body = self.routes.iter().any(CompiledRouting::reads_body);
-        let body = if reads_body { json_body(env) } else { None };
+        let body = if self.reads_body {
+            json_body(env)
+        } else {
+            None
+        };
         let act = activation(env, body.as_ref());
         let hook = Arc::new(env.clone());
         for (route, out) in self.routes.iter().zip(&mut self.result.sinks) {
@@ -283,10 +292,7 @@ fn sample(body: &[u8], headers: Vec<(String, String)>, hook_id: Option<String>) 
         Ok(v) => (v, None),
         Err(_) => {
             let text = String::from_utf8_lossy(body);
-            let mut end = text.len().min(SAMPLE_TEXT_BYTES);
-            while !text.is_char_boundary(end) {
-                end -= 1;
-            }
+            let end = text.floor_char_boundary(SAMPLE_TEXT_BYTES);
             (serde_json::Value::Null, Some(text[..end].to_string()))
         }
     };
