@@ -83,9 +83,23 @@ fn unescape_tree(v: &mut Value) {
 /// Typed load of an already interpolated tree; unknown keys and bad values name their field.
 pub fn from_yaml_value(tree: Value) -> Result<Config, ConfigError> {
     serde_path_to_error::deserialize::<_, Config>(tree).map_err(|e| {
-        let path = e.path().to_string();
+        let mut path = e.path().to_string();
         let inner = value_free(&e.into_inner().to_string());
-        if path == "." || path.is_empty() {
+        let top = path == "." || path.is_empty();
+        // A key given twice (YAML lets a tagged key stand beside its plain spelling) is
+        // reported at the map holding it: the key itself is the field.
+        if let Some(key) = inner
+            .strip_prefix("duplicate field `")
+            .and_then(|r| r.split('`').next())
+        {
+            path = if top {
+                key.to_string()
+            } else {
+                format!("{path}.{key}")
+            };
+            return ConfigError::field(path, inner);
+        }
+        if top {
             ConfigError::general(inner)
         } else {
             ConfigError::field(path, inner)
@@ -320,6 +334,17 @@ sources:
         let l = load_text(GOOD, &env(&[("GH_SECRET", "It's a Secret to Everybody")])).unwrap();
         assert!(l.config.sources.contains_key("gh"));
         assert_eq!(l.file_hash.len(), 64);
+    }
+
+    #[test]
+    fn a_key_given_twice_is_named() {
+        // Found by the config_load fuzz target: a tagged key beside the same key untagged.
+        let e = from_yaml_str(
+            "#Rort: spatch: layslacks\n\nlog:\n? !)nstaFttp: log\n",
+            &crate::interpolate::SystemLookup,
+        )
+        .expect_err("a key given twice");
+        assert_eq!(e.field.as_deref(), Some("log"), "{e}");
     }
 
     #[test]
