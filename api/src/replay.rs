@@ -51,6 +51,10 @@ pub struct CreateReplay {
     /// `archive` jobs: the sinks (indexes in the source's `sinks`) to send to; absent: all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sinks: Option<Vec<u16>>,
+    /// `dlq` and `archive` jobs: send to each sink whether or not its current `filter` takes
+    /// the hook (a targeted replay); default false: the filters decide.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ignore_filters: Option<bool>,
 }
 
 /// An `archive` job's window and sink subset, checked.
@@ -255,7 +259,8 @@ pub struct ReplayJob {
     pub released: u64,
     /// `quarantine` jobs: entries that still fail verification (they stay in the pen) or
     /// duplicate a hook already accepted (they leave it). `archive` jobs: archived hooks in
-    /// the window whose source is gone or that matched no sink.
+    /// the window whose source is gone or that matched no sink (or no sink's filter). `dlq`
+    /// jobs: dead rows whose sink's current filter turns the hook away (they stay dead).
     #[serde(default)]
     pub skipped: u64,
     /// `archive` jobs: the window and sink subset.
@@ -267,6 +272,9 @@ pub struct ReplayJob {
     pub corrupt_segments: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The sinks' current filters are not evaluated: every delivery the job selects is sent.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ignore_filters: bool,
 }
 
 /// A job with its progress: `GET /v1/replays/{id}`, and the answer to a create or a patch.

@@ -28,8 +28,8 @@ pub use gateway::{
     PodDlqStatus, RenderedSink, SinkDeliveryError, TelemetrySettings,
 };
 pub use replay::{
-    ArchiveReplaySpec, ReplayJob, ReplayJobSpec, ReplayJobStatus, ReplayKind, ReplayPhase,
-    ReplayPodStatus,
+    ArchiveReplaySpec, DryRunSink, DryRunSinkStatus, DryRunStatus, DryRunTransform, ReplayJob,
+    ReplayJobSpec, ReplayJobStatus, ReplayKind, ReplayPhase, ReplayPodStatus,
 };
 pub use sink::{Sink, SinkSpec, SinkStatus, SinkType};
 pub use source::{

@@ -7,6 +7,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::common::{Condition, LocalRef, conditions_schema, optional_free_form_object};
+pub use ankusa_config::OnFilterError;
 
 /// A replay fanned out to every pod of a Gateway: dead letters, archived hooks or quarantined
 /// hooks (`kind`).
@@ -76,7 +77,15 @@ use crate::common::{Condition, LocalRef, conditions_schema, optional_free_form_o
     validation = Rule::new("!has(self.kind) || self.kind != 'quarantine' || !has(self.filter) || (!has(self.filter.sink) && !has(self.filter.errorClass))")
         .message("kind quarantine takes no filter.sink or filter.errorClass"),
     validation = Rule::new("!has(self.archive) || !has(self.archive.sinks) || size(self.archive.sinks) == 0 || (has(self.filter) && has(self.filter.source))")
-        .message("archive.sinks needs filter.source (the sinks are that Source's)")
+        .message("archive.sinks needs filter.source (the sinks are that Source's)"),
+    validation = Rule::new("!has(self.ignoreFilters) || !self.ignoreFilters || !has(self.kind) || self.kind != 'quarantine'")
+        .message("ignoreFilters is for kind dlq and archive (a released quarantined hook is routed as the edge would route it now)"),
+    validation = Rule::new("!has(self.dryRun) || !self.dryRun || (has(self.kind) && self.kind == 'archive' && has(self.filter) && has(self.filter.source) && !has(self.filter.id))")
+        .message("dryRun needs kind archive and filter.source (it tries that Source's filters on its archived hooks; filter.id is not taken)"),
+    validation = Rule::new("!has(self.dryRun) || !self.dryRun || ((!has(self.archive) || !has(self.archive.sinks) || size(self.archive.sinks) == 0) && (!has(self.ignoreFilters) || !self.ignoreFilters))")
+        .message("dryRun reports every sink of the Source: archive.sinks and ignoreFilters are not taken"),
+    validation = Rule::new("(has(self.dryRun) && self.dryRun) || ((!has(self.dryRunSinks) || size(self.dryRunSinks) == 0) && !has(self.dryRunLimit))")
+        .message("dryRunSinks and dryRunLimit need dryRun: true")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ReplayJobSpec {
@@ -116,6 +125,24 @@ pub struct ReplayJobSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 31_536_000))]
     pub ttl_seconds_after_finished: Option<u32>,
+    /// Kinds `dlq` and `archive`: send to each sink whether or not its current `filter` takes
+    /// the hook (a targeted replay). Default false: the filters decide (docs/filters.md).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ignore_filters: bool,
+    /// Kind `archive` with `filter.source`: nothing is sent. Each pod tries the Source's sink
+    /// filters and transforms (or `dryRunSinks`) on the hooks it archived in the window and the
+    /// status sums how many each sink would get (`status.dryRun`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
+    /// `dryRun` only: the routing to try instead of the Source's, by Sink name (same fields as
+    /// `Source.spec.sinks[]`); a Sink of the Source not named here keeps its own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub dry_run_sinks: Vec<DryRunSink>,
+    /// `dryRun` only: archived hooks each pod examines at most (1 to 100000; default 1000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100_000))]
+    pub dry_run_limit: Option<u64>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
@@ -156,6 +183,40 @@ pub struct ArchiveReplaySpec {
     /// positions there); empty: every sink of each hook's source.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sinks: Vec<String>,
+}
+
+/// One sink's routing to try in a dry run (as `Source.spec.sinks[]`, with the expressions'
+/// size bounded as the gateway bounds them).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DryRunSink {
+    /// Name of a Sink of the Source `filter.source` names.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// The CEL filter to try (absent: the sink takes every hook).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 4096))]
+    pub filter: Option<String>,
+    /// What a filter that cannot be evaluated does: `deliver` (default) or `skip`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_filter_error: Option<OnFilterError>,
+    /// The transform to try.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transform: Option<DryRunTransform>,
+}
+
+/// CEL expressions for the body and the extra headers a sink would send.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DryRunTransform {
+    /// The outgoing body's expression.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 4096))]
+    pub body: Option<String>,
+    /// The extra headers' expression (a map of names to strings).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 4096))]
+    pub headers: Option<String>,
 }
 
 /// Error classes of dead deliveries (the gateway's own type).
@@ -246,7 +307,8 @@ pub struct ReplayPodStatus {
     pub released: Option<i64>,
     /// `quarantine`: entries that still fail verification (they stay in the pen) or repeat a
     /// hook already accepted; `archive`: archived hooks whose source is gone or that matched
-    /// no sink.
+    /// no sink (or no sink's filter); `dlq`: dead rows whose sink's filter turns the hook away
+    /// (they stay dead).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped: Option<i64>,
     /// `archive`: segments whose checksum or index did not check out; their hooks were not
@@ -317,7 +379,7 @@ pub struct ReplayJobStatus {
     /// `archive`: hooks sent again, `quarantine`: entries released, on every pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub released: Option<i64>,
-    /// `quarantine` and `archive`: what every pod skipped (see the pods' `skipped`).
+    /// What every pod skipped (see the pods' `skipped`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped: Option<i64>,
     /// `archive`: corrupt segments on every pod (their hooks were not sent).
@@ -329,4 +391,43 @@ pub struct ReplayJobStatus {
     /// Why the job is where it is (a refusal, a pause, the pods still running).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// `dryRun` jobs: what every pod's archived hooks in the window would give, summed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dry_run: Option<DryRunStatus>,
+}
+
+/// A dry run's counts, every pod together.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DryRunStatus {
+    /// Archived hooks the expressions ran on.
+    pub examined: i64,
+    /// Some pod held more hooks in the window than `dryRunLimit` (or more segments than one run
+    /// reads): the counts cover the first ones.
+    #[serde(default)]
+    pub truncated: bool,
+    /// Archived segments that failed their check and were not read.
+    #[serde(default)]
+    pub corrupt_segments: i64,
+    /// Each sink of the Source, in its order.
+    #[serde(default)]
+    pub sinks: Vec<DryRunSinkStatus>,
+}
+
+/// What one sink would get.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DryRunSinkStatus {
+    /// The Sink object's name.
+    pub name: String,
+    /// Hooks it would get (the filter matched, or failed with `onFilterError: deliver`).
+    pub matched: i64,
+    /// Hooks its filter turns away (or failed with `onFilterError: skip`).
+    pub filtered: i64,
+    /// Filter failures by error class (counted in `matched` or `filtered` as the policy says).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub filter_errors: std::collections::BTreeMap<String, i64>,
+    /// Transform failures by error class (such a delivery would be dead-lettered).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub transform_errors: std::collections::BTreeMap<String, i64>,
 }

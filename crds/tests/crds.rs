@@ -118,6 +118,10 @@ fn replay(source: &str) -> ReplayJob {
         max_lag_ms: None,
         pause_after_dead: None,
         ttl_seconds_after_finished: None,
+        ignore_filters: false,
+        dry_run: false,
+        dry_run_sinks: Vec::new(),
+        dry_run_limit: None,
     };
     spec.filter.source = Some(source.into());
     ReplayJob::new("r", spec)

@@ -432,4 +432,149 @@ async fn the_dry_run_counts_exactly_over_an_archive_window_on_s3() {
         .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(rx.count(), 42 + 14, "{}", g.log_tail());
+
+    // An archive replay of the window to the filtered sink: its current filter decides, unless
+    // the job ignores it.
+    let window_replay = |ignore: bool| {
+        let mut body = serde_json::json!({"kind": "archive", "source_id": "shop", "from": from, "to": to, "sinks": [0]});
+        if ignore {
+            body["ignore_filters"] = Value::Bool(true);
+        }
+        body
+    };
+    let job = replay(&c, &g, window_replay(false)).await;
+    assert_eq!(
+        (
+            job["released"].as_u64(),
+            job["skipped"].as_u64(),
+            job["moved"].as_u64()
+        ),
+        (Some(10), Some(20), Some(10)),
+        "{job}"
+    );
+    let job = replay(&c, &g, window_replay(true)).await;
+    assert_eq!(
+        (
+            job["released"].as_u64(),
+            job["skipped"].as_u64(),
+            job["moved"].as_u64()
+        ),
+        (Some(30), Some(0), Some(30)),
+        "{job}"
+    );
+    rx.wait_for(Duration::from_secs(30), |r| r.len() >= 56 + 40)
+        .await;
+    let paid_again = rx
+        .received()
+        .iter()
+        .filter(|r| r.path == "/paid" && r.header("x-ankusa-replay-id").is_some())
+        .count();
+    assert_eq!(paid_again, 40, "{}", g.log_tail());
+}
+
+/// Dead rows of the whole node (`GET /v1/dlq`'s counter).
+async fn dead_total(c: &reqwest::Client, g: &Gateway) -> u64 {
+    g.admin_json(c, "/v1/dlq").await["total"]
+        .as_u64()
+        .unwrap_or(0)
+}
+
+async fn replay(c: &reqwest::Client, g: &Gateway, body: Value) -> Value {
+    let r = g.admin_post(c, "/v1/replays", &body).await;
+    assert_eq!(r.status().as_u16(), 202, "{body}");
+    let job: Value = r.json().await.unwrap();
+    wait_job_done(c, g, job["id"].as_str().unwrap()).await
+}
+
+#[tokio::test]
+async fn a_dlq_replay_applies_the_current_filter_unless_told_to_ignore_it() {
+    let rx = Receiver::start(|_, _| Reply::status(500)).await;
+    let cfg = |extra: &str| {
+        format!(
+            "{EGRESS}dispatch: {{breaker_failures: 0}}\nsources:\n  shop:\n    retry: {{base_ms: 20, max_ms: 50, max_attempts: 1}}\n    sinks:\n{}",
+            http_sink(&rx.url("/a"), extra)
+        )
+    };
+    let g = Gateway::start(&cfg(""));
+    let c = client();
+    let mut sent = Vec::new();
+    for n in 0..10 {
+        sent.push(post(&c, &g, &[], &format!(r#"{{"n":{n}}}"#)).await);
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while dead_total(&c, &g).await < 10 {
+        assert!(std::time::Instant::now() < deadline, "{}", g.log_tail());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The sink gets a filter after its hooks died; the receiver is fixed.
+    g.write_config(&cfg("        filter: 'body.n < 4'\n"));
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    // `GET /v1/config` redacts expressions (not on its allowlist): the reload is in the log.
+    while !g.log().contains("config reloaded generation=2") {
+        assert!(std::time::Instant::now() < deadline, "{}", g.log_tail());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    rx.set(|_, _| Reply::status(200));
+    // The receiver also recorded the failed attempts: only what comes after counts.
+    let failed_attempts = rx.count();
+
+    let job = replay(
+        &c,
+        &g,
+        serde_json::json!({"kind": "dlq", "source_id": "shop"}),
+    )
+    .await;
+    assert_eq!(
+        (&job["moved"], &job["skipped"], &job["delivered"]),
+        (
+            &serde_json::json!(4),
+            &serde_json::json!(6),
+            &serde_json::json!(4)
+        ),
+        "{job}"
+    );
+    assert_eq!(ids(&rx.received()[failed_attempts..]), ids_of(&sent[..4]));
+    assert_eq!(
+        dead_total(&c, &g).await,
+        6,
+        "what the filter turns away stays dead"
+    );
+
+    // A targeted replay sends the rest.
+    let job = replay(
+        &c,
+        &g,
+        serde_json::json!({"kind": "dlq", "source_id": "shop", "ignore_filters": true}),
+    )
+    .await;
+    assert_eq!(
+        (&job["moved"], &job["skipped"]),
+        (&serde_json::json!(6), &serde_json::json!(0)),
+        "{job}"
+    );
+    assert_eq!(job["ignore_filters"], true);
+    rx.wait_for(Duration::from_secs(20), |r| r.len() >= 10)
+        .await;
+    assert_eq!(ids(&rx.received()), ids_of(&sent));
+    assert_eq!(dead_total(&c, &g).await, 0);
+
+    // Only dlq and archive jobs take the option.
+    let r = g
+        .admin_post(
+            &c,
+            "/v1/replays",
+            &serde_json::json!({"kind": "quarantine", "ignore_filters": true}),
+        )
+        .await;
+    assert_eq!(r.status().as_u16(), 400);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(
+        (v["error"].as_str(), v["field"].as_str()),
+        (Some("invalid_filter"), Some("ignore_filters")),
+        "{v}"
+    );
+}
+
+fn ids_of(ids: &[String]) -> BTreeSet<String> {
+    ids.iter().cloned().collect()
 }

@@ -23,8 +23,8 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 
 use ankusa_api::{
-    CreateReplay, DeadLettered, FieldError, JobState, JobView, PatchReplay, ReloadReply,
-    SourceDeliveries, Status,
+    CreateReplay, DeadLettered, FieldError, FilterTest, FilterTestResult, JobState, JobView,
+    PatchReplay, ReloadReply, SourceDeliveries, Status,
 };
 
 /// One pod to talk to.
@@ -70,6 +70,9 @@ pub enum AdminError {
     #[error("unexpected answer: {0}")]
     Decode(String),
 }
+
+/// How long a pod has to answer a dry run (`filters_test`).
+const FILTER_TEST_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// HTTPS clients kept per trust; past this many (CA rotations, deleted Gateways) they are
 /// dropped and rebuilt on use.
@@ -135,10 +138,25 @@ impl AdminClient {
         path: &str,
         body: Option<(&'static str, Vec<u8>)>,
     ) -> Result<(u16, Vec<u8>), AdminError> {
+        self.send_within(t, method, path, body, None).await
+    }
+
+    /// `send`, with a longer deadline than the client's for a call that reads much.
+    async fn send_within(
+        &self,
+        t: &PodTarget,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<(&'static str, Vec<u8>)>,
+        timeout: Option<Duration>,
+    ) -> Result<(u16, Vec<u8>), AdminError> {
         let mut req = self
             .client(t)?
             .request(method, t.url(path))
             .bearer_auth(&t.token);
+        if let Some(d) = timeout {
+            req = req.timeout(d);
+        }
         if let Some((ct, b)) = body {
             req = req.header(reqwest::header::CONTENT_TYPE, ct).body(b);
         }
@@ -210,6 +228,26 @@ impl AdminClient {
     ) -> Result<JobView, AdminError> {
         let (s, b) = self
             .send(t, reqwest::Method::POST, "/v1/replays", Self::json(body))
+            .await?;
+        Self::decode(s, &b)
+    }
+
+    /// A dry run of source `source_id`'s filters and transforms over the pod's archive (reads
+    /// up to `limit` archived hooks, so it has a minute, not the usual few seconds).
+    pub async fn filters_test(
+        &self,
+        t: &PodTarget,
+        source_id: &str,
+        body: &FilterTest,
+    ) -> Result<FilterTestResult, AdminError> {
+        let (s, b) = self
+            .send_within(
+                t,
+                reqwest::Method::POST,
+                &format!("/v1/sources/{source_id}/filters/test"),
+                Self::json(body),
+                Some(FILTER_TEST_TIMEOUT),
+            )
             .await?;
         Self::decode(s, &b)
     }

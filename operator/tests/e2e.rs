@@ -1834,6 +1834,61 @@ fn j_replay_jobs_of_every_kind_across_three_pods() {
             .await;
         }
         let before = arrivals(&receiver);
+
+        // A dry run over the same window: each pod tries a filter on its archived hooks, the
+        // status sums what the Sink would get, nothing is sent.
+        let window = format!(
+            "  archive:\n    from: \"{}\"\n    to: \"{}\"\n",
+            rfc3339(t_start),
+            rfc3339(unix_now() + 1)
+        );
+        h.apply(&replay_of_kind_yaml(
+            "replay-dry",
+            "archive",
+            &format!(
+                "  dryRun: true\n  filter:\n    source: orders\n{window}  dryRunSinks:\n  - name: receiver\n    filter: 'body.i % 2 == 0 && body.batch == \"dlq\"'\n"
+            ),
+        ))
+        .await
+        .unwrap();
+        let st = replay_succeeded(h, "replay-dry").await;
+        assert_eq!(st["phase"], "Succeeded", "{st:#}");
+        assert_eq!(st["progress"], "3/3", "{st:#}");
+        let d = &st["dryRun"];
+        assert_eq!(d["examined"], 12, "{st:#}");
+        assert_eq!(d["sinks"][0]["name"], "receiver");
+        assert_eq!(
+            (
+                d["sinks"][0]["matched"].as_i64(),
+                d["sinks"][0]["filtered"].as_i64()
+            ),
+            (Some(6), Some(6)),
+            "{st:#}"
+        );
+        for (pod, counts) in per_pod(&st, &["scanned"]) {
+            assert_eq!(counts, [Some(4)], "{pod}: {st:#}");
+        }
+        // A bad expression fails the job before any pod is asked, naming the field.
+        h.apply(&replay_of_kind_yaml(
+            "replay-dry-bad",
+            "archive",
+            &format!(
+                "  dryRun: true\n  filter:\n    source: orders\n{window}  dryRunSinks:\n  - name: receiver\n    filter: 'body.i %'\n"
+            ),
+        ))
+        .await
+        .unwrap();
+        let st = replay_succeeded(h, "replay-dry-bad").await;
+        assert_eq!(st["phase"], "Failed", "{st:#}");
+        assert!(
+            st["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("dryRunSinks[0].filter")),
+            "{st:#}"
+        );
+        assert!(st.get("pods").is_none(), "no pod was asked: {st:#}");
+        assert_eq!(arrivals(&receiver), before, "a dry run sends nothing");
+
         h.apply(&replay_of_kind_yaml(
             "replay-archive",
             "archive",

@@ -45,7 +45,8 @@ pub struct StoredJob {
     /// `quarantine` jobs: entries committed as hooks.
     #[serde(default)]
     pub released: u64,
-    /// `quarantine` jobs: entries that stay or were duplicates; `archive` jobs: hooks not sent.
+    /// `quarantine` jobs: entries that stay or were duplicates; `archive` jobs: hooks not sent;
+    /// `dlq` jobs: dead rows their sink's filter turned away.
     #[serde(default)]
     pub skipped: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -55,6 +56,9 @@ pub struct StoredJob {
     pub corrupt_segments: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The sinks' filters are not evaluated (absent: false, as before the field existed).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ignore_filters: bool,
 }
 
 fn is_zero(v: &u64) -> bool {

@@ -3,10 +3,10 @@
 //! as the rows they moved, so a restart resumes exactly where the last step ended.
 
 use ankusa_api::JobState;
-use rocksdb::{IteratorMode, ReadOptions, WriteBatch};
+use rocksdb::{ColumnFamily, DB, IteratorMode, ReadOptions, WriteBatch};
 use serde::Serialize;
 
-use super::codec::{DeadSummary, RowState};
+use super::codec::{self, DeadSummary, Envelope, RowState};
 use super::index::{self, DeadCursor, LaneId};
 use super::job::StoredJob;
 use super::{Store, StoreError, classify, keys};
@@ -27,7 +27,32 @@ pub struct StepResult {
     pub tenants: Vec<String>,
     /// Ordering lanes that got rows back (they wait for dispatch to make them the head).
     pub lanes: Vec<LaneId>,
+    /// Dead rows left dead because their sink's filter turns the hook away.
+    pub filtered: u64,
     pub finished: bool,
+}
+
+/// What a `dlq` step asks before it moves a dead row back: whether the row's sink's current
+/// filter takes its hook (the filters live in the gateway's config, not in the store). The
+/// hook is read only for a sink that has a filter.
+pub trait ReplayGate {
+    /// Whether sink `sink` of source `source_id` has a filter now.
+    fn filters(&self, source_id: &str, sink: u16) -> bool;
+    /// Whether that filter takes `hook`.
+    fn admits(&self, hook: &Envelope, sink: u16) -> bool;
+}
+
+/// Consults no filter: every matching dead row moves.
+pub struct NoGate;
+
+impl ReplayGate for NoGate {
+    fn filters(&self, _: &str, _: u16) -> bool {
+        false
+    }
+
+    fn admits(&self, _: &Envelope, _: u16) -> bool {
+        true
+    }
 }
 
 /// Keys one step examines at most.
@@ -85,17 +110,21 @@ impl Store {
     /// Moves up to `max_rows` matching dead rows back to due (fresh horizon, attempts 0,
     /// `replay_id` = the job), and commits them with the job's new cursor and counters.
     /// Only rows dead at or before the job's creation are touched, and a row this job already
-    /// replayed that died again is skipped, so no row is picked up twice by one job.
+    /// replayed that died again is skipped, so no row is picked up twice by one job. Unless
+    /// the job has `ignore_filters`, a row whose sink's current filter turns its hook away
+    /// (`gate`) stays dead and is counted in `skipped`.
     pub fn replay_step(
         &self,
         job: &mut StoredJob,
         max_rows: usize,
         now: u64,
+        gate: &dyn ReplayGate,
     ) -> Result<StepResult, StoreError> {
         let _rows = self.rows_guard();
         let db = self.db()?;
         let ix = Self::cf(&db, keys::CF_INDEX)?;
         let deliveries = Self::cf(&db, keys::CF_DELIVERIES)?;
+        let hooks = Self::cf(&db, keys::CF_HOOKS)?;
         let filter = &job.filter;
         let tenant = filter.tenant.as_deref();
         let until = filter.until.unwrap_or(u64::MAX).min(job.created_at);
@@ -158,6 +187,13 @@ impl Store {
             if row.state != RowState::Dead || row.replay_id.as_deref() == Some(job_id.as_str()) {
                 continue;
             }
+            if !job.ignore_filters
+                && gate.filters(&row.source_id, sink)
+                && !self.gate_admits(&db, hooks, seq, sink, gate)?
+            {
+                res.filtered += 1;
+                continue;
+            }
             index::delete_dead(&mut batch, ix, seq, sink, &row);
             row.state = RowState::Pending;
             row.attempts = 0;
@@ -186,6 +222,7 @@ impl Store {
         res.scanned = examined as u64;
         job.moved += res.moved;
         job.scanned += res.scanned;
+        job.skipped += res.filtered;
         if let Some(c) = last {
             job.cursor = Some(c.encode());
         }
@@ -197,6 +234,28 @@ impl Store {
         batch.put(keys::job(&job.id), job.encode());
         self.write(&db, batch, true)?;
         Ok(res)
+    }
+
+    /// Whether `gate` takes the hook of row (`seq`, `sink`). A hook that is gone or does not
+    /// decode is let through: the delivery attempt reports it as it would without a filter.
+    fn gate_admits(
+        &self,
+        db: &DB,
+        hooks: &ColumnFamily,
+        seq: u64,
+        sink: u16,
+        gate: &dyn ReplayGate,
+    ) -> Result<bool, StoreError> {
+        let Some(v) = db
+            .get_pinned_cf(hooks, keys::hook(seq))
+            .map_err(|e| classify(&e))?
+        else {
+            return Ok(true);
+        };
+        Ok(match codec::decode_envelope(seq, &v) {
+            Ok(env) => gate.admits(&env, sink),
+            Err(_) => true,
+        })
     }
 }
 
@@ -227,7 +286,49 @@ mod tests {
             archive: None,
             corrupt_segments: 0,
             reason: None,
+            ignore_filters: false,
         }
+    }
+
+    /// A filter on every sink of source `src` that takes hooks of even seq only, counting the
+    /// hooks it was asked about.
+    struct EvenSeqs(std::cell::Cell<u32>);
+
+    impl ReplayGate for EvenSeqs {
+        fn filters(&self, source_id: &str, _: u16) -> bool {
+            source_id == "src"
+        }
+
+        fn admits(&self, hook: &Envelope, _: u16) -> bool {
+            self.0.set(self.0.get() + 1);
+            hook.seq.is_multiple_of(2)
+        }
+    }
+
+    #[test]
+    fn rows_their_sinks_filter_turns_away_stay_dead_unless_filters_are_ignored() {
+        let (_d, s) = temp_store();
+        seed_dead(&s, "a", "src", 6, 100, ErrorClass::Transient);
+        seed_dead(&s, "a", "other", 2, 200, ErrorClass::Transient);
+        let gate = EvenSeqs(Default::default());
+        let mut j = job(DeadFilter::default(), 1_000);
+        let r = s.replay_step(&mut j, 100, 2_000, &gate).unwrap();
+        assert_eq!((r.moved, r.filtered, r.finished), (5, 3, true));
+        assert_eq!(
+            gate.0.get(),
+            6,
+            "only rows of a filtered sink read their hook"
+        );
+        assert_eq!((j.moved, j.skipped), (5, 3));
+        assert_eq!(s.counter(&keys::c_dead_tenant("a")).unwrap(), 3);
+        // A targeted job sends the rest.
+        let mut j2 = job(DeadFilter::default(), 1_000);
+        j2.id = "0192f1c0-0000-7000-8000-000000000002".into();
+        j2.ignore_filters = true;
+        let r = s.replay_step(&mut j2, 100, 3_000, &gate).unwrap();
+        assert_eq!((r.moved, r.filtered), (3, 0));
+        assert_eq!(gate.0.get(), 6, "no filter asked");
+        assert_eq!(s.counter(&keys::c_dead_tenant("a")).unwrap(), 0);
     }
 
     #[test]
@@ -243,11 +344,11 @@ mod tests {
             1_000,
         );
         s.put_job(&j).unwrap();
-        let r = s.replay_step(&mut j, 3, 2_000).unwrap();
+        let r = s.replay_step(&mut j, 3, 2_000, &NoGate).unwrap();
         assert_eq!((r.moved, r.finished), (3, false));
         // A restart reads the job back with its cursor.
         let mut j = s.get_job(&j.id).unwrap().unwrap();
-        let r = s.replay_step(&mut j, 10, 2_000).unwrap();
+        let r = s.replay_step(&mut j, 10, 2_000, &NoGate).unwrap();
         assert_eq!((r.moved, r.finished), (2, true));
         assert_eq!(j.state, JobState::Completed);
         assert_eq!(j.moved, 5);
@@ -274,7 +375,7 @@ mod tests {
             },
             1_000,
         );
-        let r = s.replay_step(&mut j, 100, 6_000).unwrap();
+        let r = s.replay_step(&mut j, 100, 6_000, &NoGate).unwrap();
         assert_eq!(r.moved, 3, "rows dead after the job was created stay dead");
         let mut j = job(
             DeadFilter {
@@ -283,6 +384,6 @@ mod tests {
             },
             10_000,
         );
-        assert_eq!(s.replay_step(&mut j, 100, 6_000).unwrap().moved, 0);
+        assert_eq!(s.replay_step(&mut j, 100, 6_000, &NoGate).unwrap().moved, 0);
     }
 }

@@ -57,7 +57,7 @@ pub use dlq::MAX_EXAMINED;
 pub use index::{DeadCursor, LaneId};
 pub use ingest::{Committed, Dedupe, IngestRecord, IngestResult};
 pub use job::StoredJob;
-pub use jobs::{JobSettled, StepResult};
+pub use jobs::{JobSettled, NoGate, ReplayGate, StepResult};
 pub use lanes::{LaneAdvance, LaneState};
 pub use pen::{PEN_MAX_EXAMINED, PenFilter, PenHeld, PenPage, PenPurged, PenRelease, PenWrite};
 pub use pen_shares::{Held, Usage};

@@ -69,10 +69,30 @@ pub fn envelope(
 /// now. The store assigns the sequence number.
 pub fn record(
     source: &LiveSource,
+    envelope: Envelope,
+    headers: &HeaderMap,
+    keyed: Keyed,
+    metrics: &Metrics,
+) -> IngestRecord {
+    record_routed(source, envelope, headers, keyed, metrics, Filters::Apply)
+}
+
+/// Whether a commit evaluates the sinks' filters: an archive replay with `ignore_filters`
+/// sends to every sink it names and counts nothing in the filter metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Filters {
+    Apply,
+    Ignore,
+}
+
+/// `record`, with the filters applied or not.
+pub fn record_routed(
+    source: &LiveSource,
     mut envelope: Envelope,
     headers: &HeaderMap,
     keyed: Keyed,
     metrics: &Metrics,
+    filters: Filters,
 ) -> IngestRecord {
     let dedupe = match (keyed, &source.cfg.dedupe) {
         (Keyed::BySource { url_tenant }, cfg) => {
@@ -89,7 +109,10 @@ pub fn record(
         (Keyed::Never, _) => None,
     };
     envelope.seq = 0;
-    let skip_sinks = route::skipped_sinks(source, &envelope, metrics);
+    let skip_sinks = match filters {
+        Filters::Apply => route::skipped_sinks(source, &envelope, metrics),
+        Filters::Ignore => Vec::new(),
+    };
     IngestRecord {
         lanes: lanes(metrics, source, headers, &envelope.body),
         dedupe,

@@ -75,6 +75,23 @@ pub fn decide(route: &CompiledRouting, act: &Activation<'_>) -> Decision {
     }
 }
 
+/// Whether sink `sink` of `source` takes `env` under its current filter (a `dlq` replay asks
+/// before it moves a dead row back). A sink that is gone or has no filter takes it.
+pub fn admits(source: &LiveSource, sink: u16, env: &Envelope) -> bool {
+    let Some(route) = source.routes.get(sink as usize) else {
+        return true;
+    };
+    let Some(filter) = &route.filter else {
+        return true;
+    };
+    let body = if filter.reads_body() {
+        json_body(env)
+    } else {
+        None
+    };
+    decide(route, &activation(env, body.as_ref())).delivers()
+}
+
 /// The sink indexes of `source` whose filter turns `env` away (ascending; empty when every
 /// sink takes it, and at once when the source has no filter).
 pub fn skipped_sinks(source: &LiveSource, env: &Envelope, metrics: &Metrics) -> Vec<u16> {

@@ -1,6 +1,7 @@
 //! `kind: archive` jobs: archived hooks received in the job's window are committed again as
 //! new hooks with their original ids (`hook::record`, no dedupe, no new obligation), rows only
-//! for the job's sink subset, each row carrying the job's id as `replay_id`, and the job's
+//! for the job's sink subset whose current filters take the hook (all of them with
+//! `ignore_filters`; a hook no sink takes is skipped), each row carrying the job's id as `replay_id`, and the job's
 //! cursor (segment, record) in the same synced batch, so a restart resumes after the last hook
 //! committed and no hook of the window is sent twice by one job.
 //!
@@ -23,7 +24,7 @@ use super::{JobRt, Replayer};
 use crate::archive::{Archive, ArchiveError};
 use crate::blob::BlobError;
 use crate::blocking::blocking;
-use crate::hook::{self, Keyed};
+use crate::hook::{self, Filters, Keyed};
 use crate::live::Live;
 use crate::metrics::Metrics;
 
@@ -133,6 +134,11 @@ pub async fn step(
     };
 
     let only: Vec<u16> = window.sinks.clone();
+    let filters = if job.ignore_filters {
+        Filters::Ignore
+    } else {
+        Filters::Apply
+    };
     let mut batch: Vec<IngestRecord> = Vec::new();
     let mut looked = 0u64;
     let mut skipped = 0u64;
@@ -155,13 +161,20 @@ pub async fn step(
             continue;
         }
         let headers = hook::headers::map(&env.headers);
-        batch.push(hook::record(
+        let routed = hook::record_routed(
             source,
             env.clone(),
             &headers,
             Keyed::Never,
             metrics,
-        ));
+            filters,
+        );
+        // Every sink the job sends to turned the hook away: nothing is committed for it.
+        if rows_of(&routed, &only) == 0 {
+            skipped += 1;
+            continue;
+        }
+        batch.push(routed);
     }
     job.scanned += looked;
     job.skipped += skipped;
@@ -175,14 +188,7 @@ pub async fn step(
     }
     job.updated_at = now;
     let tenants = super::tenants_of(&batch);
-    let rows: u64 = batch
-        .iter()
-        .map(|r| {
-            (0..r.sinks.len() as u16)
-                .filter(|i| only.is_empty() || only.contains(i))
-                .count() as u64
-        })
-        .sum();
+    let rows: u64 = batch.iter().map(|r| rows_of(r, &only)).sum();
     job.moved += rows;
     let s = store.clone();
     let j = to_stored(job);
@@ -194,6 +200,14 @@ pub async fn step(
         committed: Some(committed),
         tenants,
     })
+}
+
+/// The delivery rows a replayed hook gets: its sinks among the job's (`only`, empty: all)
+/// that its filters did not turn away.
+fn rows_of(rec: &IngestRecord, only: &[u16]) -> u64 {
+    (0..rec.sinks.len() as u16)
+        .filter(|i| (only.is_empty() || only.contains(i)) && !rec.skip_sinks.contains(i))
+        .count() as u64
 }
 
 /// Whether an archived hook is one the job sends: received in the window, and of the job's

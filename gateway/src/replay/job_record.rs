@@ -14,12 +14,12 @@ macro_rules! same_fields {
         let $from {
             id, kind, filter, rate, max_lag_ms, pause_after_dead, state, created_at,
             updated_at, completed_at, cursor, moved, scanned, released, skipped, archive,
-            corrupt_segments, reason,
+            corrupt_segments, reason, ignore_filters,
         } = $v;
         $to {
             id, kind, filter, rate, max_lag_ms, pause_after_dead, state, created_at,
             updated_at, completed_at, cursor, moved, scanned, released, skipped, archive,
-            corrupt_segments, reason,
+            corrupt_segments, reason, ignore_filters,
         }
     }};
 }
@@ -66,6 +66,7 @@ mod tests {
             }),
             corrupt_segments: 4,
             reason: Some("paused".into()),
+            ignore_filters: true,
         }
     }
 

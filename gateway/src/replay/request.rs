@@ -20,6 +20,7 @@ pub(super) struct NewJob {
     rate: u32,
     max_lag_ms: u64,
     pause_after_dead: u32,
+    ignore_filters: bool,
 }
 
 impl NewJob {
@@ -32,7 +33,10 @@ impl NewJob {
         if until_defaulted {
             filter.until = job.filter.until;
         }
-        job.kind == self.kind && job.filter == filter && job.archive == self.window
+        job.kind == self.kind
+            && job.filter == filter
+            && job.archive == self.window
+            && job.ignore_filters == self.ignore_filters
     }
 
     /// The job, running from `now`.
@@ -61,6 +65,7 @@ impl NewJob {
             archive: self.window,
             corrupt_segments: 0,
             reason: None,
+            ignore_filters: self.ignore_filters,
         }
     }
 }
@@ -128,6 +133,14 @@ pub(super) fn check(
             }
         }
     }
+    // A released pen entry is accepted as the edge would accept it now, filters included;
+    // lifecycle sinks take no filter.
+    if req.ignore_filters.is_some() && ![KIND_DLQ, KIND_ARCHIVE].contains(&req.kind.as_str()) {
+        return Err(invalid(
+            "ignore_filters",
+            "is an option of kind dlq and archive only",
+        ));
+    }
     // A pen entry has no sink and no error class yet.
     if req.kind == KIND_QUARANTINE {
         if filter.sink.is_some() {
@@ -161,5 +174,6 @@ pub(super) fn check(
             .pause_after_dead
             .unwrap_or(DEFAULT_PAUSE_AFTER_DEAD)
             .max(1),
+        ignore_filters: req.ignore_filters.unwrap_or(false),
     })
 }

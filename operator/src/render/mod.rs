@@ -18,7 +18,7 @@
 //! One module per concern: `rendered` (inputs and outputs, a leaf), `secrets` (Secret values
 //! and which Secrets each part reads), `credentials` (what counts as one in a Sink's options),
 //! `gateway`, `archive`, `bucket` (the buckets of the archive, backups and claims), `durability`, `lifecycle`, `sink`, `source`, `files` (what a manifest may make a
-//! pod read), `replay` (a ReplayJob's request). This file only runs them in order and
+//! pod read), `replay` (a ReplayJob's request), `dry_run` (a dry-run ReplayJob's request). This file only runs them in order and
 //! re-exports what the controllers and tests use.
 //!
 //! May import: its own modules, `resources` (via `rendered`), `ankusa_config`, `ankusa_crds`,
@@ -27,6 +27,7 @@
 pub mod archive;
 pub mod bucket;
 pub mod credentials;
+pub mod dry_run;
 pub mod durability;
 pub mod files;
 pub mod fleet;

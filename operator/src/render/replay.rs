@@ -14,7 +14,7 @@ use crate::render::rendered::source_id;
 
 /// An RFC 3339 time of the spec as unix milliseconds; errors name `field`, not the text (the
 /// parser's message quotes what it was given).
-fn unix_ms(field: &str, v: &str) -> Result<u64, String> {
+pub(crate) fn unix_ms(field: &str, v: &str) -> Result<u64, String> {
     v.parse::<k8s_openapi::jiff::Timestamp>()
         .map_err(|_| format!("{field} is not an RFC 3339 time (e.g. 2026-12-01T00:00:00Z)"))
         .and_then(|t| {
@@ -56,6 +56,12 @@ pub fn build_request(
         ..CreateReplay::dlq(job_id, filter)
     };
     body.kind = spec.kind.as_str().to_string();
+    if spec.ignore_filters {
+        if spec.kind == ReplayKind::Quarantine {
+            return Err("ignoreFilters: is for kind dlq and archive".into());
+        }
+        body.ignore_filters = Some(true);
+    }
     if let Some(a) = &spec.archive {
         archive_window(a, source, &mut body)?;
     }
@@ -215,6 +221,10 @@ mod tests {
             max_lag_ms: None,
             pause_after_dead: None,
             ttl_seconds_after_finished: None,
+            ignore_filters: false,
+            dry_run: false,
+            dry_run_sinks: Vec::new(),
+            dry_run_limit: None,
         }
     }
 
@@ -254,6 +264,18 @@ mod tests {
                 "rate": 50
             })
         );
+    }
+
+    #[test]
+    fn ignore_filters_rides_along_for_dlq_and_archive_only() {
+        let sources = [source("orders", None, &["a"])];
+        let mut s = spec(ReplayFilterSpec::default());
+        s.ignore_filters = true;
+        let body = build_request(&s, "j", &sources).unwrap();
+        assert_eq!(body.ignore_filters, Some(true));
+        s.kind = ReplayKind::Quarantine;
+        let e = build_request(&s, "j", &sources).unwrap_err();
+        assert!(e.starts_with("ignoreFilters"), "{e}");
     }
 
     #[test]

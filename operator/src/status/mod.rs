@@ -8,12 +8,14 @@
 //! - [`source`]: a Source's status (programming, quarantine, drain, missing Gateway);
 //! - [`sink`]: a Sink's status from the Gateways that render it;
 //! - [`lifecycle`]: a Gateway's `LifecycleEvents` condition;
-//! - [`replay`]: a ReplayJob's phase and status from its per-pod records.
+//! - [`replay`]: a ReplayJob's phase and status from its per-pod records;
+//! - [`dry_run`]: a dry-run ReplayJob's status from its pods' answers.
 //!
 //! May import: `render` (what was rendered), `resources` (names), `context::truncate`,
 //! `ankusa_api`, `ankusa_crds`; never the controllers, `pods` or anything that does I/O.
 
 pub mod conditions;
+pub mod dry_run;
 pub mod gateway;
 pub mod lifecycle;
 pub mod replay;

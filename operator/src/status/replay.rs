@@ -21,7 +21,7 @@ pub struct ReplayAggregate {
     pub failed: i64,
     /// `archive`: hooks sent again; `quarantine`: entries released.
     pub released: Option<i64>,
-    /// `quarantine` and `archive`: what the pods skipped.
+    /// What the pods skipped (`dlq`: dead rows their sink's filter turns away).
     pub skipped: Option<i64>,
     /// `archive`: segments that did not check out.
     pub corrupt_segments: Option<i64>,
@@ -46,7 +46,7 @@ pub fn replay_aggregate(kind: ReplayKind, pods: &[ReplayPodStatus]) -> ReplayAgg
     let failed: i64 = pods.iter().map(|p| p.failed).sum();
     let sum = |f: fn(&ReplayPodStatus) -> Option<i64>| -> i64 { pods.iter().filter_map(f).sum() };
     let released = (kind != ReplayKind::Dlq).then(|| sum(|p| p.released));
-    let skipped = (kind != ReplayKind::Dlq).then(|| sum(|p| p.skipped));
+    let skipped_n = sum(|p| p.skipped);
     let corrupt_segments = (kind == ReplayKind::Archive).then(|| sum(|p| p.corrupt_segments));
     let corrupt_on: Vec<&str> = pods
         .iter()
@@ -104,13 +104,19 @@ pub fn replay_aggregate(kind: ReplayKind, pods: &[ReplayPodStatus]) -> ReplayAgg
         )
     } else if done == total {
         let message = match kind {
-            ReplayKind::Dlq => format!("{delivered} deliveries replayed on {total} pods"),
+            ReplayKind::Dlq => format!(
+                "{delivered} deliveries replayed on {total} pods{}",
+                match skipped_n {
+                    0 => String::new(),
+                    n => format!("; {n} left dead (their sink's filter turns the hook away)"),
+                }
+            ),
             ReplayKind::Archive => format!(
                 "{} sent again ({delivered} deliveries) on {total} pods{}",
                 plural(released.unwrap_or(0), "archived hook", "archived hooks"),
-                match skipped.unwrap_or(0) {
+                match skipped_n {
                     0 => String::new(),
-                    n => format!("; {n} skipped (source gone or no matching sink)"),
+                    n => format!("; {n} skipped (source gone or no matching sink or filter)"),
                 }
             ),
             ReplayKind::Quarantine => format!(
@@ -120,7 +126,7 @@ pub fn replay_aggregate(kind: ReplayKind, pods: &[ReplayPodStatus]) -> ReplayAgg
                     "quarantined hook",
                     "quarantined hooks"
                 ),
-                match skipped.unwrap_or(0) {
+                match skipped_n {
                     0 => String::new(),
                     n => format!(
                         "; {n} skipped (still failing verification, they stay quarantined; or already accepted)"
@@ -143,7 +149,7 @@ pub fn replay_aggregate(kind: ReplayKind, pods: &[ReplayPodStatus]) -> ReplayAgg
         delivered,
         failed,
         released,
-        skipped,
+        skipped: Some(skipped_n),
         corrupt_segments,
         message,
         degraded,
@@ -215,7 +221,7 @@ pub fn update_from_view(rec: &mut ReplayPodStatus, kind: ReplayKind, v: &JobView
     rec.moved = count(v.job.moved);
     rec.scanned = count(v.job.scanned);
     rec.released = (kind != ReplayKind::Dlq).then(|| count(v.job.released));
-    rec.skipped = (kind != ReplayKind::Dlq).then(|| count(v.job.skipped));
+    rec.skipped = Some(count(v.job.skipped));
     rec.corrupt_segments = (kind == ReplayKind::Archive).then(|| count(v.job.corrupt_segments));
     rec.delivered = v.delivered;
     rec.failed = v.failed;
@@ -343,6 +349,7 @@ pub fn job_status(
         corrupt_segments: agg.corrupt_segments,
         pods: report.records,
         message: Some(agg.message.clone()),
+        dry_run: None,
     };
     (status, agg)
 }
@@ -492,11 +499,11 @@ mod tests {
             "{}",
             a.message
         );
-        // Dlq jobs carry none of them.
+        // Dlq jobs carry no release or segment counts; their skipped rows are the filtered.
         let a = replay_aggregate(ReplayKind::Dlq, &ar);
         assert_eq!(
             (a.released, a.skipped, a.corrupt_segments),
-            (None, None, None)
+            (None, Some(1), None)
         );
     }
 

@@ -3,7 +3,7 @@
 //! here.
 //!
 //! May import: `context`, crate `pods`, `admin_tls`, `render::replay`, `status`, and the
-//! siblings `controllers::replay::{pods, ttl}`.
+//! siblings `controllers::replay::{dry_run, pods, ttl}`.
 
 use std::time::Duration;
 
@@ -17,6 +17,7 @@ use kube::runtime::events::EventType;
 
 use crate::admin_tls::admin_access;
 use crate::context::{Ctx, Error, Result};
+use crate::controllers::replay::dry_run;
 use crate::controllers::replay::pods::{Fleet, resume_paused, sync_all};
 use crate::controllers::replay::ttl::{Ttl, ttl};
 use crate::pods::gateway_pods;
@@ -49,6 +50,12 @@ pub async fn apply(rj: &ReplayJob, ctx: &Ctx, key: &str) -> Result<Action> {
             gw.name_any()
         );
         return refuse(ctx, rj, &old, "DirectGateway", &why, &job_id, &now).await;
+    }
+    if rj.spec.dry_run {
+        return match dry_run::ask_pods(ctx, rj, &gw, &old, &job_id, &now).await? {
+            Ok(status) => publish_status(ctx, rj, &old, status).await,
+            Err(why) => refuse(ctx, rj, &old, "InvalidSpec", &why, &job_id, &now).await,
+        };
     }
     let sources = Api::<Source>::namespaced(ctx.client.clone(), &ns)
         .list(&ListParams::default())
@@ -124,8 +131,7 @@ async fn refuse(
     Ok(Action::await_change())
 }
 
-/// The status from the pods' records: an Event when the phase changes, a write when anything
-/// did; terminal phases stop requeueing.
+/// The status from the pods' records (see `publish_status`).
 async fn publish(
     ctx: &Ctx,
     rj: &ReplayJob,
@@ -133,21 +139,34 @@ async fn publish(
     report: JobReport,
     now: &str,
 ) -> Result<Action> {
-    let (status, agg) = job_status(old, report, rj.metadata.generation, now);
-    if old.phase != Some(agg.phase) {
-        let (t, reason) = match agg.phase {
+    let (status, _) = job_status(old, report, rj.metadata.generation, now);
+    publish_status(ctx, rj, old, status).await
+}
+
+/// A new status: an Event when the phase changes, a write when anything did; terminal phases
+/// stop requeueing.
+async fn publish_status(
+    ctx: &Ctx,
+    rj: &ReplayJob,
+    old: &ReplayJobStatus,
+    status: ReplayJobStatus,
+) -> Result<Action> {
+    let phase = status.phase.unwrap_or(ReplayPhase::Running);
+    let message = status.message.clone().unwrap_or_default();
+    if old.phase != Some(phase) {
+        let (t, reason) = match phase {
             ReplayPhase::Running => (EventType::Normal, "Started"),
             ReplayPhase::Succeeded => (EventType::Normal, "Succeeded"),
             ReplayPhase::Failed => (EventType::Warning, "Failed"),
             ReplayPhase::Cancelled => (EventType::Warning, "Cancelled"),
             ReplayPhase::Pending => (EventType::Normal, "Pending"),
         };
-        ctx.event(rj, t, reason, agg.message.clone()).await;
+        ctx.event(rj, t, reason, message).await;
     }
     if status != *old {
         ctx.patch_status(rj, CONTROLLER, &status).await?;
     }
-    Ok(if agg.phase.is_terminal() {
+    Ok(if phase.is_terminal() {
         // The TTL counts from the completion time just written.
         Action::requeue(Duration::from_secs(1))
     } else {

@@ -17,7 +17,8 @@ use crate::pods::gateway_pods;
 
 pub async fn cleanup(rj: &ReplayJob, ctx: &Ctx) -> Result<Action> {
     let old = rj.status.clone().unwrap_or_default();
-    if old.phase.is_some_and(ReplayPhase::is_terminal) || old.pods.is_empty() {
+    // A dry run started nothing on the pods: there is nothing to cancel.
+    if old.phase.is_some_and(ReplayPhase::is_terminal) || old.pods.is_empty() || rj.spec.dry_run {
         return Ok(Action::await_change());
     }
     let ns = rj.namespace().unwrap_or_default();

@@ -7,12 +7,15 @@
 //!
 //! `apply` runs: guard (terminal, polled too recently) → its Gateway (`Pending` without one)
 //! → the request (refused: `Failed`) → each pod synced (`pods`) → paused pods resumed when
-//! asked → the status published. `cleanup` cancels the job on the pods.
+//! asked → the status published. A `dryRun` job leaves after its Gateway for `dry_run`: each
+//! pod's archive is asked what the filters would do, nothing is replayed. `cleanup` cancels
+//! the job on the pods.
 //!
 //! May import: `context`, `pods` (crate level), `admin_tls`, `render`, `resources`, `status`.
 
 mod apply;
 mod cleanup;
+mod dry_run;
 mod pods;
 mod ttl;
 

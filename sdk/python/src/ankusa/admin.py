@@ -230,6 +230,7 @@ class ReplayJob:
     failed: int = 0
     outstanding: int = 0
     done: bool = False
+    ignore_filters: bool = False
 
     @classmethod
     def from_json(cls, obj: Any) -> "ReplayJob":
@@ -258,6 +259,7 @@ class ReplayJob:
             failed=s.integer("failed"),
             outstanding=s.integer("outstanding"),
             done=s.flag("done"),
+            ignore_filters=s.flag("ignore_filters"),
         )
 
 
@@ -403,10 +405,12 @@ class AdminClient:
         from_: Optional[int] = None,
         to: Optional[int] = None,
         sinks: Optional[Sequence[int]] = None,
+        ignore_filters: Optional[bool] = None,
     ) -> ReplayJob:
         """``POST /v1/replays``: a job of ``kind`` ``dlq`` (default), ``quarantine``,
         ``archive`` (``from_``/``to``, optional ``sinks``) or ``lifecycle`` (``since``
-        required). Creating the same ``job_id`` with the same filter again returns it."""
+        required); ``ignore_filters`` (``dlq``, ``archive``) sends whether or not each sink's
+        filter takes the hook. Creating the same ``job_id`` with the same filter again returns it."""
         flt = DeadFilter(tenant=tenant, source_id=source_id, id=id, sink=sink,
                          error_class=error_class, since=since, until=until).to_json()
         body: Dict[str, Any] = {"kind": kind}
@@ -416,6 +420,8 @@ class AdminClient:
                 body[key] = value
         if sinks is not None:
             body["sinks"] = list(sinks)
+        if ignore_filters is not None:
+            body["ignore_filters"] = bool(ignore_filters)
         if flt:
             body["filter"] = flt
         return ReplayJob.from_json(self._call("POST", "/v1/replays", body))

@@ -172,6 +172,10 @@ pub struct ReplayRequest {
     /// `archive` jobs: the sink indexes to send to; absent: all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sinks: Option<Vec<u16>>,
+    /// `dlq` and `archive` jobs: send whether or not each sink's current filter takes the
+    /// hook (a targeted replay); absent: the filters decide.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ignore_filters: Option<bool>,
 }
 
 impl ReplayRequest {
@@ -252,6 +256,9 @@ pub struct ReplayJob {
     /// Why it paused itself.
     #[serde(default)]
     pub reason: Option<String>,
+    /// The sinks' filters are not evaluated.
+    #[serde(default)]
+    pub ignore_filters: bool,
     /// Moved rows since delivered / dead again / not yet settled.
     #[serde(default)]
     pub delivered: i64,

@@ -99,6 +99,8 @@ export interface CreateReplay {
   to?: number;
   /** `archive` jobs: the sink indexes to send to; absent: all. */
   sinks?: number[];
+  /** `dlq` and `archive` jobs: send whether or not each sink's current filter takes the hook. */
+  ignore_filters?: boolean;
 }
 
 export type JobState = 'running' | 'paused' | 'cancelled' | 'completed';
@@ -137,6 +139,8 @@ export interface ReplayJob {
   corrupt_segments?: number;
   /** Why the job paused itself. */
   reason?: string;
+  /** The sinks' filters are not evaluated (a targeted replay). */
+  ignore_filters?: boolean;
 }
 
 /** A job with its progress: `GET /v1/replays/{id}`, and the answer to a create or a patch. */
