@@ -1702,6 +1702,14 @@ fn replay_of_kind_yaml(name: &str, kind: &str, rest: &str) -> String {
 
 /// Waits until ReplayJob `name` succeeded; its status.
 async fn replay_succeeded(h: &Harness, name: &str) -> Value {
+    let st = replay_finished(h, name).await;
+    assert_eq!(st["phase"], "Succeeded", "{st:#}");
+    assert_eq!(st["progress"], "3/3", "{st:#}");
+    st
+}
+
+/// Waits until ReplayJob `name` reached a final phase; its status.
+async fn replay_finished(h: &Harness, name: &str) -> Value {
     let t0 = Instant::now();
     let st = eventually(
         &format!("replayjob/{name} finished"),
@@ -1719,8 +1727,6 @@ async fn replay_succeeded(h: &Harness, name: &str) -> Value {
         st["phase"],
         t0.elapsed().as_secs_f64()
     );
-    assert_eq!(st["phase"], "Succeeded", "{st:#}");
-    assert_eq!(st["progress"], "3/3", "{st:#}");
     st
 }
 
@@ -1878,7 +1884,7 @@ fn j_replay_jobs_of_every_kind_across_three_pods() {
         ))
         .await
         .unwrap();
-        let st = replay_succeeded(h, "replay-dry-bad").await;
+        let st = replay_finished(h, "replay-dry-bad").await;
         assert_eq!(st["phase"], "Failed", "{st:#}");
         assert!(
             st["message"]
