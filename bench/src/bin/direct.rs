@@ -5,6 +5,8 @@
 //! gateway in direct mode with one sink of that broker (1 KiB hooks signed with Standard
 //! Webhooks, 64 keep-alive connections; a `201` only after the broker confirmed); then the same
 //! gateway and sink under `wal.type: disk` (a `201` after the synced commit, delivery after).
+//! RabbitMQ is also driven alone with the sink's own message (`rabbitmq_alone_sink_message`:
+//! message v1 and the sink's AMQP properties), the like-for-like baseline of direct mode.
 //! Prints accepted/s and p50/p99 per case and the direct/alone ratios (aim: >= 0.8), and per
 //! case the CPU each process used (the broker, the gateway, this load generator; from
 //! `/proc/<pid>/stat` over the case's whole run, warm-up included) as cores and as µs per
@@ -17,8 +19,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use ankusa_bench::*;
+use ankusa_core::{DeliveryCtx, Envelope, Verification};
+use ankusa_sinks::message;
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
-use lapin::types::FieldTable;
+use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{BasicProperties, Connection, ConnectionProperties};
 use serde_json::json;
 
@@ -26,6 +30,50 @@ const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const CONCURRENCY: usize = 64;
 const RABBIT: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
 const NATS: &str = "nats://127.0.0.1:4222";
+
+/// One message as the RabbitMQ sink publishes it for a verified 1 KiB hook of source `bench`
+/// (a fresh id each time): the queue message v1 bytes (`message::encode`: the body base64'd
+/// in its JSON envelope, the forwarded Standard Webhooks headers) and the sink's AMQP
+/// properties with its `ankusa_*` headers (`message::attributes`). The "alone" case that
+/// publishes these measures the broker on the same bytes the sink sends it.
+fn sink_message(body: &bytes::Bytes) -> (Vec<u8>, BasicProperties) {
+    let mut env = Envelope::new("default", "bench", body.clone());
+    env.content_type = Some("application/json".into());
+    env.verification = Verification::OK;
+    env.headers = vec![
+        ("content-type".into(), "application/json".into()),
+        ("webhook-id".into(), format!("msg_{}", env.id.simple())),
+        (
+            "webhook-timestamp".into(),
+            (env.received_at / 1000).to_string(),
+        ),
+    ];
+    let ctx = DeliveryCtx {
+        instance: "bench".into(),
+        region: None,
+        attempt: 1,
+        replay_id: None,
+        forward_headers: env.headers.clone(),
+        tenant_for_pools: "default".into(),
+        claim_check: None,
+        ordering_key: None,
+        traceparent: None,
+        original_sha256: None,
+    };
+    let json = message::encode(&env, &ctx, None);
+    let mut headers = FieldTable::default();
+    for (k, v) in message::attributes(&env, &ctx) {
+        headers.insert(k.into(), AMQPValue::LongString(LongString::from(v)));
+    }
+    let props = BasicProperties::default()
+        .with_content_type("application/json".into())
+        .with_delivery_mode(2)
+        .with_message_id(env.id.to_string().into())
+        .with_timestamp(env.received_at / 1000)
+        .with_app_id("ankusa".into())
+        .with_headers(headers);
+    (json, props)
+}
 
 /// CPU seconds (user + system) process `pid` has used, from `/proc/<pid>/stat`.
 fn cpu_secs(pid: u32) -> Option<f64> {
@@ -265,6 +313,50 @@ fn main() -> anyhow::Result<()> {
     let alone_rate = alone.per_sec();
     emit(alone.line("rabbitmq_alone", CONCURRENCY));
     cpu_line("rabbitmq_alone", probe.finish(alone_rate));
+    // The same, publishing what the sink publishes (message v1 and its properties).
+    let probe = CpuProbe::start(vec![
+        ("broker", pids_named("beam.smp")),
+        ("loadgen", vec![std::process::id()]),
+    ]);
+    let mut same = rt.block_on(async {
+        let pc = conn.create_channel().await?;
+        pc.confirm_select(ConfirmSelectOptions::default()).await?;
+        let body = bytes::Bytes::from(payload.to_vec());
+        let (pc, exchange) = (Arc::new(pc), exchange.clone());
+        anyhow::Ok(
+            closed_loop_op(duration, move |_| {
+                let (pc, exchange) = (pc.clone(), exchange.clone());
+                let (json, props) = sink_message(&body);
+                async move {
+                    let c = pc
+                        .basic_publish(
+                            exchange.as_str().into(),
+                            "ankusa.bench".into(),
+                            BasicPublishOptions {
+                                mandatory: true,
+                                immediate: false,
+                            },
+                            &json,
+                            props,
+                        )
+                        .await
+                        .map_err(|e| e.to_string())?
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    if c.is_ack() {
+                        Ok(())
+                    } else {
+                        Err("nack".into())
+                    }
+                }
+            })
+            .await,
+        )
+    })?;
+    let same_rate = same.per_sec();
+    let same_p99 = same.latencies.quantile_ms(0.99);
+    emit(same.line("rabbitmq_alone_sink_message", CONCURRENCY));
+    cpu_line("rabbitmq_alone_sink_message", probe.finish(same_rate));
     let rabbit_sink =
         format!("      - type: rabbitmq\n        url: {RABBIT}\n        exchange: {exchange}\n");
     let (direct, direct_p99) = gateway("none", &rabbit_sink, "direct_rabbitmq", "beam.smp")?;
@@ -275,6 +367,12 @@ fn main() -> anyhow::Result<()> {
     for (k, v) in [
         ("rabbitmq_alone_per_s", alone_rate.round()),
         ("rabbitmq_alone_p99_ms", alone_p99),
+        ("rabbitmq_alone_sink_message_per_s", same_rate.round()),
+        ("rabbitmq_alone_sink_message_p99_ms", same_p99),
+        (
+            "direct_to_rabbitmq_alone_sink_message",
+            (direct / same_rate * 1000.0).round() / 1000.0,
+        ),
         ("direct_rabbitmq_per_s", direct.round()),
         ("direct_rabbitmq_p99_ms", direct_p99),
         ("disk_rabbitmq_per_s", disk.round()),
