@@ -2,7 +2,9 @@
 //! `quarantine` replay (a pen entry that verifies now) and an `archive` replay (an archived
 //! hook sent again). Each builds its `IngestRecord` with `record`, so what a committed hook
 //! carries — its dedupe key and entry (`dedupe`), its ordering lanes (`lanes`), its sinks and
-//! which of them its filters turn away (`route`) — is decided in one place. `envelope` is a request's hook before any of that: the headers kept
+//! which of them its filters turn away (`route`) — is decided in one place (`record_routed`
+//! lets an archive replay with `ignore_filters` skip the filters). `envelope` is a request's
+//! hook before any of that: the headers kept
 //! (`headers`: never credentials, framing or hop-by-hop ones), content type and trace context.
 //!
 //! Below the edge and `replay`, above the store's record types: imports `live` (the source's

@@ -1,9 +1,9 @@
 //! `kind: archive` jobs: archived hooks received in the job's window are committed again as
 //! new hooks with their original ids (`hook::record`, no dedupe, no new obligation), rows only
 //! for the job's sink subset whose current filters take the hook (all of them with
-//! `ignore_filters`; a hook no sink takes is skipped), each row carrying the job's id as `replay_id`, and the job's
-//! cursor (segment, record) in the same synced batch, so a restart resumes after the last hook
-//! committed and no hook of the window is sent twice by one job.
+//! `ignore_filters`; a hook no sink takes is skipped), each row carrying the job's id as
+//! `replay_id`, and the job's cursor (segment, record) in the same synced batch, so a restart
+//! resumes after the last hook committed and no hook of the window is sent twice by one job.
 //!
 //! Segments are read whole and checked against their catalogued sha256: a segment that fails
 //! (or is missing from the store) is counted in `corrupt_segments`, named in the job's reason,
