@@ -324,17 +324,7 @@ impl RabbitmqSink {
                 self.max_inflight
             )));
         };
-        let mut headers = FieldTable::default();
-        for (k, v) in message::attributes(env, ctx) {
-            headers.insert(k.into(), AMQPValue::LongString(LongString::from(v)));
-        }
-        let props = BasicProperties::default()
-            .with_content_type("application/json".into())
-            .with_delivery_mode(2)
-            .with_message_id(env.id.to_string().into())
-            .with_timestamp(env.received_at / 1000)
-            .with_app_id("ankusa".into())
-            .with_headers(headers);
+        let props = properties(env, ctx);
         let confirm = amqp
             .channel
             .basic_publish(
@@ -386,6 +376,23 @@ impl RabbitmqSink {
             }
         }
     }
+}
+
+/// The AMQP properties of a hook's message: persistent, JSON, the hook id as `message-id`, and
+/// the `ankusa_*` metadata as headers (`message::attributes`). Public so that a benchmark
+/// driving the broker alone publishes exactly what the sink does.
+pub fn properties(env: &Envelope, ctx: &DeliveryCtx) -> BasicProperties {
+    let mut headers = FieldTable::default();
+    for (k, v) in message::attributes(env, ctx) {
+        headers.insert(k.into(), AMQPValue::LongString(LongString::from(v)));
+    }
+    BasicProperties::default()
+        .with_content_type("application/json".into())
+        .with_delivery_mode(2)
+        .with_message_id(env.id.to_string().into())
+        .with_timestamp(env.received_at / 1000)
+        .with_app_id("ankusa".into())
+        .with_headers(headers)
 }
 
 impl_sink!(RabbitmqSink {

@@ -22,7 +22,7 @@ use ankusa_bench::*;
 use ankusa_core::{DeliveryCtx, Envelope, Verification};
 use ankusa_sinks::message;
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
-use lapin::types::{AMQPValue, FieldTable, LongString};
+use lapin::types::FieldTable;
 use lapin::{BasicProperties, Connection, ConnectionProperties};
 use serde_json::json;
 
@@ -61,18 +61,52 @@ fn sink_message(body: &bytes::Bytes) -> (Vec<u8>, BasicProperties) {
         original_sha256: None,
     };
     let json = message::encode(&env, &ctx, None);
-    let mut headers = FieldTable::default();
-    for (k, v) in message::attributes(&env, &ctx) {
-        headers.insert(k.into(), AMQPValue::LongString(LongString::from(v)));
-    }
-    let props = BasicProperties::default()
-        .with_content_type("application/json".into())
-        .with_delivery_mode(2)
-        .with_message_id(env.id.to_string().into())
-        .with_timestamp(env.received_at / 1000)
-        .with_app_id("ankusa".into())
-        .with_headers(headers);
-    (json, props)
+    (json, ankusa_sinks::rabbitmq::properties(&env, &ctx))
+}
+
+/// RabbitMQ driven alone over `conn` for `duration` at the bench's concurrency: a confirm
+/// channel, mandatory publishes to `exchange` of what `next` makes, each awaiting its confirm.
+fn rabbit_alone(
+    rt: &tokio::runtime::Runtime,
+    conn: &Connection,
+    exchange: &str,
+    duration: Duration,
+    next: impl Fn() -> (Vec<u8>, BasicProperties) + Send + Sync + 'static,
+) -> anyhow::Result<LoadResult> {
+    rt.block_on(async {
+        let pc = conn.create_channel().await?;
+        pc.confirm_select(ConfirmSelectOptions::default()).await?;
+        let (pc, exchange, next) = (Arc::new(pc), exchange.to_string(), Arc::new(next));
+        anyhow::Ok(
+            closed_loop_op(duration, move |_| {
+                let (pc, exchange) = (pc.clone(), exchange.clone());
+                let (bytes, props) = next();
+                async move {
+                    let c = pc
+                        .basic_publish(
+                            exchange.as_str().into(),
+                            "ankusa.bench".into(),
+                            BasicPublishOptions {
+                                mandatory: true,
+                                immediate: false,
+                            },
+                            &bytes,
+                            props,
+                        )
+                        .await
+                        .map_err(|e| e.to_string())?
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    if c.is_ack() {
+                        Ok(())
+                    } else {
+                        Err("nack".into())
+                    }
+                }
+            })
+            .await,
+        )
+    })
 }
 
 /// CPU seconds (user + system) process `pid` has used, from `/proc/<pid>/stat`.
@@ -276,37 +310,11 @@ fn main() -> anyhow::Result<()> {
         ("broker", pids_named("beam.smp")),
         ("loadgen", vec![std::process::id()]),
     ]);
-    let mut alone = rt.block_on(async {
-        let pc = conn.create_channel().await?;
-        pc.confirm_select(ConfirmSelectOptions::default()).await?;
-        let (pc, exchange, payload) = (Arc::new(pc), exchange.clone(), payload.clone());
-        anyhow::Ok(
-            closed_loop_op(duration, move |_| {
-                let (pc, exchange, payload) = (pc.clone(), exchange.clone(), payload.clone());
-                async move {
-                    let c = pc
-                        .basic_publish(
-                            exchange.as_str().into(),
-                            "ankusa.bench".into(),
-                            BasicPublishOptions {
-                                mandatory: true,
-                                immediate: false,
-                            },
-                            &payload,
-                            BasicProperties::default().with_delivery_mode(2),
-                        )
-                        .await
-                        .map_err(|e| e.to_string())?
-                        .await
-                        .map_err(|e| e.to_string())?;
-                    if c.is_ack() {
-                        Ok(())
-                    } else {
-                        Err("nack".into())
-                    }
-                }
-            })
-            .await,
+    let raw = payload.clone();
+    let mut alone = rabbit_alone(&rt, &conn, &exchange, duration, move || {
+        (
+            raw.to_vec(),
+            BasicProperties::default().with_delivery_mode(2),
         )
     })?;
     let alone_p99 = alone.latencies.quantile_ms(0.99);
@@ -318,41 +326,8 @@ fn main() -> anyhow::Result<()> {
         ("broker", pids_named("beam.smp")),
         ("loadgen", vec![std::process::id()]),
     ]);
-    let mut same = rt.block_on(async {
-        let pc = conn.create_channel().await?;
-        pc.confirm_select(ConfirmSelectOptions::default()).await?;
-        let body = bytes::Bytes::from(payload.to_vec());
-        let (pc, exchange) = (Arc::new(pc), exchange.clone());
-        anyhow::Ok(
-            closed_loop_op(duration, move |_| {
-                let (pc, exchange) = (pc.clone(), exchange.clone());
-                let (json, props) = sink_message(&body);
-                async move {
-                    let c = pc
-                        .basic_publish(
-                            exchange.as_str().into(),
-                            "ankusa.bench".into(),
-                            BasicPublishOptions {
-                                mandatory: true,
-                                immediate: false,
-                            },
-                            &json,
-                            props,
-                        )
-                        .await
-                        .map_err(|e| e.to_string())?
-                        .await
-                        .map_err(|e| e.to_string())?;
-                    if c.is_ack() {
-                        Ok(())
-                    } else {
-                        Err("nack".into())
-                    }
-                }
-            })
-            .await,
-        )
-    })?;
+    let body = bytes::Bytes::from(payload.to_vec());
+    let mut same = rabbit_alone(&rt, &conn, &exchange, duration, move || sink_message(&body))?;
     let same_rate = same.per_sec();
     let same_p99 = same.latencies.quantile_ms(0.99);
     emit(same.line("rabbitmq_alone_sink_message", CONCURRENCY));
