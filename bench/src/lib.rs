@@ -242,7 +242,11 @@ impl Drop for ChildGuard {
 /// Runs this benchmark's own executable as `<exe> <role> <port>` (a receiver or a no-op
 /// server in its own process) and waits until it accepts connections.
 pub fn spawn_self(role: &str) -> anyhow::Result<(ChildGuard, SocketAddr)> {
-    let port = free_port();
+    spawn_self_on(role, free_port())
+}
+
+/// `spawn_self` on a port the caller chose (a sink's address that was closed until now).
+pub fn spawn_self_on(role: &str, port: u16) -> anyhow::Result<(ChildGuard, SocketAddr)> {
     let child = ChildGuard(
         Command::new(std::env::current_exe()?)
             .args([role, &port.to_string()])
@@ -274,6 +278,19 @@ pub fn start_gateway(config: &str) -> anyhow::Result<GatewayProc> {
 
 /// `start_gateway` with its config and data dir in `dir` (e.g. a temp dir on tmpfs).
 pub fn start_gateway_in(config: &str, dir: tempfile::TempDir) -> anyhow::Result<GatewayProc> {
+    let data = dir.path().join("data");
+    let g = spawn_gateway(config, dir, &data)?;
+    wait_http_ok(g.admin, "/ready", Duration::from_secs(60))?;
+    Ok(g)
+}
+
+/// Starts the release gateway with `config` (written to `dir`) on the data dir `data` and free
+/// ports, without waiting for it to be ready.
+pub fn spawn_gateway(
+    config: &str,
+    dir: tempfile::TempDir,
+    data: &std::path::Path,
+) -> anyhow::Result<GatewayProc> {
     let cfg = dir.path().join("ankusa.yml");
     std::fs::write(&cfg, config)?;
     let ingest = SocketAddr::from(([127, 0, 0, 1], free_port()));
@@ -282,7 +299,7 @@ pub fn start_gateway_in(config: &str, dir: tempfile::TempDir) -> anyhow::Result<
     let child = Command::new(ankusa_bin())
         .arg("--config")
         .arg(&cfg)
-        .env("ANKUSA_DATA_DIR", dir.path().join("data"))
+        .env("ANKUSA_DATA_DIR", data)
         .env("ANKUSA_HTTP_IP", "127.0.0.1")
         .env("ANKUSA_HTTP_PORT", ingest.port().to_string())
         .env("ANKUSA_ADMIN_PORT", admin.port().to_string())
@@ -291,10 +308,8 @@ pub fn start_gateway_in(config: &str, dir: tempfile::TempDir) -> anyhow::Result<
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()?;
-    let child = ChildGuard(child);
-    wait_http_ok(admin, "/ready", Duration::from_secs(60))?;
     Ok(GatewayProc {
-        child,
+        child: ChildGuard(child),
         ingest,
         admin,
         dir,
@@ -303,6 +318,16 @@ pub fn start_gateway_in(config: &str, dir: tempfile::TempDir) -> anyhow::Result<
 
 /// Polls `GET path` until it answers 200.
 pub fn wait_http_ok(addr: SocketAddr, path: &str, timeout: Duration) -> anyhow::Result<()> {
+    wait_http_ok_every(addr, path, timeout, Duration::from_millis(20))
+}
+
+/// `wait_http_ok`, asking every `interval`.
+pub fn wait_http_ok_every(
+    addr: SocketAddr,
+    path: &str,
+    timeout: Duration,
+    interval: Duration,
+) -> anyhow::Result<()> {
     use std::io::{Read, Write};
     let deadline = Instant::now() + timeout;
     loop {
@@ -320,7 +345,7 @@ pub fn wait_http_ok(addr: SocketAddr, path: &str, timeout: Duration) -> anyhow::
         if Instant::now() > deadline {
             anyhow::bail!("{addr}{path} not ready after {timeout:?}");
         }
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(interval);
     }
 }
 

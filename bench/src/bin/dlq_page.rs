@@ -8,7 +8,6 @@
 //! run skips seeding).
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ankusa_bench::*;
@@ -129,28 +128,7 @@ async fn time_gets(addr: SocketAddr, path: &str) -> anyhow::Result<(Latencies, u
 
 /// Starts the gateway on an existing data dir.
 fn start_gateway_on(config: &str, data: &std::path::Path) -> anyhow::Result<GatewayProc> {
-    let dir = tempfile::tempdir()?;
-    let cfg = dir.path().join("ankusa.yml");
-    std::fs::write(&cfg, config)?;
-    let ingest = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let admin = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let child = std::process::Command::new(ankusa_bin())
-        .arg("--config")
-        .arg(&cfg)
-        .env("ANKUSA_DATA_DIR", data)
-        .env("ANKUSA_HTTP_IP", "127.0.0.1")
-        .env("ANKUSA_HTTP_PORT", ingest.port().to_string())
-        .env("ANKUSA_ADMIN_PORT", admin.port().to_string())
-        .env("ANKUSA_CLAIM_CHECK_PORT", free_port().to_string())
-        .env("ANKUSA_LOG_LEVEL", "warn")
-        .spawn()?;
-    let child = ChildGuard(child);
-    wait_http_ok(admin, "/ready", Duration::from_secs(300))?;
-    let _ = Arc::new(());
-    Ok(GatewayProc {
-        child,
-        ingest,
-        admin,
-        dir,
-    })
+    let g = spawn_gateway(config, tempfile::tempdir()?, data)?;
+    wait_http_ok(g.admin, "/ready", Duration::from_secs(300))?;
+    Ok(g)
 }

@@ -23,6 +23,32 @@ pub enum HttpMethod {
     Patch,
 }
 
+/// The HTTP version the sink speaks to its receiver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum HttpVersion {
+    /// `https://`: HTTP/2 when the receiver offers it in the TLS handshake (ALPN), else
+    /// HTTP/1.1; `http://`: HTTP/1.1.
+    #[default]
+    Auto,
+    /// HTTP/1.1 only (ALPN offers only `http/1.1`).
+    Http1,
+    /// HTTP/2 only: `http://` is h2c with prior knowledge, `https://` offers only `h2`; a
+    /// receiver without HTTP/2 fails the attempt (transient).
+    Http2,
+}
+
+impl HttpVersion {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HttpVersion::Auto => "auto",
+            HttpVersion::Http1 => "http1",
+            HttpVersion::Http2 => "http2",
+        }
+    }
+}
+
 sink_config! {
     pub struct HttpSinkConfig {
         /// The receiver: an `http` or `https` URL with a host and no userinfo (`http://` also
@@ -60,7 +86,15 @@ sink_config! {
         /// Connections to this receiver (defaults to `egress.pools.pool_size`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub pool_size: Option<u32>,
+        /// `auto` (default: HTTP/2 where a TLS receiver offers it, else HTTP/1.1), `http1`,
+        /// or `http2` (h2c with prior knowledge on `http://`).
+        #[serde(default, skip_serializing_if = "is_auto")]
+        pub http_version: HttpVersion,
     }
+}
+
+fn is_auto(v: &HttpVersion) -> bool {
+    *v == HttpVersion::Auto
 }
 
 fn default_http_timeout() -> u64 {
@@ -84,6 +118,7 @@ impl HttpSinkConfig {
             cacertfile: None,
             allow_insecure_tls: false,
             pool_size: None,
+            http_version: HttpVersion::Auto,
             ordered: false,
             ordering_key: None,
             filter: None,

@@ -167,7 +167,7 @@ use shared::check_ordering;
 #[cfg(feature = "schema")]
 use schemars::JsonSchema;
 
-pub use http::{HttpMethod, HttpSinkConfig};
+pub use http::{HttpMethod, HttpSinkConfig, HttpVersion};
 pub use kafka::{KafkaSasl, KafkaSaslMechanism, KafkaSecurityProtocol, KafkaSinkConfig};
 pub use log::LogSinkConfig;
 pub use nats::{NatsAuth, NatsSinkConfig, NatsTls};

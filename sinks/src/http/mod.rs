@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use ankusa_config::{ConfigError, HttpMethod, HttpSinkConfig};
+use ankusa_config::{ConfigError, HttpMethod, HttpSinkConfig, HttpVersion};
 use ankusa_core::{DeliveryCtx, Envelope, SinkError, full_jitter, now_ms};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use sha2::{Digest, Sha256};
@@ -34,6 +34,7 @@ pub struct HttpSink {
     cacert: Option<(PathBuf, Vec<u8>)>,
     insecure: bool,
     pool_size: u32,
+    version: HttpVersion,
     policy: crate::egress::Policy,
     pools: Arc<HttpPools>,
 }
@@ -108,6 +109,7 @@ impl HttpSink {
             cacert,
             insecure: cfg.allow_insecure_tls,
             pool_size: cfg.pool_size.unwrap_or(egress.pools.pool_size),
+            version: cfg.http_version,
             policy: ctx.policy.clone(),
             pools,
         })
@@ -153,6 +155,8 @@ impl HttpSink {
             cacert: self.cacert.as_ref().map(|(p, _)| p.clone()),
             insecure: self.insecure,
             size: self.pool_size,
+            version: self.version,
+            tls: self.url.scheme() == "https",
         };
         let pool = self.pools.get(
             key,
@@ -273,11 +277,21 @@ impl HttpSink {
             .request(self.method.clone(), self.url.clone())
             .timeout(self.timeout)
             .headers(headers);
-        let resp = req
-            .body(env.body.clone())
-            .send()
-            .await
-            .map_err(|e| SinkError::Transient(format!("transport: {}", transport_class(e))))?;
+        let first = match tokio::time::timeout(POOL_TIMEOUT, pool.first_request()).await {
+            Ok(first) => first,
+            Err(_) => {
+                return Err(SinkError::Transient(
+                    "transport: no pool connection within pool_timeout".into(),
+                ));
+            }
+        };
+        let sent = req.body(env.body.clone()).send().await;
+        if first.is_some() {
+            pool.first_done();
+        }
+        drop(first);
+        let resp =
+            sent.map_err(|e| SinkError::Transient(format!("transport: {}", transport_class(e))))?;
         let status = resp.status().as_u16();
         let retry_after = resp
             .headers()

@@ -4,11 +4,11 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ankusa_config::PoolConfig;
+use ankusa_config::{HttpVersion, PoolConfig};
 use ankusa_core::{SinkError, now_ms};
 
 use super::fair::FairPermits;
@@ -28,6 +28,10 @@ pub struct PoolStats {
 pub(super) const POOL_TIMEOUT: Duration = Duration::from_secs(5);
 /// A connection idle this long is not reused.
 const CONN_MAX_IDLE: Duration = Duration::from_secs(30);
+/// An HTTP/2 connection in use is pinged this often, and dropped when a ping goes
+/// unanswered this long.
+const H2_PING_INTERVAL: Duration = Duration::from_secs(20);
+const H2_PING_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(super) struct PoolKey {
@@ -36,6 +40,9 @@ pub(super) struct PoolKey {
     pub cacert: Option<PathBuf>,
     pub insecure: bool,
     pub size: u32,
+    pub version: HttpVersion,
+    /// `https://`: the version may be chosen by ALPN.
+    pub tls: bool,
 }
 
 pub(super) struct Pool {
@@ -44,7 +51,30 @@ pub(super) struct Pool {
     pub permits: Arc<FairPermits>,
     pub last_used_ms: AtomicU64,
     pub in_flight: AtomicUsize,
+    /// `https://` under `auto`: until a first request has been answered (and ALPN chose the
+    /// version), requests go one at a time, so a burst on a new pool does not dial a
+    /// connection per request before it is known that one HTTP/2 connection carries them all.
+    first: Option<tokio::sync::Mutex<()>>,
+    answered: AtomicBool,
     tenant: String,
+}
+
+impl Pool {
+    /// Waits for this pool's first request to be answered, unless that already happened; the
+    /// guard returned, if any, makes this request the first (drop it once it is answered).
+    pub async fn first_request(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        let gate = self.first.as_ref()?;
+        if self.answered.load(Ordering::Acquire) {
+            return None;
+        }
+        let guard = gate.lock().await;
+        (!self.answered.load(Ordering::Acquire)).then_some(guard)
+    }
+
+    /// The first request finished (answered or failed): the others go at once from now on.
+    pub fn first_done(&self) {
+        self.answered.store(true, Ordering::Release);
+    }
 }
 
 /// One connection pool per receiver address and TLS profile, shared by every sink posting
@@ -127,6 +157,19 @@ impl HttpPools {
         if key.insecure {
             b = b.danger_accept_invalid_certs(true);
         }
+        b = match key.version {
+            // reqwest offers `h2` and `http/1.1` by ALPN on `https://`, HTTP/1.1 on `http://`.
+            HttpVersion::Auto => b,
+            HttpVersion::Http1 => b.http1_only(),
+            HttpVersion::Http2 => b.http2_prior_knowledge(),
+        };
+        // One HTTP/2 connection carries every stream of the pool (bounded by its permits):
+        // the window follows the measured bandwidth-delay product instead of 64 KiB, and
+        // pings find a connection a middlebox dropped before a delivery waits on it.
+        b = b
+            .http2_adaptive_window(true)
+            .http2_keep_alive_interval(H2_PING_INTERVAL)
+            .http2_keep_alive_timeout(H2_PING_TIMEOUT);
         let client = b
             .build()
             .map_err(|e| SinkError::Transient(format!("http client: {}", e.without_url())))?;
@@ -135,6 +178,9 @@ impl HttpPools {
             permits: FairPermits::new(key.size as usize),
             last_used_ms: AtomicU64::new(now_ms()),
             in_flight: AtomicUsize::new(0),
+            first: (key.version == HttpVersion::Auto && key.tls)
+                .then(|| tokio::sync::Mutex::new(())),
+            answered: AtomicBool::new(false),
             tenant: tenant.to_string(),
         });
         pools.insert(key, pool.clone());

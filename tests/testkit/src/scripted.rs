@@ -4,17 +4,20 @@
 //! Imports nothing of the crate.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, StatusCode, Version};
 use axum::response::Response;
 
 #[derive(Clone, Debug)]
 pub struct Received {
     pub path: String,
+    /// The HTTP version the request came over.
+    pub version: Version,
     pub headers: HeaderMap,
     pub body: Bytes,
     pub at: Instant,
@@ -61,6 +64,18 @@ impl Reply {
     }
 }
 
+/// The HTTP versions a receiver of `start_offering` serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Offer {
+    /// HTTP/1.1 only (over TLS, ALPN `http/1.1`).
+    Http1,
+    /// HTTP/2 only: h2c with prior knowledge, or ALPN `h2`.
+    Http2,
+    /// Over TLS, ALPN `h2` and `http/1.1` (the client picks); in plaintext HTTP/1.1, or h2c
+    /// when the connection opens with the HTTP/2 preface.
+    Both,
+}
+
 pub type Script = Arc<dyn Fn(usize, &Received) -> Reply + Send + Sync>;
 
 #[derive(Clone)]
@@ -74,6 +89,8 @@ pub struct Receiver {
     received: Arc<Mutex<Vec<Received>>>,
     script: Arc<Mutex<Script>>,
     task: tokio::task::JoinHandle<()>,
+    /// TCP connections accepted (counted by `start_offering` and `start_tls` only).
+    connections: Arc<AtomicUsize>,
 }
 
 impl Receiver {
@@ -118,53 +135,72 @@ impl Receiver {
             received,
             script,
             task,
+            connections: Arc::default(),
         })
     }
 
-    /// Like `start`, over TLS with the given PEM certificate chain and PKCS#8 key.
+    /// Like `start`, over TLS (HTTP/1.1) with the given PEM certificate chain and PKCS#8 key.
     pub async fn start_tls(
         cert_pem: &[u8],
         key_pem: &[u8],
         script: impl Fn(usize, &Received) -> Reply + Send + Sync + 'static,
     ) -> Receiver {
-        use rustls::pki_types::pem::PemObject;
-        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        Self::start_offering(Offer::Http1, Some((cert_pem, key_pem)), script).await
+    }
+
+    /// Like `start`, serving the HTTP versions of `offer`, over TLS when `tls` holds a PEM
+    /// certificate chain and PKCS#8 key; counts the TLS or TCP connections it accepts.
+    pub async fn start_offering(
+        offer: Offer,
+        tls: Option<(&[u8], &[u8])>,
+        script: impl Fn(usize, &Received) -> Reply + Send + Sync + 'static,
+    ) -> Receiver {
         use tower::Service;
 
-        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
-            .collect::<Result<_, _>>()
-            .unwrap();
-        let key = PrivateKeyDer::from_pem_slice(key_pem).unwrap();
-        let tls = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
-            rustls::crypto::aws_lc_rs::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .unwrap();
-        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
-        Self::serve("127.0.0.1", script, |listener, app| async move {
+        let acceptor = tls.map(|(cert, key)| tls_acceptor(cert, key, offer));
+        let connections = Arc::new(AtomicUsize::new(0));
+        let counted = connections.clone();
+        let mut receiver = Self::serve("127.0.0.1", script, |listener, app| async move {
             loop {
                 let Ok((tcp, _)) = listener.accept().await else {
                     return;
                 };
+                counted.fetch_add(1, Ordering::SeqCst);
                 let acceptor = acceptor.clone();
                 let app = app.clone();
                 tokio::spawn(async move {
-                    // A client that rejects our certificate aborts the handshake: nothing to serve.
-                    let Ok(stream) = acceptor.accept(tcp).await else {
-                        return;
-                    };
                     let svc = hyper::service::service_fn(move |req| app.clone().call(req));
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
-                        .await;
+                    match acceptor {
+                        Some(acceptor) => {
+                            // A client that rejects our certificate (or offers none of our
+                            // protocols) aborts the handshake: nothing to serve.
+                            let Ok(stream) = acceptor.accept(tcp).await else {
+                                return;
+                            };
+                            let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
+                            serve_connection(stream, h2, svc).await;
+                        }
+                        None => {
+                            let h2 = match offer {
+                                Offer::Http1 => false,
+                                Offer::Http2 => true,
+                                Offer::Both => opens_with_h2_preface(&tcp).await,
+                            };
+                            serve_connection(tcp, h2, svc).await;
+                        }
+                    }
                 });
             }
         })
         .await
-        .expect("bind the receiver")
+        .expect("bind the receiver");
+        receiver.connections = connections;
+        receiver
+    }
+
+    /// TCP connections accepted so far (`start_offering` and `start_tls` receivers).
+    pub fn connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -212,6 +248,71 @@ impl Drop for Receiver {
     }
 }
 
+/// A rustls acceptor for the certificate and key, offering `offer`'s protocols by ALPN.
+fn tls_acceptor(cert_pem: &[u8], key_pem: &[u8], offer: Offer) -> tokio_rustls::TlsAcceptor {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let key = PrivateKeyDer::from_pem_slice(key_pem).unwrap();
+    let mut tls = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::aws_lc_rs::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(certs, key)
+    .unwrap();
+    tls.alpn_protocols = match offer {
+        Offer::Http1 => vec![b"http/1.1".to_vec()],
+        Offer::Http2 => vec![b"h2".to_vec()],
+        Offer::Both => vec![b"h2".to_vec(), b"http/1.1".to_vec()],
+    };
+    tokio_rustls::TlsAcceptor::from(Arc::new(tls))
+}
+
+/// Serves one connection as HTTP/2 (`h2`) or HTTP/1.1.
+async fn serve_connection<I, S>(io: I, h2: bool, svc: S)
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    S: hyper::service::Service<
+            hyper::Request<hyper::body::Incoming>,
+            Response = Response,
+            Error = std::convert::Infallible,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    let io = hyper_util::rt::TokioIo::new(io);
+    if h2 {
+        let _ = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+            .serve_connection(io, svc)
+            .await;
+    } else {
+        let _ = hyper::server::conn::http1::Builder::new()
+            .serve_connection(io, svc)
+            .await;
+    }
+}
+
+/// Whether a plaintext connection opens with the HTTP/2 client preface (h2c with prior
+/// knowledge), read without consuming it.
+async fn opens_with_h2_preface(tcp: &tokio::net::TcpStream) -> bool {
+    const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n";
+    let mut buf = [0u8; 16];
+    for _ in 0..1000 {
+        let n = tcp.peek(&mut buf).await.unwrap_or(0);
+        if n == 0 || n >= PREFACE.len() || !PREFACE.starts_with(&buf[..n]) {
+            return n >= PREFACE.len() && buf.starts_with(PREFACE);
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    false
+}
+
 async fn handle(State(st): State<St>, req: axum::extract::Request) -> Response {
     let (parts, body) = req.into_parts();
     let body = axum::body::to_bytes(body, 64 << 20)
@@ -219,6 +320,7 @@ async fn handle(State(st): State<St>, req: axum::extract::Request) -> Response {
         .unwrap_or_default();
     let rec = Received {
         path: parts.uri.path().to_string(),
+        version: parts.version,
         headers: parts.headers,
         body,
         at: Instant::now(),

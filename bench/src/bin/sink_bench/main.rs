@@ -4,7 +4,10 @@
 //! such. Prints one JSON line per sink.
 //!
 //!     tests/brokers/start.sh /tmp/brokers
-//!     cargo run --release -p ankusa-bench --bin sink-bench [kafka,kafka-tls,rabbitmq,rabbitmq-tls,nats,nats-tls,redis,redis-tls,sqs,sqs-tls,pubsub,pubsub-tls]
+//!     cargo run --release -p ankusa-bench --bin sink-bench [kafka,kafka-tls,rabbitmq,rabbitmq-tls,nats,nats-tls,redis,redis-tls,sqs,sqs-tls,pubsub,pubsub-tls,http,http-tls]
+//!
+//! `http` and `http-tls` need no broker: the HTTP sink over HTTP/1.1 and HTTP/2 (h2c in
+//! plaintext, `h2` by ALPN over TLS) to a receiver of the bench's own.
 //!
 //! `redis-tls` starts its own redis-server (TLS and plaintext ports, a private CA) and prints
 //! the Redis sink's rate over each and their ratio; `nats-tls` does the same with two
@@ -20,6 +23,7 @@
 //! Each case runs as a task of its own, so a broker that is not up fails that case, not the
 //! run.
 
+mod http;
 mod kafka;
 mod measure;
 mod nats;
@@ -36,7 +40,7 @@ use measure::BoxErr;
 type Case = fn(u64) -> BoxFuture<'static, Result<(), BoxErr>>;
 
 /// Every case: its name on the command line, its deliveries, the case.
-const CASES: [(&str, u64, Case); 12] = [
+const CASES: [(&str, u64, Case); 14] = [
     ("kafka", 20_000, |n| Box::pin(kafka::plain(n))),
     ("kafka-tls", 20_000, |n| Box::pin(kafka::tls(n))),
     ("rabbitmq", 20_000, |n| Box::pin(rabbitmq::plain(n))),
@@ -49,6 +53,8 @@ const CASES: [(&str, u64, Case); 12] = [
     ("sqs-tls", 500, |n| Box::pin(sqs::tls(n))),
     ("pubsub", 10_000, |n| Box::pin(pubsub::plain(n))),
     ("pubsub-tls", 10_000, |n| Box::pin(pubsub::tls(n))),
+    ("http", 20_000, |n| Box::pin(http::plain(n))),
+    ("http-tls", 20_000, |n| Box::pin(http::tls(n))),
 ];
 
 #[tokio::main]

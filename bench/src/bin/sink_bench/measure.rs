@@ -128,6 +128,8 @@ pub fn build(builder: &SinkBuilder, sink: SinkConfig) -> Arc<dyn Sink> {
     let mut cfg = Config::default();
     cfg.dispatch.sink_concurrency = Some(8);
     cfg.egress.allow_loopback = true;
+    // The HTTP cases' plaintext receiver (`http://`).
+    cfg.egress.allow_http = true;
     let source = SourceConfig::with_sinks(vec![sink.clone()]);
     builder
         .build(&cfg, &source, "bench", &sink)
