@@ -58,11 +58,17 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    /// Rows of `tenant` are due at `at`.
+    /// Rows of `tenant` are due at `at` (a hint from a commit, a retry or a lane): the tenant's
+    /// scan cursor goes back to that time, since the row may lie below it.
     pub fn set_due(&mut self, tenant: &str, at: u64) {
         if let Some(cursor) = self.cursors.get_mut(tenant) {
             cursor.rewind(at);
         }
+        self.note_due(tenant, at);
+    }
+
+    /// The tenant's earliest due time is at most `at`; its cursor stays where it is.
+    fn note_due(&mut self, tenant: &str, at: u64) {
         match self.due.get(tenant) {
             Some(&cur) if cur <= at => {}
             Some(&cur) => {
@@ -78,12 +84,15 @@ impl Schedule {
     }
 
     /// After a scan of `tenant`: its earliest row left is due at `next` (`None`: it has none).
+    /// The scan's own resume point stands: rewinding it to the start of `next` would make every
+    /// following scan step again over the keys this one deleted at that time (10 000 rows of
+    /// one commit share a due time), which is what a scan cost before.
     fn replace_due(&mut self, tenant: &str, next: Option<u64>) {
         if let Some(cur) = self.due.remove(tenant) {
             self.by_time.remove(&(cur, tenant.to_string()));
         }
         if let Some(at) = next {
-            self.set_due(tenant, at);
+            self.note_due(tenant, at);
         }
     }
 
@@ -445,5 +454,51 @@ mod tests {
         );
         let w = tenant_window(&d, "big");
         assert_eq!((w.rows, w.concurrency), (4096, 32));
+    }
+
+    /// Rows committed together share a due time; a scan that claimed some of them resumes
+    /// after them, not at the start of that time (where every key it deleted would be stepped
+    /// over again), while a hint of a row due then still moves the cursor back.
+    #[test]
+    fn a_scan_resumes_after_what_it_claimed_within_one_due_time() {
+        let (_d, store) = ankusa_store::test_util::temp_store();
+        let at = now_ms() - 1_000;
+        let rows: Vec<ankusa_store::IngestRecord> = (0..50)
+            .map(|_| ankusa_store::IngestRecord {
+                envelope: ankusa_store::test_util::ingest_test_envelope("t", "s"),
+                sinks: vec!["log"],
+                lanes: vec![],
+                dedupe: None,
+                skip_sinks: Vec::new(),
+            })
+            .collect();
+        store.commit_ingest(&rows, at, false).unwrap();
+        let mut schedule = Schedule::default();
+        schedule.set_due("t", at);
+        let mut slots = Slots::default();
+        let d = DispatchConfig {
+            batch: 10,
+            ..Default::default()
+        };
+        let mut seen = std::collections::HashSet::new();
+        for round in 0..3 {
+            scan(&store, &mut schedule, &mut slots, &d, now_ms()).unwrap();
+            for c in slots.drain() {
+                assert!(seen.insert(c.seq), "row {} claimed twice", c.seq);
+            }
+            assert_eq!(seen.len(), 10 * (round + 1));
+            let cursor = schedule.cursors.get("t").cloned().unwrap();
+            let mut rewound = cursor.clone();
+            rewound.rewind(at);
+            assert_ne!(
+                cursor, rewound,
+                "the scan's cursor went back to its due time"
+            );
+            assert_eq!(schedule.due.get("t"), Some(&at), "rows are still due");
+        }
+        schedule.set_due("t", at);
+        let mut rewound = schedule.cursors.get("t").cloned().unwrap();
+        rewound.rewind(at);
+        assert_eq!(schedule.cursors.get("t"), Some(&rewound), "a hint rewinds");
     }
 }
