@@ -500,3 +500,18 @@ pub fn run_receiver(addr: SocketAddr, delay: Duration) -> anyhow::Result<()> {
         }
     })
 }
+
+/// Bytes of the files under `dir` (a store's disk use).
+pub fn dir_bytes(dir: &std::path::Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => dir_bytes(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}

@@ -242,18 +242,3 @@ fn rss_mib(pid: u32) -> f64 {
         })
         .map_or(0.0, |kb| (kb / 1024.0 * 10.0).round() / 10.0)
 }
-
-/// Bytes of the files under `dir`.
-fn dir_bytes(dir: &std::path::Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    entries
-        .flatten()
-        .map(|e| match e.metadata() {
-            Ok(m) if m.is_dir() => dir_bytes(&e.path()),
-            Ok(m) => m.len(),
-            Err(_) => 0,
-        })
-        .sum()
-}

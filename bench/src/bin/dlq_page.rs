@@ -188,18 +188,3 @@ fn start_gateway_on(config: &str, data: &std::path::Path) -> anyhow::Result<Gate
     wait_http_ok(g.admin, "/ready", Duration::from_secs(300))?;
     Ok(g)
 }
-
-/// Bytes of the files under `dir` (the store's disk use).
-fn dir_bytes(dir: &std::path::Path) -> u64 {
-    std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.flatten()
-                .map(|e| match e.metadata() {
-                    Ok(m) if m.is_dir() => dir_bytes(&e.path()),
-                    Ok(m) => m.len(),
-                    Err(_) => 0,
-                })
-                .sum()
-        })
-        .unwrap_or(0)
-}
