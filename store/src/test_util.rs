@@ -12,6 +12,17 @@ pub fn ingest_test_envelope(tenant: &str, source: &str) -> Envelope {
     }
 }
 
+/// `ingest_test_envelope` as one record for `commit_ingest`, to a single `log` sink.
+pub fn ingest_test_record(tenant: &str, source: &str) -> IngestRecord {
+    IngestRecord {
+        envelope: ingest_test_envelope(tenant, source),
+        sinks: vec!["log"],
+        lanes: vec![],
+        dedupe: None,
+        skip_sinks: Vec::new(),
+    }
+}
+
 pub fn temp_store() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::open(&dir.path().join("store")).expect("open store");

@@ -90,6 +90,17 @@ fn main() -> anyhow::Result<()> {
 
     // A beside B at 99× A's load (and the others, when there are any).
     let b_rate = rate_a * 99.0;
+    // Paced loads in the background for the whole of A's run (plus 2 s).
+    let background = |connections: usize, per_s: f64, make: MakeRequest| {
+        rt.spawn(closed_loop(
+            g.ingest,
+            connections,
+            Duration::ZERO,
+            Duration::from_secs(secs + 2),
+            Some(per_s / connections as f64),
+            make,
+        ))
+    };
     let others_load = (others > 0).then(|| {
         let make_o: MakeRequest = Arc::new(move |n| {
             Request::post(format!("/webhooks/o{}", n % others))
@@ -97,34 +108,9 @@ fn main() -> anyhow::Result<()> {
                 .body(Full::new(body_1k(n)))
                 .expect("request")
         });
-        let ingest = g.ingest;
-        rt.spawn(async move {
-            closed_loop(
-                ingest,
-                32,
-                Duration::ZERO,
-                Duration::from_secs(secs + 2),
-                Some(others_rate / 32.0),
-                make_o,
-            )
-            .await
-        })
+        background(32, others_rate, make_o)
     });
-    let b = {
-        let make_b = make("/webhooks/b");
-        let ingest = g.ingest;
-        rt.spawn(async move {
-            closed_loop(
-                ingest,
-                64,
-                Duration::ZERO,
-                Duration::from_secs(secs + 2),
-                Some(b_rate / 64.0),
-                make_b,
-            )
-            .await
-        })
-    };
+    let b = background(64, b_rate, make("/webhooks/b"));
     std::thread::sleep(Duration::from_secs(1));
     let admin = g.admin;
     let watcher = rt.spawn(async move {

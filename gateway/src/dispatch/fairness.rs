@@ -463,14 +463,8 @@ mod tests {
     fn a_scan_resumes_after_what_it_claimed_within_one_due_time() {
         let (_d, store) = ankusa_store::test_util::temp_store();
         let at = now_ms() - 1_000;
-        let rows: Vec<ankusa_store::IngestRecord> = (0..50)
-            .map(|_| ankusa_store::IngestRecord {
-                envelope: ankusa_store::test_util::ingest_test_envelope("t", "s"),
-                sinks: vec!["log"],
-                lanes: vec![],
-                dedupe: None,
-                skip_sinks: Vec::new(),
-            })
+        let rows: Vec<_> = (0..50)
+            .map(|_| ankusa_store::test_util::ingest_test_record("t", "s"))
             .collect();
         store.commit_ingest(&rows, at, false).unwrap();
         let mut schedule = Schedule::default();

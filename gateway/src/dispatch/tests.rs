@@ -151,24 +151,12 @@ fn a_scan_visits_only_tenants_with_due_work() {
     let now = now_ms();
     let week = 7 * 24 * 3_600_000;
     let idle: Vec<IngestRecord> = (0..1000)
-        .map(|i| IngestRecord {
-            envelope: ankusa_store::test_util::ingest_test_envelope(&format!("idle-{i}"), "s"),
-            sinks: vec!["log"],
-            lanes: vec![],
-            dedupe: None,
-            skip_sinks: Vec::new(),
-        })
+        .map(|i| ankusa_store::test_util::ingest_test_record(&format!("idle-{i}"), "s"))
         .collect();
     store.commit_ingest(&idle, now + week, false).unwrap();
     for _ in 0..4 {
         let hot: Vec<IngestRecord> = (0..2500)
-            .map(|_| IngestRecord {
-                envelope: ankusa_store::test_util::ingest_test_envelope("hot", "s"),
-                sinks: vec!["log"],
-                lanes: vec![],
-                dedupe: None,
-                skip_sinks: Vec::new(),
-            })
+            .map(|_| ankusa_store::test_util::ingest_test_record("hot", "s"))
             .collect();
         store.commit_ingest(&hot, now, false).unwrap();
     }
