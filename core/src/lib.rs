@@ -6,7 +6,7 @@ mod envelope;
 mod sink;
 
 pub use envelope::{Envelope, Verification, VerifyStatus};
-pub use sink::{ClaimCheck, ClaimCheckRef, DeliveryCtx, Sink, SinkError};
+pub use sink::{ClaimCheck, ClaimCheckRef, DeliveryCtx, Destination, Sink, SinkError};
 
 /// Unix milliseconds now (0 if the clock is before 1970).
 pub fn now_ms() -> u64 {

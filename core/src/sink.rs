@@ -87,6 +87,24 @@ pub trait Sink: Send + Sync {
     fn batching(&self) -> bool {
         false
     }
+
+    /// The shared endpoint this sink posts to and how many requests it runs there at once
+    /// (an HTTP receiver and its pool size), when other sinks may share that capacity.
+    /// Dispatch keeps the rows it holds for one destination to a few times that capacity,
+    /// shared among the destination's tenants, so one slow receiver behind thousands of
+    /// tenants cannot take every claimed-row and attempt slot. `None`: not held back.
+    fn destination(&self) -> Option<Destination> {
+        None
+    }
+}
+
+/// A shared endpoint (`Sink::destination`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Destination {
+    /// Names the endpoint, e.g. `https://hooks.example.com:443`.
+    pub id: String,
+    /// Requests it runs at once (at least 1).
+    pub concurrency: u32,
 }
 
 /// A body checked in to the claim check: what a queue message carries instead of the body.

@@ -1,20 +1,23 @@
 //! Who goes next: which tenants a claim scan reads (deficit round-robin over the tenants with
 //! work due, within the global and per-tenant windows), and which claimed row takes a free
 //! attempt slot (round-robin across tenants, and within a tenant across its sink keys, capped
-//! per key by `dispatch.sink_concurrency` and gated by the key's circuit breaker).
+//! per key by `dispatch.sink_concurrency` and by its shared destination's concurrency, and
+//! gated by the key's circuit breaker).
 //!
-//! `Schedule` is what is due (one entry per tenant: its earliest due row) and where each
-//! tenant's next scan resumes; `Slots` is what is claimed: per-key queues of claimed rows and
-//! the rows, bytes and attempts each tenant and the node hold.
+//! `Schedule` (`schedule.rs`) is what is due; `Slots` is what is claimed: per-key queues of
+//! claimed rows and the rows, bytes and attempts each tenant, each shared destination
+//! (`destinations.rs`) and the node hold.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use ankusa_config::{DispatchConfig, TenantWindow};
 use ankusa_core::now_ms;
-use ankusa_store::{DueCursor, Store, StoreError};
+use ankusa_store::{Store, StoreError};
 
 use super::breaker::{Breakers, Gate};
+use super::destinations::{DestTable, Loads};
+use super::schedule::Schedule;
 use super::{Claim, SinkKey};
 use crate::metrics::Metrics;
 
@@ -44,88 +47,6 @@ pub fn tenant_window(d: &DispatchConfig, tenant: &str) -> Window {
     }
 }
 
-/// What is due: each tenant's earliest due row, and where its next claim scan starts.
-#[derive(Default)]
-pub struct Schedule {
-    /// (due_at, tenant) of each tenant's earliest due row in the store.
-    by_time: BTreeSet<(u64, String)>,
-    due: HashMap<String, u64>,
-    /// Tenants a scan did not reach: they go first next scan.
-    unreached: Vec<String>,
-    /// Per tenant, where its next scan starts (every due key below it is deleted). Rewound by
-    /// every hint of a row due earlier.
-    cursors: HashMap<String, DueCursor>,
-}
-
-impl Schedule {
-    /// Rows of `tenant` are due at `at` (a hint from a commit, a retry or a lane): the tenant's
-    /// scan cursor goes back to that time, since the row may lie below it.
-    pub fn set_due(&mut self, tenant: &str, at: u64) {
-        if let Some(cursor) = self.cursors.get_mut(tenant) {
-            cursor.rewind(at);
-        }
-        self.note_due(tenant, at);
-    }
-
-    /// The tenant's earliest due time is at most `at`; its cursor stays where it is.
-    fn note_due(&mut self, tenant: &str, at: u64) {
-        match self.due.get(tenant) {
-            Some(&cur) if cur <= at => {}
-            Some(&cur) => {
-                self.by_time.remove(&(cur, tenant.to_string()));
-                self.by_time.insert((at, tenant.to_string()));
-                self.due.insert(tenant.to_string(), at);
-            }
-            None => {
-                self.by_time.insert((at, tenant.to_string()));
-                self.due.insert(tenant.to_string(), at);
-            }
-        }
-    }
-
-    /// After a scan of `tenant`: its earliest row left is due at `next` (`None`: it has none).
-    /// The scan's own resume point stands: rewinding it to the start of `next` would make every
-    /// following scan step again over the keys this one deleted at that time (10 000 rows of
-    /// one commit share a due time), which is what a scan cost before.
-    fn replace_due(&mut self, tenant: &str, next: Option<u64>) {
-        if let Some(cur) = self.due.remove(tenant) {
-            self.by_time.remove(&(cur, tenant.to_string()));
-        }
-        if let Some(at) = next {
-            self.note_due(tenant, at);
-        }
-    }
-
-    /// The due time of the earliest row of all.
-    pub fn oldest(&self) -> Option<u64> {
-        self.by_time.iter().next().map(|(at, _)| *at)
-    }
-
-    /// (due_at, tenant) in due order.
-    pub fn iter(&self) -> impl Iterator<Item = &(u64, String)> {
-        self.by_time.iter()
-    }
-
-    /// Tenants with rows due at `now`: those the last scan did not reach first.
-    fn due_now(&mut self, now: u64) -> Vec<String> {
-        let mut due: Vec<String> = Vec::new();
-        for t in std::mem::take(&mut self.unreached) {
-            if self.due.get(&t).is_some_and(|&at| at <= now) && !due.contains(&t) {
-                due.push(t);
-            }
-        }
-        for (at, t) in self.by_time.iter() {
-            if *at > now {
-                break;
-            }
-            if !due.contains(t) {
-                due.push(t.clone());
-            }
-        }
-        due
-    }
-}
-
 #[derive(Default)]
 struct KeyQueue {
     rows: VecDeque<Arc<Claim>>,
@@ -152,6 +73,10 @@ pub struct Slots {
     pub running: u32,
     pub inflight_rows: u32,
     pub inflight_bytes: u64,
+    /// Which destination each sink and tenant reaches (refreshed per config generation).
+    pub dests: DestTable,
+    /// What each shared destination holds and runs.
+    pub loads: Loads,
 }
 
 /// One pass of handing out slots (`Slots::next`): tenants passed over in a row.
@@ -172,8 +97,29 @@ impl Slots {
         self.inflight_rows < d.max_inflight && self.inflight_bytes < d.max_inflight_bytes
     }
 
-    /// Queues a claimed row behind its sink key; it holds its place in the windows from now.
-    pub fn enqueue(&mut self, claim: Arc<Claim>) {
+    /// Rows `tenant` may claim for its shared destinations (`None`: not held back), and the
+    /// destination it waits for when that is 0.
+    fn dest_room(&self, tenant: &str) -> (Option<u32>, Option<Arc<str>>) {
+        let room = self.loads.tenant_room(&self.dests, tenant);
+        let wait_for = match room {
+            Some(0) => self
+                .dests
+                .of_tenant(tenant)
+                .and_then(|d| d.first())
+                .map(|d| d.id.clone()),
+            _ => None,
+        };
+        (room, wait_for)
+    }
+
+    /// Queues a claimed row behind its sink key; it holds its place in the windows (and its
+    /// destination's) from now.
+    pub fn enqueue(&mut self, mut claim: Claim) {
+        if let Some(dest) = self.dests.of_sink(&claim.key.source, claim.sink) {
+            self.loads.hold(dest, &claim.key.tenant);
+            claim.dest = Some(dest.id.clone());
+        }
+        let claim = Arc::new(claim);
         let key = claim.key.clone();
         let size = claim.row.size;
         let q = self.queues.entry(key.clone()).or_default();
@@ -225,7 +171,8 @@ impl Slots {
                 if q.rows.is_empty() {
                     continue;
                 }
-                if q.running >= sink_cap {
+                let dest_busy = q.rows.front().and_then(|c| c.dest.as_deref());
+                if q.running >= sink_cap || dest_busy.is_some_and(|d| !self.loads.can_start(d)) {
                     t.keys.push_back(key);
                     continue;
                 }
@@ -247,6 +194,9 @@ impl Slots {
                     continue;
                 };
                 q.running += 1;
+                if let Some(d) = &claim.dest {
+                    self.loads.start(d);
+                }
                 if !q.rows.is_empty() {
                     t.keys.push_back(key);
                 }
@@ -279,6 +229,9 @@ impl Slots {
     /// batcher bounds its requests, and counting it here would cap every batch at the slots.
     pub fn unslot(&mut self, claim: &Claim) {
         self.running = self.running.saturating_sub(1);
+        if let Some(d) = &claim.dest {
+            self.loads.stop(d);
+        }
         if let Some(t) = self.tenants.get_mut(&claim.key.tenant) {
             t.running = t.running.saturating_sub(1);
         }
@@ -288,10 +241,17 @@ impl Slots {
     }
 
     /// Frees a claimed row's place in its windows (and its slot, if it ran holding one).
-    pub fn release(&mut self, claim: &Claim, ran: bool) {
+    /// Returns the row's destination and how many of the tenants waiting for it to wake.
+    pub fn release(&mut self, claim: &Claim, ran: bool) -> Option<(Arc<str>, usize)> {
         if ran && let Some(q) = self.queues.get_mut(&claim.key) {
             q.running = q.running.saturating_sub(1);
         }
+        let woken = claim.dest.as_ref().map(|d| {
+            if ran {
+                self.loads.stop(d);
+            }
+            (d.clone(), self.loads.unhold(d, &claim.key.tenant))
+        });
         if let Some(t) = self.tenants.get_mut(&claim.key.tenant) {
             if ran {
                 t.running = t.running.saturating_sub(1);
@@ -304,6 +264,7 @@ impl Slots {
         }
         self.inflight_rows = self.inflight_rows.saturating_sub(1);
         self.inflight_bytes = self.inflight_bytes.saturating_sub(claim.row.size);
+        woken
     }
 
     /// Whether some queued row could take a slot now.
@@ -315,9 +276,12 @@ impl Slots {
                 self.tenants.get(t).is_some_and(|s| {
                     s.running < w.concurrency
                         && s.keys.iter().any(|k| {
-                            self.queues
-                                .get(k)
-                                .is_some_and(|q| q.running < sink_cap && !q.rows.is_empty())
+                            self.queues.get(k).is_some_and(|q| {
+                                q.running < sink_cap
+                                    && q.rows.front().is_some_and(|c| {
+                                        c.dest.as_deref().is_none_or(|d| self.loads.can_start(d))
+                                    })
+                            })
                         })
                 })
             })
@@ -367,7 +331,8 @@ impl Slots {
 /// and room in their windows (deficit round-robin: each gets an equal share of what is left
 /// until the batch or the global window is used up; a tenant the scan did not reach goes first
 /// next time). Claimed rows are queued in `slots` at once, so they count against the windows
-/// for the rest of the scan. Returns how many tenants' rows were read.
+/// for the rest of the scan. A tenant whose shared destinations have no room for it is not
+/// read: it waits for one of them (`Schedule::block`). Returns how many tenants' rows were read.
 pub fn scan(
     store: &Store,
     schedule: &mut Schedule,
@@ -380,7 +345,18 @@ pub fn scan(
         return Ok(visits);
     }
     let mut due = schedule.due_now(now);
-    due.retain(|t| slots.tenant_has_room(d, t));
+    due.retain(|t| {
+        if !slots.tenant_has_room(d, t) {
+            return false;
+        }
+        match slots.dest_room(t) {
+            (Some(0), Some(dest)) => {
+                schedule.block(t, dest);
+                false
+            }
+            _ => true,
+        }
+    });
     if due.is_empty() {
         return Ok(visits);
     }
@@ -402,7 +378,8 @@ pub fn scan(
                 .bytes
                 .saturating_sub(st.map_or(0, |s| s.inflight_bytes))
                 .min(d.max_inflight_bytes.saturating_sub(slots.inflight_bytes));
-            let quota = share.min(budget).min(rows_room);
+            let dest_room = slots.dest_room(t).0.map_or(usize::MAX, |r| r as usize);
+            let quota = share.min(budget).min(rows_room).min(dest_room);
             if quota == 0 || bytes_room == 0 {
                 continue;
             }
@@ -413,11 +390,12 @@ pub fn scan(
             schedule.replace_due(t, page.next_due);
             budget -= got.min(budget);
             for c in page.claimed {
-                slots.enqueue(Arc::new(Claim::from(c)));
+                slots.enqueue(Claim::from(c));
             }
             if got == quota
                 && page.next_due.is_some_and(|n| n <= now)
                 && slots.tenant_has_room(d, t)
+                && slots.dest_room(t).0 != Some(0)
             {
                 still.push(t.clone());
             }
@@ -454,6 +432,85 @@ mod tests {
         );
         let w = tenant_window(&d, "big");
         assert_eq!((w.rows, w.concurrency), (4096, 32));
+    }
+
+    /// 50 tenants post to one slow destination (concurrency 2), tenant `a` to its own: scans
+    /// hold at most `HARD` × 2 rows for the slow one, the tenants left out wait for it unscanned, and
+    /// `a`'s row is claimed and started although the global window is far smaller than 50.
+    #[test]
+    fn tenants_of_a_full_destination_wait_and_leave_the_window_to_others() {
+        use super::super::destinations::{Dest, DestTable, HARD};
+        let (_d, store) = ankusa_store::test_util::temp_store();
+        let at = now_ms() - 1_000;
+        let slow = Dest {
+            id: Arc::from("slow"),
+            concurrency: 2,
+        };
+        let fast = Dest {
+            id: Arc::from("fast"),
+            concurrency: 32,
+        };
+        let mut sources = vec![("sa".to_string(), "a".to_string(), fast)];
+        for i in 0..50 {
+            sources.push((format!("s{i}"), format!("t{i}"), slow.clone()));
+        }
+        let rows: Vec<_> = sources
+            .iter()
+            .map(|(s, t, _)| ankusa_store::test_util::ingest_test_record(t, s))
+            .collect();
+        store.commit_ingest(&rows, at, false).unwrap();
+        let mut schedule = Schedule::default();
+        for (_, t, _) in &sources {
+            schedule.set_due(t, at);
+        }
+        let refs: Vec<(&str, &str, Dest)> = sources
+            .iter()
+            .map(|(s, t, d)| (s.as_str(), t.as_str(), d.clone()))
+            .collect();
+        let mut slots = Slots {
+            dests: DestTable::of_sources(&refs),
+            ..Default::default()
+        };
+        let d = DispatchConfig {
+            max_inflight: 16,
+            concurrency: 8,
+            ..Default::default()
+        };
+        for _ in 0..5 {
+            scan(&store, &mut schedule, &mut slots, &d, now_ms()).unwrap();
+        }
+        assert!(
+            slots.loads.held("slow") <= HARD * 2,
+            "{}",
+            slots.loads.held("slow")
+        );
+        assert_eq!(slots.loads.held("fast"), 1, "a's row was claimed");
+        assert!(slots.global_room(&d), "the window is not full");
+        assert!(
+            schedule.blocked_count() >= 40,
+            "{}",
+            schedule.blocked_count()
+        );
+        // Attempts: both slow ones run, a's runs, the rest of the slow rows hold no slot.
+        let metrics = Metrics::new();
+        let mut breakers = Breakers::default();
+        let (mut round, mut parked) = (Round::default(), Vec::new());
+        let mut started = Vec::new();
+        while let Some((c, _)) = slots.next(&mut round, &d, &mut breakers, &metrics, &mut parked) {
+            started.push(c);
+        }
+        let tenants: Vec<&str> = started.iter().map(|c| c.key.tenant.as_str()).collect();
+        assert_eq!(started.len(), 3, "{tenants:?}");
+        assert!(tenants.contains(&"a"));
+        assert_eq!(slots.running, 3);
+        // A slow row finishing wakes the first tenant waiting for the slow destination.
+        let before = schedule.blocked_count();
+        let slow_row = started.iter().find(|c| c.key.tenant != "a").unwrap();
+        let (dest, n) = slots.release(slow_row, true).unwrap();
+        assert_eq!(&*dest, "slow");
+        schedule.wake(&dest, n);
+        assert_eq!(schedule.blocked_count(), before - n);
+        assert_eq!(slots.running, 2);
     }
 
     /// Rows committed together share a due time; a scan that claimed some of them resumes

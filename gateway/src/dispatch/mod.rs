@@ -26,12 +26,14 @@ pub mod attempt;
 #[cfg(any(test, feature = "bench"))]
 mod bench;
 pub mod breaker;
+mod destinations;
 mod fairness;
 pub mod feedback;
 pub mod forward;
 pub mod health;
 mod lanes;
 pub mod retry;
+mod schedule;
 mod scheduler;
 mod settle;
 pub mod transform;
@@ -99,6 +101,8 @@ pub struct Claim {
     pub hook: Arc<Envelope>,
     pub key: SinkKey,
     pub lane: Option<LaneId>,
+    /// The shared destination it counts against (`destinations.rs`), set when it is queued.
+    pub dest: Option<Arc<str>>,
 }
 
 impl From<Claimed> for Claim {
@@ -115,6 +119,7 @@ impl From<Claimed> for Claim {
             row: c.row,
             hook: Arc::new(c.hook),
             lane: c.lane,
+            dest: None,
         }
     }
 }

@@ -19,6 +19,7 @@ pub struct DispatchMetrics {
     pub breaker_transitions: IntCounterVec,
     pub lanes: IntGauge,
     pub lanes_blocked: IntGauge,
+    pub tenants_waiting: IntGauge,
     pub lane_key_missing: IntCounterVec,
 }
 
@@ -89,6 +90,11 @@ impl DispatchMetrics {
                 r,
                 "ankusa_dispatch_lanes_blocked",
                 "Ordering lanes whose head is waiting for a retry",
+            ),
+            tenants_waiting: gauge(
+                r,
+                "ankusa_dispatch_tenants_waiting_destination",
+                "Tenants with rows due that wait for a full shared destination",
             ),
             lane_key_missing: counter_vec(
                 r,

@@ -40,6 +40,24 @@ pub struct HttpSink {
 }
 
 impl HttpSink {
+    /// The receiver as its pool is shared (`PoolKey` without the resolved address): sinks
+    /// naming the same one share its `pool_size` connections.
+    fn destination(&self) -> ::ankusa_core::Destination {
+        let host = self.url.host_str().unwrap_or_default();
+        let port = self.url.port_or_known_default().unwrap_or_default();
+        let ca = self.cacert.as_ref().map(|(p, _)| p.display().to_string());
+        ::ankusa_core::Destination {
+            id: format!(
+                "{}://{host}:{port} {:?} ca={} insecure={}",
+                self.url.scheme(),
+                self.version,
+                ca.as_deref().unwrap_or("-"),
+                self.insecure
+            ),
+            concurrency: self.pool_size.max(1),
+        }
+    }
+
     /// Builds the sink; `field` names it in errors (`sources.x.sinks[1]`).
     pub fn new(
         cfg: &HttpSinkConfig,
@@ -371,7 +389,12 @@ fn error_chain(e: reqwest::Error) -> String {
 /// `ankusa-format`, where it is fuzzed).
 pub use ankusa_format::http::parse_retry_after;
 
-impl_sink!(HttpSink { type_name: "http" });
+impl_sink!(HttpSink {
+    type_name: "http",
+    destination(self) -> Option<::ankusa_core::Destination> {
+        Some(self.destination())
+    },
+});
 
 #[cfg(test)]
 mod tests {
