@@ -36,8 +36,8 @@ pub struct Dest {
 #[derive(Default)]
 pub struct DestTable {
     generation: Option<u64>,
-    /// (source, sink index) → its destination; absent: not held back.
-    by_sink: HashMap<(String, u16), Dest>,
+    /// Source → per sink index its destination; `None`: not held back.
+    by_sink: HashMap<String, Vec<Option<Dest>>>,
     /// Tenant → every destination its rows can go to; `None` when one of its sinks is not held
     /// back (such a tenant is always scanned).
     by_tenant: HashMap<String, Option<Vec<Dest>>>,
@@ -80,8 +80,8 @@ impl DestTable {
                     .entry(tenant.to_string())
                     .or_insert_with(|| Some(Vec::new()))
             };
-            for (i, sink) in src.sinks.iter().enumerate() {
-                let Ok(index) = u16::try_from(i) else { break };
+            let mut of_source = Vec::with_capacity(src.sinks.len());
+            for sink in &src.sinks {
                 match sink.destination() {
                     Some(d) => {
                         let dest = Dest {
@@ -93,11 +93,15 @@ impl DestTable {
                         {
                             list.push(dest.clone());
                         }
-                        by_sink.insert((id.to_string(), index), dest);
+                        of_source.push(Some(dest));
                     }
-                    None => *entry = None,
+                    None => {
+                        *entry = None;
+                        of_source.push(None);
+                    }
                 }
             }
+            by_sink.insert(id.to_string(), of_source);
         }
         let unknown = if any_shared { shared } else { None };
         if any_shared {
@@ -128,7 +132,8 @@ impl DestTable {
     pub fn of_sources(sources: &[(&str, &str, Dest)]) -> DestTable {
         let mut t = DestTable::default();
         for (source, tenant, dest) in sources {
-            t.by_sink.insert((source.to_string(), 0), dest.clone());
+            t.by_sink
+                .insert(source.to_string(), vec![Some(dest.clone())]);
             t.by_tenant
                 .entry(tenant.to_string())
                 .or_insert_with(|| Some(Vec::new()))
@@ -140,7 +145,7 @@ impl DestTable {
 
     /// The destination of a source's sink, if it is held back.
     pub fn of_sink(&self, source: &str, sink: u16) -> Option<&Dest> {
-        self.by_sink.get(&(source.to_string(), sink))
+        self.by_sink.get(source)?.get(usize::from(sink))?.as_ref()
     }
 
     /// Every destination a tenant's rows can go to; `None`: some are not held back.
@@ -174,7 +179,12 @@ impl Loads {
         let l = self.map.entry(dest.id.clone()).or_default();
         l.concurrency = dest.concurrency;
         l.held += 1;
-        *l.by_tenant.entry(tenant.to_string()).or_default() += 1;
+        match l.by_tenant.get_mut(tenant) {
+            Some(n) => *n += 1,
+            None => {
+                l.by_tenant.insert(tenant.to_string(), 1);
+            }
+        }
     }
 
     /// A row of `tenant` for `id` was released. Returns how many waiting tenants to wake: as
