@@ -97,19 +97,18 @@ impl Slots {
         self.inflight_rows < d.max_inflight && self.inflight_bytes < d.max_inflight_bytes
     }
 
-    /// Rows `tenant` may claim for its shared destinations (`None`: not held back), and the
-    /// destination it waits for when that is 0.
-    fn dest_room(&self, tenant: &str) -> (Option<u32>, Option<Arc<str>>) {
-        let room = self.loads.tenant_room(&self.dests, tenant);
-        let wait_for = match room {
-            Some(0) => self
-                .dests
-                .of_tenant(tenant)
-                .and_then(|d| d.first())
-                .map(|d| d.id.clone()),
+    /// Rows `tenant` may claim for its shared destinations (`None`: not held back).
+    fn dest_room(&self, tenant: &str) -> Option<u32> {
+        self.loads.tenant_room(&self.dests, tenant)
+    }
+
+    /// The destination a tenant with no room waits for (every one of its destinations is full;
+    /// it waits on its first).
+    fn waits_for(&self, tenant: &str) -> Option<Arc<str>> {
+        match self.dest_room(tenant) {
+            Some(0) => self.dests.of_tenant(tenant)?.first().map(|d| d.id.clone()),
             _ => None,
-        };
-        (room, wait_for)
+        }
     }
 
     /// Queues a claimed row behind its sink key; it holds its place in the windows (and its
@@ -349,12 +348,12 @@ pub fn scan(
         if !slots.tenant_has_room(d, t) {
             return false;
         }
-        match slots.dest_room(t) {
-            (Some(0), Some(dest)) => {
+        match slots.waits_for(t) {
+            Some(dest) => {
                 schedule.block(t, dest);
                 false
             }
-            _ => true,
+            None => true,
         }
     });
     if due.is_empty() {
@@ -378,7 +377,7 @@ pub fn scan(
                 .bytes
                 .saturating_sub(st.map_or(0, |s| s.inflight_bytes))
                 .min(d.max_inflight_bytes.saturating_sub(slots.inflight_bytes));
-            let dest_room = slots.dest_room(t).0.map_or(usize::MAX, |r| r as usize);
+            let dest_room = slots.dest_room(t).map_or(usize::MAX, |r| r as usize);
             let quota = share.min(budget).min(rows_room).min(dest_room);
             if quota == 0 || bytes_room == 0 {
                 continue;
@@ -395,7 +394,7 @@ pub fn scan(
             if got == quota
                 && page.next_due.is_some_and(|n| n <= now)
                 && slots.tenant_has_room(d, t)
-                && slots.dest_room(t).0 != Some(0)
+                && slots.dest_room(t) != Some(0)
             {
                 still.push(t.clone());
             }
