@@ -47,11 +47,11 @@ pub(super) fn compile_error(src: &str, kind: Kind) -> CompileError {
 }
 
 /// Runs `f`, asserting it returns within a sanity bound (not a benchmark: a runaway
-/// evaluation takes minutes, a bounded one milliseconds).
+/// evaluation takes minutes, a bounded one milliseconds; 5 s leaves room for a busy machine).
 pub(super) fn bounded<T>(f: impl FnOnce() -> T) -> T {
     let start = Instant::now();
     let out = f();
     let took = start.elapsed();
-    assert!(took < Duration::from_secs(1), "took {took:?}");
+    assert!(took < Duration::from_secs(5), "took {took:?}");
     out
 }
