@@ -170,7 +170,21 @@ async fn the_connection_cap_refuses_politely_and_recovers() {
     for _ in 0..16 {
         held.push(TcpStream::connect(g.ingest).await.unwrap());
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The 17th is refused only once the gateway has accepted all 16; on a busy machine that
+    // took longer than a fixed 300 ms, and the 17th then took a held connection's place.
+    let c = client();
+    let accepted = Instant::now() + Duration::from_secs(10);
+    while metric(
+        &g.metrics(&c).await,
+        "ankusa_http_connections{listener=\"ingest\"}",
+    ) < 16.0
+    {
+        assert!(
+            Instant::now() < accepted,
+            "the 16 connections were not accepted in 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let mut extra = TcpStream::connect(g.ingest).await.unwrap();
     let (got, closed) = read_until_closed(&mut extra, Duration::from_secs(5)).await;
     let answer = String::from_utf8_lossy(&got);
@@ -179,7 +193,6 @@ async fn the_connection_cap_refuses_politely_and_recovers() {
     assert!(answer.contains("retry-after: 1"), "{answer}");
     assert!(answer.ends_with("{\"error\":\"overload\"}"), "{answer}");
 
-    let c = client();
     let text = g.metrics(&c).await;
     assert_eq!(
         metric(&text, "ankusa_http_connections{listener=\"ingest\"}"),
