@@ -2,6 +2,7 @@
 //! generator, a no-op server (the ceiling of the HTTP stack), the durability floor (`floor`),
 //! and starting the release `ankusa` binary on free ports.
 
+pub mod cpu;
 pub mod floor;
 
 use std::net::SocketAddr;
@@ -41,8 +42,13 @@ impl Latencies {
 /// What one request of the load looks like.
 pub type MakeRequest = Arc<dyn Fn(u64) -> Request<Full<Bytes>> + Send + Sync>;
 
+#[derive(Default)]
 pub struct LoadResult {
+    /// 2xx answers in the measured window.
     pub ok: u64,
+    /// 2xx answers in all, warm-up and the requests in flight at the end included: what a
+    /// peer must have passed on.
+    pub all_ok: u64,
     pub refused: u64,
     pub errors: u64,
     pub elapsed: Duration,
@@ -92,7 +98,7 @@ pub async fn closed_loop(
             (measuring.clone(), stop.clone(), seq.clone(), make.clone());
         tasks.push(tokio::spawn(async move {
             let mut lat = Latencies::default();
-            let (mut ok, mut refused, mut errors) = (0u64, 0u64, 0u64);
+            let (mut ok, mut all_ok, mut refused, mut errors) = (0u64, 0u64, 0u64, 0u64);
             'reconnect: while !stop.load(Ordering::Relaxed) {
                 let Ok(stream) = tokio::net::TcpStream::connect(addr).await else {
                     errors += 1;
@@ -135,6 +141,7 @@ pub async fn closed_loop(
                         errors += 1;
                         continue 'reconnect;
                     }
+                    all_ok += u64::from(status.is_success());
                     if measuring.load(Ordering::Relaxed) {
                         if status.is_success() {
                             ok += 1;
@@ -145,7 +152,7 @@ pub async fn closed_loop(
                     }
                 }
             }
-            (ok, refused, errors, lat)
+            (ok, all_ok, refused, errors, lat)
         }));
     }
     tokio::time::sleep(warmup).await;
@@ -156,15 +163,13 @@ pub async fn closed_loop(
     let elapsed = started.elapsed();
     stop.store(true, Ordering::SeqCst);
     let mut out = LoadResult {
-        ok: 0,
-        refused: 0,
-        errors: 0,
         elapsed,
-        latencies: Latencies::default(),
+        ..LoadResult::default()
     };
     for t in tasks {
-        let (ok, refused, errors, lat) = t.await?;
+        let (ok, all_ok, refused, errors, lat) = t.await?;
         out.ok += ok;
+        out.all_ok += all_ok;
         out.refused += refused;
         out.errors += errors;
         out.latencies.merge(lat);
@@ -421,6 +426,18 @@ pub fn signed_request(path: &str, secret_key: &[u8], n: u64) -> Request<Full<Byt
         .header("webhook-signature", sig)
         .body(Full::new(body))
         .expect("request")
+}
+
+/// A suffix for queue, topic and stream names no other run of a benchmark uses.
+pub fn suffix() -> String {
+    format!(
+        "{}{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() % 1_000_000)
+            .unwrap_or(0)
+    )
 }
 
 /// Prints one JSON line.

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use ankusa_bench::cpu::{CpuProbe, cpu_line, pids_named};
 use ankusa_bench::*;
 use ankusa_core::{DeliveryCtx, Envelope, Verification};
 use ankusa_sinks::message;
@@ -109,93 +110,6 @@ fn rabbit_alone(
     })
 }
 
-/// CPU seconds (user + system) process `pid` has used, from `/proc/<pid>/stat`.
-fn cpu_secs(pid: u32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command name (which may hold spaces) start at field 3, `state`.
-    let rest = stat.get(stat.rfind(')')? + 2..)?;
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
-    // SAFETY: sysconf reads a constant of the running system.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    Some(ticks as f64 / hz)
-}
-
-/// The pids of processes named exactly `name`.
-fn pids_named(name: &str) -> Vec<u32> {
-    std::process::Command::new("pgrep")
-        .args(["-x", name])
-        .output()
-        .map(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .filter_map(|l| l.trim().parse().ok())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// CPU used by named groups of processes between `start` and `finish`.
-struct CpuProbe {
-    groups: Vec<(&'static str, Vec<u32>, f64)>,
-    t0: Instant,
-}
-
-impl CpuProbe {
-    fn start(groups: Vec<(&'static str, Vec<u32>)>) -> Self {
-        let groups = groups
-            .into_iter()
-            .map(|(n, pids)| {
-                let used = pids.iter().filter_map(|p| cpu_secs(*p)).sum();
-                (n, pids, used)
-            })
-            .collect();
-        CpuProbe {
-            groups,
-            t0: Instant::now(),
-        }
-    }
-
-    /// `{<group>_cores, <group>_us_per_hook}` for `rate` accepted hooks a second.
-    fn finish(self, rate: f64) -> serde_json::Map<String, serde_json::Value> {
-        let wall = self.t0.elapsed().as_secs_f64();
-        let mut out = serde_json::Map::new();
-        for (name, pids, before) in self.groups {
-            let used: f64 = pids.iter().filter_map(|p| cpu_secs(*p)).sum::<f64>() - before;
-            let cores = used / wall;
-            out.insert(
-                format!("{name}_cores"),
-                json!((cores * 100.0).round() / 100.0),
-            );
-            if rate > 0.0 {
-                out.insert(
-                    format!("{name}_us_per_hook"),
-                    json!((cores * 1e6 / rate * 10.0).round() / 10.0),
-                );
-            }
-        }
-        out
-    }
-}
-
-fn cpu_line(case: &str, cpu: serde_json::Map<String, serde_json::Value>) {
-    let mut line = serde_json::Map::new();
-    line.insert("case".into(), json!(format!("{case}_cpu")));
-    line.extend(cpu);
-    emit(serde_json::Value::Object(line));
-}
-
-fn suffix() -> String {
-    format!(
-        "{}{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() % 1_000_000)
-            .unwrap_or(0)
-    )
-}
-
 /// `CONCURRENCY` tasks each running `op` back to back for `duration` after a 2 s warm-up.
 async fn closed_loop_op<F, Fut>(duration: Duration, op: F) -> LoadResult
 where
@@ -236,11 +150,8 @@ where
     let elapsed = started.elapsed();
     stop.store(true, Ordering::Relaxed);
     let mut r = LoadResult {
-        ok: 0,
-        refused: 0,
-        errors: 0,
         elapsed,
-        latencies: Latencies::default(),
+        ..LoadResult::default()
     };
     for t in tasks {
         if let Ok((lat, ok, errors)) = t.await {

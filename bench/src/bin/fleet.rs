@@ -73,15 +73,13 @@ fn run(
         futures::future::join_all(loads).await
     });
     let mut total = LoadResult {
-        ok: 0,
-        refused: 0,
-        errors: 0,
         elapsed: duration,
-        latencies: Latencies::default(),
+        ..LoadResult::default()
     };
     for r in results {
         let r = r?;
         total.ok += r.ok;
+        total.all_ok += r.all_ok;
         total.refused += r.refused;
         total.errors += r.errors;
         total.elapsed = total.elapsed.max(r.elapsed);
