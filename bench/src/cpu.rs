@@ -125,33 +125,29 @@ impl CpuProbe {
 
     /// `{<group>_cores, <group>_us_per_hook}` for `rate` accepted hooks a second.
     pub fn finish(self, rate: f64) -> serde_json::Map<String, serde_json::Value> {
-        let wall = self.t0.elapsed().as_secs_f64();
-        let mut out = serde_json::Map::new();
-        for (name, procs, before) in self.groups {
-            let cores = (procs.used() - before) / wall;
-            out.insert(format!("{name}_cores"), json!(round2(cores)));
-            if rate > 0.0 {
-                out.insert(
-                    format!("{name}_us_per_hook"),
-                    json!((cores * 1e6 / rate * 10.0).round() / 10.0),
-                );
-            }
-        }
-        out
+        self.report(|used, wall| (rate > 0.0).then(|| used / wall * 1e6 / rate))
     }
 
     /// `{<group>_cores, <group>_us_per_hook}` for `hooks` hooks handled in all since `start`
     /// (CPU over the whole window divided by every hook in it).
     pub fn finish_hooks(self, hooks: u64) -> serde_json::Map<String, serde_json::Value> {
+        self.report(|used, _| (hooks > 0).then(|| used * 1e6 / hooks as f64))
+    }
+
+    /// Each group's cores over the window and `us_per_hook(cpu seconds, wall seconds)`.
+    fn report(
+        self,
+        us_per_hook: impl Fn(f64, f64) -> Option<f64>,
+    ) -> serde_json::Map<String, serde_json::Value> {
         let wall = self.t0.elapsed().as_secs_f64();
         let mut out = serde_json::Map::new();
         for (name, procs, before) in self.groups {
             let used = procs.used() - before;
             out.insert(format!("{name}_cores"), json!(round2(used / wall)));
-            if hooks > 0 {
+            if let Some(us) = us_per_hook(used, wall) {
                 out.insert(
                     format!("{name}_us_per_hook"),
-                    json!((used * 1e6 / hooks as f64 * 10.0).round() / 10.0),
+                    json!((us * 10.0).round() / 10.0),
                 );
             }
         }

@@ -244,6 +244,36 @@ impl Drop for ChildGuard {
     }
 }
 
+/// The benchmark's first argument as seconds per case (10 when absent or not a number).
+pub fn seconds_arg() -> Duration {
+    Duration::from_secs(
+        std::env::args()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(10),
+    )
+}
+
+/// Waits until `addr` accepts a connection; fails when `child` (the process that should
+/// listen there) exits first or `timeout` passes.
+pub fn wait_listening(
+    addr: SocketAddr,
+    child: &mut Child,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + timeout;
+    while std::net::TcpStream::connect(addr).is_err() {
+        if let Some(status) = child.try_wait()? {
+            anyhow::bail!("the process meant to listen on {addr} exited: {status}");
+        }
+        if Instant::now() > deadline {
+            anyhow::bail!("nothing accepted a connection on {addr} within {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok(())
+}
+
 /// Runs this benchmark's own executable as `<exe> <role> <port>` (a receiver or a no-op
 /// server in its own process) and waits until it accepts connections.
 pub fn spawn_self(role: &str) -> anyhow::Result<(ChildGuard, SocketAddr)> {
@@ -252,20 +282,15 @@ pub fn spawn_self(role: &str) -> anyhow::Result<(ChildGuard, SocketAddr)> {
 
 /// `spawn_self` on a port the caller chose (a sink's address that was closed until now).
 pub fn spawn_self_on(role: &str, port: u16) -> anyhow::Result<(ChildGuard, SocketAddr)> {
-    let child = ChildGuard(
+    let mut child = ChildGuard(
         Command::new(std::env::current_exe()?)
             .args([role, &port.to_string()])
             .stdout(Stdio::null())
             .spawn()?,
     );
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(addr).is_err() {
-        if Instant::now() > deadline {
-            anyhow::bail!("{role} on {addr} never accepted a connection");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_listening(addr, &mut child.0, Duration::from_secs(10))
+        .map_err(|e| anyhow::anyhow!("{role}: {e}"))?;
     Ok((child, addr))
 }
 

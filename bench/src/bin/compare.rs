@@ -75,10 +75,11 @@ struct Peer {
 }
 
 enum Owner {
-    /// A peer's process and every process it starts (killed together on drop), its files.
+    /// A peer's process and every process it starts (killed together on drop), and the
+    /// directory of its configuration when it has one.
     Tree {
         child: ChildGuard,
-        _dir: tempfile::TempDir,
+        _config: Option<tempfile::TempDir>,
     },
     Gateway(GatewayProc),
 }
@@ -104,24 +105,9 @@ impl Drop for Peer {
     }
 }
 
-fn wait_listening(addr: SocketAddr, child: &mut ChildGuard) -> anyhow::Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        if std::net::TcpStream::connect(addr).is_ok() {
-            return Ok(());
-        }
-        if let Some(status) = child.0.try_wait()? {
-            anyhow::bail!("the peer exited before it listened: {status}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    anyhow::bail!("the peer did not listen on {addr} within 30 s")
-}
-
 fn node_bridge(script: &str, exchange: &str, confirm: bool) -> anyhow::Result<Peer> {
     let port = free_port();
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let dir = tempfile::tempdir()?;
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut child = ChildGuard(
         Command::new("node")
@@ -136,13 +122,16 @@ fn node_bridge(script: &str, exchange: &str, confirm: bool) -> anyhow::Result<Pe
             .stdout(Stdio::null())
             .spawn()?,
     );
-    wait_listening(addr, &mut child)?;
+    wait_listening(addr, &mut child.0, Duration::from_secs(30))?;
     // The workers connect to RabbitMQ after the port is bound by the primary.
     std::thread::sleep(Duration::from_secs(1));
     Ok(Peer {
         addr,
         path: "/",
-        owner: Owner::Tree { child, _dir: dir },
+        owner: Owner::Tree {
+            child,
+            _config: None,
+        },
     })
 }
 
@@ -181,11 +170,14 @@ fn webhook_peer(bin: &str, exchange: &str) -> anyhow::Result<Peer> {
             .stderr(Stdio::null())
             .spawn()?,
     );
-    wait_listening(addr, &mut child)?;
+    wait_listening(addr, &mut child.0, Duration::from_secs(30))?;
     Ok(Peer {
         addr,
         path: "/hooks/bench",
-        owner: Owner::Tree { child, _dir: dir },
+        owner: Owner::Tree {
+            child,
+            _config: Some(dir),
+        },
     })
 }
 
@@ -303,10 +295,6 @@ fn skipped(name: &str, why: &str) {
 }
 
 fn main() -> anyhow::Result<()> {
-    let secs: u64 = std::env::args()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(10);
     let rt = runtime()?;
     let (_conn, ch) = rt.block_on(async {
         let conn = Connection::connect(RABBIT, ConnectionProperties::default()).await?;
@@ -316,7 +304,7 @@ fn main() -> anyhow::Result<()> {
     let mut case = Case {
         rt: &rt,
         ch: &ch,
-        duration: Duration::from_secs(secs),
+        duration: seconds_arg(),
         summary: serde_json::Map::new(),
     };
     let bridge = std::env::var("COMPARE_BRIDGE").ok();

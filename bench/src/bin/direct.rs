@@ -124,11 +124,13 @@ where
     for _ in 0..CONCURRENCY {
         let (op, measuring, stop, seq) = (op.clone(), measuring.clone(), stop.clone(), seq.clone());
         tasks.push(tokio::spawn(async move {
-            let (mut lat, mut ok, mut errors) = (Latencies::default(), 0u64, 0u64);
+            let (mut lat, mut ok, mut all_ok, mut errors) =
+                (Latencies::default(), 0u64, 0u64, 0u64);
             while !stop.load(Ordering::Relaxed) {
                 let n = seq.fetch_add(1, Ordering::Relaxed);
                 let started = Instant::now();
                 let r = op(n).await;
+                all_ok += u64::from(r.is_ok());
                 if measuring.load(Ordering::Relaxed) {
                     match r {
                         Ok(()) => {
@@ -139,7 +141,7 @@ where
                     }
                 }
             }
-            (lat, ok, errors)
+            (lat, ok, all_ok, errors)
         }));
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -154,9 +156,10 @@ where
         ..LoadResult::default()
     };
     for t in tasks {
-        if let Ok((lat, ok, errors)) = t.await {
+        if let Ok((lat, ok, all_ok, errors)) = t.await {
             r.latencies.merge(lat);
             r.ok += ok;
+            r.all_ok += all_ok;
             r.errors += errors;
         }
     }
@@ -164,11 +167,7 @@ where
 }
 
 fn main() -> anyhow::Result<()> {
-    let secs: u64 = std::env::args()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(10);
-    let duration = Duration::from_secs(secs);
+    let duration = seconds_arg();
     let rt = runtime()?;
     let make = signed_requests("/webhooks/bench", SECRET)?;
     let payload: Arc<Vec<u8>> = Arc::new(body_1k(0).to_vec());

@@ -48,13 +48,9 @@ async fn jetstream_stream(name: &str, subject: &str) -> anyhow::Result<()> {
 }
 
 fn main() -> anyhow::Result<()> {
-    let secs: u64 = std::env::args()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(10);
+    let duration = seconds_arg();
     let rt = runtime()?;
     let make = signed_requests("/webhooks/bench", SECRET)?;
-    let duration = Duration::from_secs(secs);
     let cfg = |extra: &str| {
         format!(
             "node: {{roles: [edge]}}\n{extra}\nsources:\n  bench:\n    verify: {{type: standard_webhooks, secret: \"{SECRET}\"}}\n    sinks: [{{type: log}}]\n"

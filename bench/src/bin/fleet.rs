@@ -105,11 +105,7 @@ fn run(
 }
 
 fn main() -> anyhow::Result<()> {
-    let secs: u64 = std::env::args()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(10);
-    let duration = Duration::from_secs(secs);
+    let duration = seconds_arg();
     let rt = runtime()?;
     let tls = tempfile::tempdir()?;
     let ca = Ca::new("bench fleet CA");
